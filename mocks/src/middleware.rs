@@ -1,0 +1,159 @@
+//! Request-level middlewares: request ids, stats + fault injection + the body-less POST
+//! rule (`traffic`), and the response-body wrappers faults use.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{header, HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http_body::Frame;
+use serde_json::json;
+
+use crate::app::AppState;
+use crate::envelope::ApiError;
+use crate::server::ConnectionKill;
+
+/// Adds `X-Request-Id` to every response.
+pub async fn request_id(req: Request, next: Next) -> Response {
+    let id = format!("req_{}", crate::ids::ulid().to_ascii_lowercase());
+    let mut resp = next.run(req).await;
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        resp.headers_mut().entry("x-request-id").or_insert(v);
+    }
+    resp
+}
+
+/// Stats, faults and the Content-Length rule, in that order, then the handler.
+pub async fn traffic(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let method = req.method().as_str().to_string();
+    let template = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|m| m.as_str().to_string())
+        .unwrap_or_else(|| req.uri().path().to_string());
+    let operation = state.operation_id(&method, &template);
+    state.stats.request(&operation);
+
+    let plan = state.faults.plan(&method, req.uri().path());
+    for _ in 0..plan.fired {
+        state.stats.fault_injected();
+    }
+    if !plan.delay.is_zero() {
+        tokio::time::sleep(plan.delay).await;
+    }
+    if let Some((code, retry_after)) = plan.status {
+        return fault_status(code, retry_after);
+    }
+    if plan.reset_before {
+        if let Some(kill) = req.extensions().get::<ConnectionKill>() {
+            kill.fire();
+            // The connection task drops this future as soon as it sees the kill.
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        }
+        return aborting_response(Vec::new(), 1);
+    }
+    if req.method() == Method::POST
+        && !req.headers().contains_key(header::CONTENT_LENGTH)
+        && !req.headers().contains_key(header::TRANSFER_ENCODING)
+    {
+        return ApiError::fail(StatusCode::LENGTH_REQUIRED, json!({"body": "Content-Length is required"}))
+            .into_response();
+    }
+
+    state.stats.handled(&operation);
+    let resp = next.run(req).await;
+
+    if plan.reset_after {
+        let (parts, body) = resp.into_parts();
+        let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap_or_default();
+        let declared = bytes.len().max(1);
+        let half = bytes[..bytes.len() / 2].to_vec();
+        let mut cut = aborting_response(half, declared);
+        *cut.status_mut() = parts.status;
+        for (name, value) in parts.headers.iter() {
+            if name != header::CONTENT_LENGTH && name != header::TRANSFER_ENCODING {
+                cut.headers_mut().insert(name.clone(), value.clone());
+            }
+        }
+        return cut;
+    }
+    if let Some(limit) = plan.cut {
+        let (parts, body) = resp.into_parts();
+        return Response::from_parts(parts, Body::new(CutBody { inner: body, remaining: limit }));
+    }
+    resp
+}
+
+fn fault_status(code: u16, retry_after: Option<u64>) -> Response {
+    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+    let mut err = match code {
+        503 => ApiError::unavailable(),
+        429 => ApiError::fail(status, json!({"rate": "rate limited"})),
+        c if c >= 500 => ApiError::error(
+            status,
+            status.canonical_reason().unwrap_or("server error").to_ascii_lowercase(),
+        ),
+        _ => ApiError::fail(
+            status,
+            json!({"fault": status.canonical_reason().unwrap_or("injected fault").to_ascii_lowercase()}),
+        ),
+    };
+    let retry = retry_after.or(if code == 429 { Some(1) } else { None });
+    if let Some(secs) = retry {
+        err = err.with_header(header::RETRY_AFTER, &secs.to_string());
+    }
+    err.into_response()
+}
+
+/// A 200 whose body declares `declared` bytes, sends `sent`, then fails (hyper aborts
+/// the connection, so the client sees a truncated body).
+fn aborting_response(sent: Vec<u8>, declared: usize) -> Response {
+    let chunks: Vec<Result<Bytes, std::io::Error>> = vec![
+        Ok(Bytes::from(sent)),
+        Err(std::io::Error::new(std::io::ErrorKind::ConnectionReset, "fault: connection reset")),
+    ];
+    let mut resp = Response::new(Body::from_stream(futures::stream::iter(chunks)));
+    if let Ok(v) = HeaderValue::from_str(&declared.to_string()) {
+        resp.headers_mut().insert(header::CONTENT_LENGTH, v);
+    }
+    resp
+}
+
+/// Passes `remaining` body bytes through, then fails the body (connection cut).
+struct CutBody {
+    inner: Body,
+    remaining: u64,
+}
+
+impl http_body::Body for CutBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        if self.remaining == 0 {
+            return Poll::Ready(Some(Err(axum::Error::new(std::io::Error::new(
+                std::io::ErrorKind::ConnectionReset,
+                "fault: stream cut",
+            )))));
+        }
+        match Pin::new(&mut self.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                Ok(mut data) => {
+                    let take = (data.len() as u64).min(self.remaining);
+                    self.remaining -= take;
+                    if (take as usize) < data.len() {
+                        data.truncate(take as usize);
+                    }
+                    Poll::Ready(Some(Ok(Frame::data(data))))
+                }
+                Err(frame) => Poll::Ready(Some(Ok(frame))),
+            },
+            other => other,
+        }
+    }
+}
+

@@ -1,0 +1,216 @@
+//! The one error type of the crate.
+//!
+//! Every failure a caller may want to react to is its own variant: the HTTP-mapped ones carry an
+//! [`ApiError`] with the status, the API's error code, the request id and the endpoint, so a log
+//! line or a bug report has everything needed to find the request on the server.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+/// Result alias used throughout the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Details of an error answer from the control plane.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiError {
+    /// HTTP status code.
+    pub status: u16,
+    /// String code from the fail data (e.g. `QUOTA_EXCEEDED`), when the server sent one.
+    pub code: Option<String>,
+    /// Human-readable message, built from the envelope (or the status when the body had none).
+    pub message: String,
+    /// Field → message map of a `fail` envelope (validation errors).
+    pub fields: BTreeMap<String, String>,
+    /// `X-Request-Id` (or `X-Fc-Request-Id`) of the answer.
+    pub request_id: Option<String>,
+    /// Method and path template, e.g. `GET /v1/sandboxes/{id}` (no ids, no query).
+    pub endpoint: String,
+    /// `Retry-After` of the answer, when present.
+    pub retry_after: Option<Duration>,
+}
+
+impl fmt::Debug for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ApiError")
+            .field("status", &self.status)
+            .field("code", &self.code)
+            .field("message", &self.message)
+            .field("fields", &self.fields)
+            .field("request_id", &self.request_id)
+            .field("endpoint", &self.endpoint)
+            .field("retry_after", &self.retry_after)
+            .finish()
+    }
+}
+
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} failed with HTTP {}: {}", self.endpoint, self.status, self.message)?;
+        if let Some(code) = &self.code {
+            write!(f, " [{code}]")?;
+        }
+        if let Some(id) = &self.request_id {
+            write!(f, " (request id {id})")?;
+        }
+        Ok(())
+    }
+}
+
+/// Everything that can go wrong.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// 401: the credential is missing, invalid, revoked or expired.
+    #[error("not authorized: {0}. Run `createos login` or set CREATEOS_API_KEY")]
+    Auth(Box<ApiError>),
+    /// 403: authenticated but not allowed (e.g. a sandbox-scoped token on a management route).
+    #[error("permission denied: {0}")]
+    Permission(Box<ApiError>),
+    /// 404: unknown id — also the answer for resources owned by another account.
+    #[error("not found: {0}")]
+    NotFound(Box<ApiError>),
+    /// 409: the resource is in a state that does not allow the operation.
+    #[error("conflict: {0}")]
+    Conflict(Box<ApiError>),
+    /// 400/422: the server rejected a field; see [`ApiError::fields`].
+    #[error("invalid request: {0}")]
+    Validation(Box<ApiError>),
+    /// 429 after the retry budget was spent.
+    #[error("rate limited: {api}")]
+    RateLimited {
+        /// The answer.
+        api: Box<ApiError>,
+        /// How long the server asked to wait.
+        retry_after: Option<Duration>,
+    },
+    /// 402: the account has no credit for a cost-incurring operation.
+    #[error("payment required: {0}")]
+    PaymentRequired(Box<ApiError>),
+    /// 5xx after the retry budget was spent.
+    #[error("server error: {0}")]
+    Server(Box<ApiError>),
+    /// Any other non-success status (e.g. 408 from a process wait, 411, 415).
+    #[error("request failed: {0}")]
+    Api(Box<ApiError>),
+    /// The request could not be sent or the connection broke.
+    #[error("connection to {endpoint} failed: {source}")]
+    Connection {
+        /// Method and path template.
+        endpoint: String,
+        /// Underlying transport error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// No answer within the configured timeout.
+    #[error("{endpoint} timed out after {after:?}")]
+    Timeout {
+        /// Method and path template.
+        endpoint: String,
+        /// The timeout that elapsed.
+        after: Duration,
+    },
+    /// The answer did not have the documented shape.
+    #[error("could not decode the answer of {endpoint}: {message}")]
+    Decode {
+        /// Method and path template.
+        endpoint: String,
+        /// What was wrong.
+        message: String,
+    },
+    /// The operation was cancelled by the caller.
+    #[error("cancelled")]
+    Cancelled,
+    /// Bad input caught before anything was sent.
+    #[error("invalid {field}: {message}")]
+    InvalidInput {
+        /// The argument or field at fault.
+        field: String,
+        /// Why it was refused.
+        message: String,
+    },
+    /// No credential could be found.
+    #[error("not signed in: {0}")]
+    NotSignedIn(String),
+    /// A stored credential could not be read, parsed, refreshed or written back.
+    #[error("credentials: {message}")]
+    Credentials {
+        /// What failed and what to do.
+        message: String,
+        /// Underlying error, if any.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
+    /// Local I/O failed (files being uploaded or downloaded, terminals, sockets).
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    /// The control plane's answer, for HTTP-mapped variants.
+    pub fn api(&self) -> Option<&ApiError> {
+        match self {
+            Error::Auth(a)
+            | Error::Permission(a)
+            | Error::NotFound(a)
+            | Error::Conflict(a)
+            | Error::Validation(a)
+            | Error::PaymentRequired(a)
+            | Error::Server(a)
+            | Error::Api(a) => Some(a),
+            Error::RateLimited { api, .. } => Some(api),
+            _ => None,
+        }
+    }
+
+    /// HTTP status, for HTTP-mapped variants.
+    pub fn status(&self) -> Option<u16> {
+        self.api().map(|a| a.status)
+    }
+
+    /// True for a 404.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Error::NotFound(_))
+    }
+
+    /// Build the variant matching an error answer's status.
+    pub fn from_api(api: ApiError) -> Self {
+        let api = Box::new(api);
+        match api.status {
+            401 => Error::Auth(api),
+            402 => Error::PaymentRequired(api),
+            403 => Error::Permission(api),
+            404 => Error::NotFound(api),
+            409 => Error::Conflict(api),
+            400 | 422 => Error::Validation(api),
+            429 => {
+                let retry_after = api.retry_after;
+                Error::RateLimited { api, retry_after }
+            }
+            500..=599 => Error::Server(api),
+            _ => Error::Api(api),
+        }
+    }
+
+    pub(crate) fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::InvalidInput { field: field.into(), message: message.into() }
+    }
+
+    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Io { context: context.into(), source }
+    }
+
+    pub(crate) fn decode(endpoint: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::Decode { endpoint: endpoint.into(), message: message.into() }
+    }
+
+    pub(crate) fn credentials(message: impl Into<String>) -> Self {
+        Error::Credentials { message: message.into(), source: None }
+    }
+}

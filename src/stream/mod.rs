@@ -1,0 +1,6 @@
+//! Streaming answers: the NDJSON decoder shared by streaming exec, process output and template
+//! logs.
+
+pub mod ndjson;
+
+pub use ndjson::{NdjsonDecoder, MAX_LINE};
