@@ -198,7 +198,8 @@ impl Error {
         }
     }
 
-    pub(crate) fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+    /// An [`Error::InvalidInput`] for `field`.
+    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
         Error::InvalidInput { field: field.into(), message: message.into() }
     }
 

@@ -28,8 +28,10 @@ pub mod stream;
 pub mod transport;
 pub mod validate;
 
-
-pub use api::sandboxes::Sandbox;
+pub use api::sandboxes::{
+    CreateSandbox, Destroyed, DiskMountRequest, ForkOptions, ListSandboxes, NetworkRef, Resized, Sandbox,
+    SandboxStatus, SandboxView, SshKeyCount, UpdateSandbox, WaitSchedule,
+};
 pub use auth::{CredentialKind, CredentialSource, Credentials};
 pub use client::{Client, ClientBuilder};
 pub use config::{Region, RetryPolicy};

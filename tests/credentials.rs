@@ -45,7 +45,8 @@ fn session(access: &str, refresh: &str, expires_at: i64, endpoint: &str) -> Stri
 }
 
 fn resolver(home: &Path, vars: &[(&str, &str)]) -> Resolver {
-    let mut env: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let mut env: HashMap<String, String> =
+        vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     env.entry("CREATEOS_OAUTH_CLIENT_ID".into()).or_insert_with(|| CLIENT_ID.into());
     Resolver::new().home(home.to_path_buf()).env(move |name| env.get(name).cloned())
 }
@@ -130,7 +131,8 @@ async fn serve_one(
         }
     }
     count.fetch_add(1, Ordering::SeqCst);
-    let form: HashMap<String, String> = url::form_urlencoded::parse(&buf[head_end..]).into_owned().collect();
+    let form: HashMap<String, String> =
+        url::form_urlencoded::parse(&buf[head_end..]).into_owned().collect();
     tokio::time::sleep(delay).await;
     let (status, body) = {
         let mut state = state.lock().unwrap();
@@ -143,18 +145,25 @@ async fn serve_one(
             Answer::Huge => (200, "x".repeat(2 << 20)),
             Answer::Grant { rotate } if well_formed && known => {
                 state.1 += 1;
-                let mut grant = json!({"access_token": format!("at-{}", state.1), "token_type": "Bearer", "expires_in": 3600});
+                let access = format!("at-{}", state.1);
+                let mut grant =
+                    json!({"access_token": access, "token_type": "Bearer", "expires_in": 3600});
                 if rotate {
                     state.0 = format!("rt-{}", state.1);
                     grant["refresh_token"] = json!(state.0);
                 }
                 (200, grant.to_string())
             }
-            _ => (400, json!({"error": "invalid_grant", "error_description": "refresh token not valid"}).to_string()),
+            _ => (
+                400,
+                json!({"error": "invalid_grant", "error_description": "refresh token not valid"})
+                    .to_string(),
+            ),
         }
     };
     let reply = format!(
-        "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+         connection: close\r\n\r\n{body}",
         body.len()
     );
     let _ = stream.write_all(reply.as_bytes()).await;
@@ -187,9 +196,13 @@ fn env_keys_follow_the_cli_order_then_the_sdk_name() {
     ];
     for skip in 0..all.len() {
         // Earlier names empty or whitespace: the first non-empty one wins.
-        let vars: Vec<(&str, &str)> =
-            all.iter().enumerate().map(|(i, (k, v))| (*k, if i < skip { "  " } else { *v })).collect();
-        let creds = resolver(home.path(), &vars).explicit_key(Some(String::new())).resolve().unwrap();
+        let vars: Vec<(&str, &str)> = all
+            .iter()
+            .enumerate()
+            .map(|(i, (k, v))| (*k, if i < skip { "  " } else { *v }))
+            .collect();
+        let creds =
+            resolver(home.path(), &vars).explicit_key(Some(String::new())).resolve().unwrap();
         assert_eq!(creds.source(), &CredentialSource::Env(all[skip].0.to_owned()));
         assert_eq!(tokio_test_block(header(&creds)).1, all[skip].1);
     }
@@ -198,7 +211,8 @@ fn env_keys_follow_the_cli_order_then_the_sdk_name() {
 #[test]
 fn sandbox_api_key_used_when_cli_names_absent() {
     let home = home_with(None, Some("file-key"));
-    let creds = resolver(home.path(), &[("CREATEOS_SANDBOX_API_KEY", "sdk-key\n")]).resolve().unwrap();
+    let creds =
+        resolver(home.path(), &[("CREATEOS_SANDBOX_API_KEY", "sdk-key\n")]).resolve().unwrap();
     assert_eq!(creds.source(), &CredentialSource::Env("CREATEOS_SANDBOX_API_KEY".into()));
     assert_eq!(tokio_test_block(header(&creds)), ("x-api-key".into(), "sdk-key".into()));
 }
@@ -265,7 +279,8 @@ async fn expired_session_is_refreshed_and_written_back() {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(home.path().join(".createos/.oauth")).unwrap().permissions().mode();
+        let mode =
+            std::fs::metadata(home.path().join(".createos/.oauth")).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
     }
     let leftovers: Vec<_> = std::fs::read_dir(home.path().join(".createos"))
@@ -278,7 +293,8 @@ async fn expired_session_is_refreshed_and_written_back() {
 
 #[tokio::test]
 async fn refresh_token_is_kept_when_none_is_returned_and_issuer_fallback_is_used() {
-    let server = TokenServer::start("rt-keep", Answer::Grant { rotate: false }, Duration::ZERO).await;
+    let server =
+        TokenServer::start("rt-keep", Answer::Grant { rotate: false }, Duration::ZERO).await;
     let home = home_with(Some(&session("at-old", "rt-keep", 0, "")), None);
     let creds = resolver(home.path(), &[]).issuer(server.url.clone()).resolve().unwrap();
     assert_eq!(header(&creds).await.1, "at-1");
@@ -289,7 +305,9 @@ async fn refresh_token_is_kept_when_none_is_returned_and_issuer_fallback_is_used
 
 #[tokio::test]
 async fn concurrent_callers_share_one_refresh() {
-    let server = TokenServer::start("rt-0", Answer::Grant { rotate: true }, Duration::from_millis(100)).await;
+    let server =
+        TokenServer::start("rt-0", Answer::Grant { rotate: true }, Duration::from_millis(100))
+            .await;
     let home = home_with(Some(&session("at-old", "rt-0", now() - 5, &server.endpoint())), None);
     let creds = resolver(home.path(), &[]).resolve().unwrap();
     let calls = (0..8).map(|_| {
@@ -305,7 +323,10 @@ async fn concurrent_callers_share_one_refresh() {
 #[tokio::test]
 async fn refused_refresh_is_a_credentials_error_without_secrets() {
     let server = TokenServer::start("rt-other", Answer::Refuse, Duration::ZERO).await;
-    let home = home_with(Some(&session("at-old-secret", "rt-secret", now() - 5, &server.endpoint())), None);
+    let home = home_with(
+        Some(&session("at-old-secret", "rt-secret", now() - 5, &server.endpoint())),
+        None,
+    );
     let creds = resolver(home.path(), &[]).resolve().unwrap();
     let err = creds.header(&reqwest::Client::new()).await.unwrap_err();
     let text = format!("{err} {err:?}");
@@ -319,11 +340,21 @@ async fn refused_refresh_is_a_credentials_error_without_secrets() {
 async fn oversized_answer_and_plain_http_endpoints_are_refused() {
     let server = TokenServer::start("rt", Answer::Huge, Duration::ZERO).await;
     let home = home_with(Some(&session("at", "rt", 0, &server.endpoint())), None);
-    let err = resolver(home.path(), &[]).resolve().unwrap().header(&reqwest::Client::new()).await.unwrap_err();
+    let err = resolver(home.path(), &[])
+        .resolve()
+        .unwrap()
+        .header(&reqwest::Client::new())
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("larger than 1 MiB"), "{err}");
 
     let home = home_with(Some(&session("at", "rt", 0, "http://example.com/oauth2/token")), None);
-    let err = resolver(home.path(), &[]).resolve().unwrap().header(&reqwest::Client::new()).await.unwrap_err();
+    let err = resolver(home.path(), &[])
+        .resolve()
+        .unwrap()
+        .header(&reqwest::Client::new())
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("is not https"), "{err}");
 }
 
@@ -364,7 +395,10 @@ async fn unauthorized_adopts_a_session_renewed_by_another_process() {
 #[tokio::test]
 async fn static_credentials_cannot_be_renewed() {
     let http = reqwest::Client::new();
-    for (creds, name) in [(Credentials::api_key("k"), "x-api-key"), (Credentials::access_token("t"), "x-access-token")] {
+    for (creds, name) in [
+        (Credentials::api_key("k"), "x-api-key"),
+        (Credentials::access_token("t"), "x-access-token"),
+    ] {
         let (header_name, value) = creds.header(&http).await.unwrap();
         assert_eq!(header_name.as_str(), name);
         assert!(value.is_sensitive());
@@ -398,7 +432,9 @@ fn debug_and_display_never_show_secrets() {
 /// test binary, must reach the token endpoint once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cross_process_refresh_happens_once() {
-    let server = TokenServer::start("rt-0", Answer::Grant { rotate: true }, Duration::from_millis(300)).await;
+    let server =
+        TokenServer::start("rt-0", Answer::Grant { rotate: true }, Duration::from_millis(300))
+            .await;
     let home = home_with(Some(&session("at-old", "rt-0", now() - 5, "")), None);
     let child = std::process::Command::new(std::env::current_exe().unwrap())
         .args(["--exact", CHILD_TEST, "--nocapture", "--test-threads=1"])
@@ -410,10 +446,15 @@ async fn cross_process_refresh_happens_once() {
     wait_for_file(&home.path().join("child-ready")).await;
     std::fs::write(home.path().join("go"), b"").unwrap();
     let ours = four_concurrent_headers(home.path(), &server.url).await;
-    let output = tokio::task::spawn_blocking(move || child.wait_with_output()).await.unwrap().unwrap();
+    let output =
+        tokio::task::spawn_blocking(move || child.wait_with_output()).await.unwrap().unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "child failed: {stdout}");
-    let theirs = stdout.lines().find_map(|l| l.strip_prefix("CHILD_TOKEN=")).expect("child token line");
+    // libtest prints `test <name> ... ` before the child's own output on the same line.
+    let theirs = stdout
+        .lines()
+        .find_map(|l| l.split_once("CHILD_TOKEN=").map(|(_, token)| token.trim()))
+        .unwrap_or_else(|| panic!("no token line from the child: {stdout}"));
     assert_eq!(server.requests(), 1, "exactly one refresh across both processes");
     assert_eq!(ours, theirs);
     assert_eq!(ours, "at-1");
@@ -424,7 +465,8 @@ async fn cross_process_refresh_happens_once() {
 /// Child role of [`cross_process_refresh_happens_once`]; does nothing unless started by it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cross_process_child_role() {
-    let (Ok(home), Ok(server)) = (std::env::var(CHILD_HOME_VAR), std::env::var(CHILD_SERVER_VAR)) else {
+    let (Ok(home), Ok(server)) = (std::env::var(CHILD_HOME_VAR), std::env::var(CHILD_SERVER_VAR))
+    else {
         return;
     };
     let home = PathBuf::from(home);
@@ -440,7 +482,8 @@ async fn four_concurrent_headers(home: &Path, issuer: &str) -> String {
         let creds = creds.clone();
         tokio::spawn(async move { header(&creds).await.1 })
     });
-    let tokens: Vec<String> = futures::future::join_all(calls).await.into_iter().map(Result::unwrap).collect();
+    let tokens: Vec<String> =
+        futures::future::join_all(calls).await.into_iter().map(Result::unwrap).collect();
     assert!(tokens.windows(2).all(|w| w[0] == w[1]), "{tokens:?}");
     tokens.into_iter().next().unwrap()
 }

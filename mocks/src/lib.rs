@@ -1,1 +1,148 @@
+//! `createos-mock`: a local emulator of the CreateOS sandbox control plane that runs
+//! real processes. Start it in-process with [`start`] or as the `createos-mock` binary.
 
+pub mod app;
+pub mod auth;
+pub mod catalog;
+pub mod clock;
+pub mod computer;
+pub mod config;
+pub mod envelope;
+pub mod exec;
+pub mod faults;
+pub mod files;
+pub mod fsutil;
+pub mod ids;
+pub mod isolation;
+pub mod middleware;
+pub mod mock_api;
+pub mod oauth;
+pub mod process;
+pub mod resources;
+pub mod routes;
+pub mod sandbox;
+pub mod server;
+pub mod stats;
+mod lifecycle_tasks;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use tokio::task::JoinHandle;
+
+pub use app::{AppState, Mock};
+pub use config::{IsolationMode, Latencies, MockConfig};
+
+/// A running emulator. Call [`MockHandle::shutdown`] to stop it; dropping the handle
+/// also kills every process it started (synchronously, best effort).
+pub struct MockHandle {
+    state: AppState,
+    addr: SocketAddr,
+    server: Option<JoinHandle<()>>,
+    cleaned: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for MockHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MockHandle").field("addr", &self.addr).finish_non_exhaustive()
+    }
+}
+
+impl MockHandle {
+    /// `http://127.0.0.1:PORT`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The first tenant's API key.
+    pub fn api_key(&self) -> String {
+        self.state.tenants.first_key().unwrap_or_default()
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn state(&self) -> AppState {
+        self.state.clone()
+    }
+
+    /// Stops serving, kills every sandbox process, removes cgroups and temp state.
+    pub async fn shutdown(mut self) {
+        self.state.shutdown.cancel();
+        if let Some(server) = self.server.take() {
+            let _ = server.await;
+        }
+        let state = self.state.clone();
+        let cleaned = Arc::clone(&self.cleaned);
+        let _ = tokio::task::spawn_blocking(move || cleanup(&state, &cleaned)).await;
+    }
+}
+
+impl Drop for MockHandle {
+    fn drop(&mut self) {
+        self.state.shutdown.cancel();
+        cleanup(&self.state, &self.cleaned);
+    }
+}
+
+/// Kills everything and removes what the mock created (idempotent).
+fn cleanup(state: &AppState, cleaned: &AtomicBool) {
+    if cleaned.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    state.processes.kill_all();
+    for sandbox in state.sandboxes.all() {
+        state.processes.kill_sandbox(&sandbox.id);
+        sandbox.runtime().destroy(state.owns_state_dir);
+    }
+    state.isolation.cleanup();
+    if state.owns_state_dir {
+        let _ = std::fs::remove_dir_all(&state.state_dir);
+    }
+}
+
+fn temp_state_dir() -> PathBuf {
+    std::env::temp_dir().join(format!("createos-mock-{}-{}", std::process::id(), ids::random_token(8)))
+}
+
+/// Starts the emulator: binds the listener, prepares isolation and tenants, and serves
+/// in a background task of the current tokio runtime.
+pub async fn start(config: MockConfig) -> anyhow::Result<MockHandle> {
+    let (state_dir, owns) = match &config.state_dir {
+        Some(dir) => (dir.clone(), false),
+        None => (temp_state_dir(), true),
+    };
+    std::fs::create_dir_all(state_dir.join("sandboxes"))?;
+    let state_dir = state_dir.canonicalize()?;
+    let isolation = {
+        let mode = config.isolation;
+        let dir = state_dir.clone();
+        tokio::task::spawn_blocking(move || isolation::Isolation::init(mode, &dir)).await??
+    };
+    let listener = tokio::net::TcpListener::bind(config.listen).await?;
+    let addr = listener.local_addr()?;
+
+    let mock = Mock::new(config.clone(), state_dir, owns, isolation);
+    let keys = if config.api_keys.is_empty() {
+        vec![format!("skp_{}", ids::random_token(40))]
+    } else {
+        config.api_keys.clone()
+    };
+    for key in keys {
+        mock.tenants.add(key, true);
+    }
+    for rule in &config.faults {
+        mock.faults.add(rule).map_err(|e| anyhow::anyhow!("--fault {rule:?}: {e}"))?;
+    }
+    let _ = mock.base_url.set(format!("http://{addr}"));
+    let state = AppState(Arc::new(mock));
+
+    lifecycle_tasks::spawn_background(&state);
+    let router = app::build_router(state.clone());
+    let server = tokio::spawn(server::serve(listener, router, state.shutdown.clone()));
+    tracing::info!(base_url = %format!("http://{addr}"), "createos-mock listening");
+    Ok(MockHandle { state, addr, server: Some(server), cleaned: Arc::new(AtomicBool::new(false)) })
+}

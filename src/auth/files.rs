@@ -29,7 +29,11 @@ pub(crate) struct StorePaths {
 impl StorePaths {
     pub fn under_home(home: &Path) -> Self {
         let dir = home.join(".createos");
-        StorePaths { oauth: dir.join(".oauth"), token: dir.join(".token"), lock: dir.join(".oauth.lock") }
+        StorePaths {
+            oauth: dir.join(".oauth"),
+            token: dir.join(".token"),
+            lock: dir.join(".oauth.lock"),
+        }
     }
 }
 
@@ -172,10 +176,12 @@ pub(crate) fn write_oauth(path: &Path, session: &OAuthSession) -> Result<(), Err
     let target = fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let dir = target.parent().unwrap_or_else(|| Path::new("."));
     let file_name = target.file_name().and_then(|n| n.to_str()).unwrap_or(".oauth");
-    let temp = dir.join(format!(".{file_name}.tmp.{}.{:016x}", std::process::id(), rand::random::<u64>()));
+    let temp =
+        dir.join(format!(".{file_name}.tmp.{}.{:016x}", std::process::id(), rand::random::<u64>()));
     let context = || format!("could not save the refreshed session to {}", target.display());
 
-    let written = write_new_private_file(&temp, &session.to_json()).and_then(|()| fs::rename(&temp, &target));
+    let written =
+        write_new_private_file(&temp, &session.to_json()).and_then(|()| fs::rename(&temp, &target));
     if let Err(e) = written {
         let _ = fs::remove_file(&temp);
         return Err(Error::io(context(), e));
@@ -226,7 +232,8 @@ mod tests {
 
     #[test]
     fn parse_errors_never_quote_values() {
-        let err = OAuthSession::parse(r#"{"access_token":"a","expires_at":"secret-ish"}"#).unwrap_err();
+        let err =
+            OAuthSession::parse(r#"{"access_token":"a","expires_at":"secret-ish"}"#).unwrap_err();
         assert!(!err.contains("secret-ish"), "{err}");
         let err = OAuthSession::parse(r#"{"access_token":{"v":"hidden"}}"#).unwrap_err();
         assert!(!err.contains("hidden"), "{err}");
@@ -239,7 +246,8 @@ mod tests {
         let s = OAuthSession::parse(r#"{"access_token":"a","expires_at":1000}"#).unwrap();
         assert!(!s.is_expired(939));
         assert!(s.is_expired(940));
-        let empty = OAuthSession::parse(r#"{"refresh_token":"r","expires_at":99999999999}"#).unwrap();
+        let empty =
+            OAuthSession::parse(r#"{"refresh_token":"r","expires_at":99999999999}"#).unwrap();
         assert!(empty.is_expired(0));
     }
 }

@@ -59,8 +59,17 @@ fn lock_blocking(path: &Path) -> Result<RefreshLock, Error> {
     }
     let file = match options.open(path) {
         Ok(file) => file,
-        Err(e) if matches!(e.kind(), io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem) => {
-            tracing::warn!(path = %path.display(), error = %e, "cannot create the refresh lock file; refreshing without it");
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem
+            ) =>
+        {
+            tracing::warn!(
+                path = %path.display(),
+                error = %e,
+                "cannot create the refresh lock file; refreshing without it"
+            );
             return Ok(RefreshLock { file: None });
         }
         Err(e) => return Err(Error::io(format!("could not open {}", path.display()), e)),

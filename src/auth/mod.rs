@@ -46,7 +46,9 @@ impl fmt::Display for CredentialSource {
         match self {
             CredentialSource::Explicit => f.write_str("explicit key"),
             CredentialSource::Env(name) => write!(f, "${name}"),
-            CredentialSource::OAuthFile(path) | CredentialSource::TokenFile(path) => write!(f, "{}", path.display()),
+            CredentialSource::OAuthFile(path) | CredentialSource::TokenFile(path) => {
+                write!(f, "{}", path.display())
+            }
         }
     }
 }
@@ -86,12 +88,15 @@ struct Inner {
 enum Value {
     /// A key or token that never changes; `Err` holds why it cannot be sent.
     Static(Result<HeaderValue, &'static str>),
-    OAuth(OAuthState),
+    OAuth(Box<OAuthState>),
 }
 
 impl fmt::Debug for Credentials {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Credentials").field("kind", &self.inner.kind).field("source", &self.inner.source).finish()
+        f.debug_struct("Credentials")
+            .field("kind", &self.inner.kind)
+            .field("source", &self.inner.source)
+            .finish()
     }
 }
 
@@ -99,7 +104,8 @@ fn static_value(secret: &str) -> Result<HeaderValue, &'static str> {
     if secret.is_empty() {
         return Err("is empty");
     }
-    let mut value = HeaderValue::from_str(secret).map_err(|_| "contains characters that cannot be sent in an HTTP header")?;
+    let mut value = HeaderValue::from_str(secret)
+        .map_err(|_| "contains characters that cannot be sent in an HTTP header")?;
     value.set_sensitive(true);
     Ok(value)
 }
@@ -114,7 +120,7 @@ impl Credentials {
     }
 
     fn from_oauth(state: OAuthState, source: CredentialSource) -> Self {
-        Credentials::new(CredentialKind::AccessToken, source, Value::OAuth(state))
+        Credentials::new(CredentialKind::AccessToken, source, Value::OAuth(Box::new(state)))
     }
 
     /// An API key, sent as `X-Api-Key`.
@@ -125,7 +131,11 @@ impl Credentials {
     /// A fixed OAuth access token, sent as `X-Access-Token`; never refreshed.
     pub fn access_token(token: impl Into<String>) -> Self {
         let token: String = token.into();
-        Credentials::new(CredentialKind::AccessToken, CredentialSource::Explicit, Value::Static(static_value(&token)))
+        Credentials::new(
+            CredentialKind::AccessToken,
+            CredentialSource::Explicit,
+            Value::Static(static_value(&token)),
+        )
     }
 
     /// Resolve from the process environment and the CLI's files (see [`Resolver`]).
@@ -149,7 +159,10 @@ impl Credentials {
         let value = match &self.inner.value {
             Value::Static(Ok(value)) => value.clone(),
             Value::Static(Err(why)) => {
-                return Err(Error::credentials(format!("the credential from {} {why}", self.inner.source)))
+                return Err(Error::credentials(format!(
+                    "the credential from {} {why}",
+                    self.inner.source
+                )))
             }
             Value::OAuth(state) => state.header_value(http).await?,
         };
@@ -159,7 +172,11 @@ impl Credentials {
     /// After a 401: returns Ok(true) when a different (refreshed or re-read) credential is now
     /// available and the request should be retried once; Ok(false) when nothing can be done
     /// (API keys, static tokens, or a session already renewed for this rejected value).
-    pub async fn refresh_after_unauthorized(&self, http: &reqwest::Client, rejected: &HeaderValue) -> Result<bool, Error> {
+    pub async fn refresh_after_unauthorized(
+        &self,
+        http: &reqwest::Client,
+        rejected: &HeaderValue,
+    ) -> Result<bool, Error> {
         match &self.inner.value {
             Value::Static(_) => Ok(false),
             Value::OAuth(state) => state.renew_after_unauthorized(http, rejected).await,

@@ -60,8 +60,14 @@ pub(crate) struct OAuthState {
 
 impl OAuthState {
     pub fn new(paths: StorePaths, client: OAuthClient, session: &OAuthSession) -> Self {
-        let current = Current { token: session.access_token.clone(), expires_at: session.expires_at };
-        OAuthState { paths, client, current: RwLock::new(current), gate: tokio::sync::Mutex::new(None) }
+        let current =
+            Current { token: session.access_token.clone(), expires_at: session.expires_at };
+        OAuthState {
+            paths,
+            client,
+            current: RwLock::new(current),
+            gate: tokio::sync::Mutex::new(None),
+        }
     }
 
     fn read_current<T>(&self, f: impl FnOnce(&Current) -> T) -> T {
@@ -77,7 +83,13 @@ impl OAuthState {
     /// The current token as a header value, when it is not about to expire.
     fn fresh_value(&self) -> Result<Option<HeaderValue>, Error> {
         let now = unix_now();
-        self.read_current(|c| if c.is_expired(now) { Ok(None) } else { token_value(&c.token).map(Some) })
+        self.read_current(|c| {
+            if c.is_expired(now) {
+                Ok(None)
+            } else {
+                token_value(&c.token).map(Some)
+            }
+        })
     }
 
     /// Header value for the next request, refreshing first when the token expires within 60 s.
@@ -95,10 +107,16 @@ impl OAuthState {
     }
 
     /// After a 401 carrying `rejected`: true when a different token is now in use.
-    pub async fn renew_after_unauthorized(&self, http: &reqwest::Client, rejected: &HeaderValue) -> Result<bool, Error> {
+    pub async fn renew_after_unauthorized(
+        &self,
+        http: &reqwest::Client,
+        rejected: &HeaderValue,
+    ) -> Result<bool, Error> {
         let mut last_renewed_for = self.gate.lock().await;
         let now = unix_now();
-        let moved_on = self.read_current(|c| !c.is_expired(now) && c.token.expose().as_bytes() != rejected.as_bytes());
+        let moved_on = self.read_current(|c| {
+            !c.is_expired(now) && c.token.expose().as_bytes() != rejected.as_bytes()
+        });
         if moved_on {
             return Ok(true);
         }
@@ -120,16 +138,22 @@ impl OAuthState {
 
     /// Under the cross-process lock: adopt what `.oauth` holds if it is usable, else refresh.
     /// `rejected` is a token the server refused, which is never usable even if not yet expired.
-    async fn renew(&self, http: &reqwest::Client, rejected: Option<&HeaderValue>) -> Result<(), Error> {
+    async fn renew(
+        &self,
+        http: &reqwest::Client,
+        rejected: Option<&HeaderValue>,
+    ) -> Result<(), Error> {
         let _lock = lock::acquire(&self.paths.lock, LOCK_WAIT).await?;
         let mut session = self.reread().await?;
         // Second pass only when the endpoint refused a refresh token that someone (the CLI takes
         // no lock) replaced in the file while we were asking.
         for attempt in 0..2 {
             let usable = !session.is_expired(unix_now())
-                && rejected.is_none_or(|r| session.access_token.expose().as_bytes() != r.as_bytes());
+                && rejected
+                    .is_none_or(|r| session.access_token.expose().as_bytes() != r.as_bytes());
             if usable {
-                tracing::debug!(path = %self.paths.oauth.display(), "using the session another process renewed");
+                let path = self.paths.oauth.display();
+                tracing::debug!(path = %path, "using the session another process renewed");
                 self.adopt(&session);
                 return Ok(());
             }
@@ -155,12 +179,13 @@ impl OAuthState {
 
     async fn reread(&self) -> Result<OAuthSession, Error> {
         let path = self.paths.oauth.clone();
-        let read = tokio::task::spawn_blocking(move || files::read_oauth(&path))
-            .await
-            .map_err(|e| Error::io("reading the saved session", std::io::Error::other(e.to_string())))??;
+        let read = tokio::task::spawn_blocking(move || files::read_oauth(&path)).await.map_err(
+            |e| Error::io("reading the saved session", std::io::Error::other(e.to_string())),
+        )??;
         read.ok_or_else(|| {
             Error::NotSignedIn(format!(
-                "the saved session {} was removed (signed out?); run `createos login` or set CREATEOS_API_KEY",
+                "the saved session {} was removed (signed out?); \
+                 run `createos login` or set CREATEOS_API_KEY",
                 self.paths.oauth.display()
             ))
         })
@@ -174,9 +199,15 @@ impl OAuthState {
         let owned = session.clone();
         let result = tokio::task::spawn_blocking(move || files::write_oauth(&path, &owned)).await;
         match result {
-            Ok(Ok(())) => tracing::info!(path = %self.paths.oauth.display(), "refreshed the OAuth session"),
-            Ok(Err(e)) => tracing::warn!(error = %e, "refreshed the OAuth session but could not save it"),
-            Err(e) => tracing::warn!(error = %e, "refreshed the OAuth session but the save task failed"),
+            Ok(Ok(())) => {
+                tracing::info!(path = %self.paths.oauth.display(), "refreshed the OAuth session")
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "refreshed the OAuth session but could not save it")
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "refreshed the OAuth session but the save task failed")
+            }
         }
     }
 }
@@ -184,14 +215,19 @@ impl OAuthState {
 /// A sensitive header value holding `token`.
 pub(crate) fn token_value(token: &Secret) -> Result<HeaderValue, Error> {
     let mut value = HeaderValue::from_str(token.expose()).map_err(|_| {
-        Error::credentials("the saved access token contains characters that cannot be sent in an HTTP header; run `createos login`")
+        Error::credentials(
+            "the saved access token contains characters that cannot be sent in an HTTP header; \
+             run `createos login`",
+        )
     })?;
     value.set_sensitive(true);
     Ok(value)
 }
 
 fn expired(reason: &str) -> Error {
-    Error::credentials(format!("your session has expired and could not be refreshed: {reason}; run `createos login`"))
+    Error::credentials(format!(
+        "your session has expired and could not be refreshed: {reason}; run `createos login`"
+    ))
 }
 
 /// Why a refresh did not produce a session.
@@ -203,7 +239,11 @@ enum Refusal {
 }
 
 /// One refresh-token grant against the session's token endpoint (or the issuer's default).
-async fn refresh(http: &reqwest::Client, client: &OAuthClient, session: &OAuthSession) -> Result<OAuthSession, Refusal> {
+async fn refresh(
+    http: &reqwest::Client,
+    client: &OAuthClient,
+    session: &OAuthSession,
+) -> Result<OAuthSession, Refusal> {
     if session.refresh_token.is_empty() {
         return Err(Refusal::Refused("no refresh token is saved".into()));
     }
@@ -236,7 +276,9 @@ async fn refresh(http: &reqwest::Client, client: &OAuthClient, session: &OAuthSe
         return Err(Refusal::Refused(describe_refusal(status, answer.as_ref(), &secrets)));
     }
     let Some(Value::Object(answer)) = answer else {
-        return Err(Refusal::Refused(format!("the token endpoint's answer (HTTP {status}) is not a JSON object")));
+        return Err(Refusal::Refused(format!(
+            "the token endpoint's answer (HTTP {status}) is not a JSON object"
+        )));
     };
     let text = |key: &str| answer.get(key).and_then(Value::as_str).unwrap_or("").trim().to_owned();
     let access_token = text("access_token");
@@ -246,10 +288,16 @@ async fn refresh(http: &reqwest::Client, client: &OAuthClient, session: &OAuthSe
     let token_type = text("token_type");
     if !token_type.is_empty() && !token_type.eq_ignore_ascii_case("bearer") {
         let shown: String = token_type.chars().take(32).collect();
-        return Err(Refusal::Refused(format!("the token endpoint issued a `{shown}` token instead of a bearer token")));
+        return Err(Refusal::Refused(format!(
+            "the token endpoint issued a `{shown}` token instead of a bearer token"
+        )));
     }
     let now = unix_now();
-    let lifetime = answer.get("expires_in").and_then(seconds).filter(|s| *s > 0).unwrap_or(DEFAULT_LIFETIME_SECS);
+    let lifetime = answer
+        .get("expires_in")
+        .and_then(seconds)
+        .filter(|s| *s > 0)
+        .unwrap_or(DEFAULT_LIFETIME_SECS);
     let mut renewed = session.clone();
     renewed.access_token = Secret::new(access_token);
     let rotated = text("refresh_token");
@@ -271,7 +319,8 @@ fn seconds(value: &Value) -> Option<i64> {
 
 /// Token endpoints receive a refresh token: https only, plain http only on the loopback.
 fn checked_endpoint(endpoint: &str) -> Result<Url, String> {
-    let url = Url::parse(endpoint).map_err(|_| "the saved token endpoint is not a valid URL".to_owned())?;
+    let url = Url::parse(endpoint)
+        .map_err(|_| "the saved token endpoint is not a valid URL".to_owned())?;
     let loopback = match url.host() {
         Some(Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
         Some(Host::Ipv4(ip)) => ip == std::net::Ipv4Addr::LOCALHOST,
@@ -313,7 +362,9 @@ async fn read_capped(mut response: reqwest::Response, label: &str) -> Result<Vec
         return Err(too_big());
     }
     let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(|e| Refusal::Failed(transport_error(label, e)))? {
+    while let Some(chunk) =
+        response.chunk().await.map_err(|e| Refusal::Failed(transport_error(label, e)))?
+    {
         if body.len() + chunk.len() > MAX_ANSWER_BYTES {
             return Err(too_big());
         }
@@ -323,14 +374,21 @@ async fn read_capped(mut response: reqwest::Response, label: &str) -> Result<Vec
 }
 
 /// "HTTP 400: invalid_grant (description)", leaving out anything that repeats a secret we sent.
-fn describe_refusal(status: reqwest::StatusCode, answer: Option<&Value>, secrets: &[&str]) -> String {
+fn describe_refusal(
+    status: reqwest::StatusCode,
+    answer: Option<&Value>,
+    secrets: &[&str],
+) -> String {
     let mut reason = format!("the token endpoint answered HTTP {}", status.as_u16());
     let field = |key: &str| {
         answer
             .and_then(|a| a.get(key))
             .and_then(Value::as_str)
             .map(|s| s.chars().take(200).collect::<String>())
-            .filter(|s| !s.is_empty() && !secrets.iter().any(|secret| !secret.is_empty() && s.contains(secret)))
+            .filter(|s| {
+                !s.is_empty()
+                    && !secrets.iter().any(|secret| !secret.is_empty() && s.contains(secret))
+            })
     };
     if let Some(code) = field("error") {
         reason.push_str(": ");

@@ -12,8 +12,12 @@ use super::{CredentialSource, Credentials};
 use crate::error::Error;
 
 /// API-key variables in precedence order: the CLI's three, then the TS SDK's name.
-pub const API_KEY_ENV_VARS: [&str; 4] =
-    ["CREATEOS_API_KEY", "CREATEOS_PLAN_API_KEY", "CREATEOS_PROJECT_API_KEY", "CREATEOS_SANDBOX_API_KEY"];
+pub const API_KEY_ENV_VARS: [&str; 4] = [
+    "CREATEOS_API_KEY",
+    "CREATEOS_PLAN_API_KEY",
+    "CREATEOS_PROJECT_API_KEY",
+    "CREATEOS_SANDBOX_API_KEY",
+];
 
 /// Overrides the OAuth client id used for refreshes (release builds of the CLI may use another).
 pub const OAUTH_CLIENT_ID_ENV_VAR: &str = "CREATEOS_OAUTH_CLIENT_ID";
@@ -109,18 +113,26 @@ impl Resolver {
     }
 
     fn home_dir(&self) -> Option<PathBuf> {
-        self.home.clone().or_else(|| self.env_value("HOME").map(PathBuf::from)).or_else(dirs::home_dir)
+        self.home
+            .clone()
+            .or_else(|| self.env_value("HOME").map(PathBuf::from))
+            .or_else(dirs::home_dir)
     }
 
     /// Pick the credential. Reads files but sends nothing: an expired OAuth session is
     /// refreshed by the first [`Credentials::header`] call.
     pub fn resolve(&self) -> Result<Credentials, Error> {
-        if let Some(key) = self.explicit_key.as_ref().map(|k| k.expose().trim()).filter(|k| !k.is_empty()) {
+        if let Some(key) =
+            self.explicit_key.as_ref().map(|k| k.expose().trim()).filter(|k| !k.is_empty())
+        {
             return Ok(Credentials::from_api_key(Secret::new(key), CredentialSource::Explicit));
         }
         for name in API_KEY_ENV_VARS {
             if let Some(key) = self.env_value(name) {
-                return Ok(Credentials::from_api_key(Secret::new(key), CredentialSource::Env(name.to_owned())));
+                return Ok(Credentials::from_api_key(
+                    Secret::new(key),
+                    CredentialSource::Env(name.to_owned()),
+                ));
             }
         }
         let Some(home) = self.home_dir() else { return Err(not_signed_in()) };

@@ -5,7 +5,6 @@
 //! this multi-threaded process.
 
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -72,34 +71,35 @@ fn run_probe(state_dir: &Path, parent: &Path) -> Result<(), String> {
 
 /// One bind mount, prepared before fork.
 struct Bind {
-    /// Keeps the source directory open; the child mounts `/proc/self/fd/<n>`.
-    _source: OwnedFd,
-    source_path: CString,
+    source: CString,
     target: CString,
 }
 
-fn open_dir(path: &Path) -> Option<OwnedFd> {
-    let c = CString::new(path.as_os_str().as_bytes()).ok()?;
-    // SAFETY: c is a valid NUL-terminated string; the returned fd is owned below.
-    let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) };
-    if fd < 0 {
-        return None;
-    }
-    // SAFETY: fd is a freshly opened descriptor nobody else owns.
-    Some(unsafe { OwnedFd::from_raw_fd(fd) })
+fn bind(host: &Path, guest: &str) -> Option<Bind> {
+    let source = CString::new(host.as_os_str().as_bytes()).ok()?;
+    let target = CString::new(guest).ok()?;
+    Some(Bind { source, target })
 }
 
-fn bind(host: &Path, guest: &str) -> Option<Bind> {
-    let source = match open_dir(host) {
-        Some(fd) => fd,
-        None => {
-            tracing::warn!(host = %host.display(), guest, "cannot open bind source; skipping mount");
-            return None;
+/// Writes `/proc/self/fd/<fd>\0` into `buf` without allocating.
+fn fd_path(fd: libc::c_int, buf: &mut [u8; 32]) {
+    const PREFIX: &[u8] = b"/proc/self/fd/";
+    buf[..PREFIX.len()].copy_from_slice(PREFIX);
+    let mut digits = [0u8; 12];
+    let mut n = fd.max(0) as u32;
+    let mut len = 0;
+    loop {
+        digits[len] = b'0' + (n % 10) as u8;
+        len += 1;
+        n /= 10;
+        if n == 0 {
+            break;
         }
-    };
-    let source_path = CString::new(format!("/proc/self/fd/{}", source.as_raw_fd())).ok()?;
-    let target = CString::new(guest).ok()?;
-    Some(Bind { _source: source, source_path, target })
+    }
+    for i in 0..len {
+        buf[PREFIX.len() + i] = digits[len - 1 - i];
+    }
+    buf[PREFIX.len() + len] = 0;
 }
 
 /// Adds the `pre_exec` hook: new session, join `cgroup`, private mount + UTS
@@ -123,6 +123,8 @@ pub fn configure(
     let host_name: Vec<u8> = hostname.as_bytes().iter().copied().take(64).collect();
     let cwd = CString::new(cwd).unwrap_or_else(|_| c"/root".to_owned());
     let root = c"/".to_owned();
+    let mut source_fds: Vec<libc::c_int> = vec![-1; binds.len()];
+    let private_count = PRIVATE_DIRS.len();
 
     // SAFETY: the hook only calls async-signal-safe syscalls on data prepared above.
     unsafe {
@@ -154,16 +156,32 @@ pub fn configure(
             {
                 return Err(std::io::Error::last_os_error());
             }
-            for b in &binds {
-                if libc::mount(
-                    b.source_path.as_ptr(),
+            // Open every source first (in the new namespace, before any mount can
+            // shadow a source path), then bind them through /proc/self/fd.
+            for (slot, b) in source_fds.iter_mut().zip(binds.iter()) {
+                *slot = libc::open(b.source.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC);
+            }
+            let mut path_buf = [0u8; 32];
+            for (i, (&fd, b)) in source_fds.iter().zip(binds.iter()).enumerate() {
+                if fd < 0 {
+                    continue;
+                }
+                fd_path(fd, &mut path_buf);
+                let rc = libc::mount(
+                    path_buf.as_ptr().cast(),
                     b.target.as_ptr(),
                     std::ptr::null(),
                     libc::MS_BIND | libc::MS_REC,
                     std::ptr::null(),
-                ) != 0
-                {
+                );
+                // The private dirs are essential; a disk that fails to mount is skipped.
+                if rc != 0 && i < private_count {
                     return Err(std::io::Error::last_os_error());
+                }
+            }
+            for &fd in source_fds.iter() {
+                if fd >= 0 {
+                    libc::close(fd);
                 }
             }
             if !host_name.is_empty() {

@@ -107,7 +107,19 @@ impl Isolation {
             }
             None => None,
         };
+        // Own network view (loopback only) per sandbox; see crate::process::netns (M3).
+        let netns = match self.kind {
+            IsolationKind::Namespaces => match crate::process::netns::create() {
+                Ok(fd) => Some(fd),
+                Err(err) => {
+                    tracing::warn!("no network namespace for sandbox {sandbox_id} ({err}); it shares the host network");
+                    None
+                }
+            },
+            IsolationKind::Fallback => None,
+        };
         Ok(SandboxRuntime {
+            netns,
             kind: self.kind,
             hostname: hostname.to_string(),
             dir: dir.to_path_buf(),
@@ -165,6 +177,8 @@ pub struct SandboxRuntime {
     mounts: Mutex<Vec<ExtraMount>>,
     /// Mount points created on the host for disks outside the private dirs.
     host_mountpoints: Mutex<Vec<PathBuf>>,
+    /// The sandbox's network namespace (namespaces mode); `None` = host network.
+    netns: Option<std::os::fd::OwnedFd>,
 }
 
 /// The PATH every sandbox command gets.
@@ -173,6 +187,11 @@ pub const SANDBOX_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bi
 impl SandboxRuntime {
     pub fn kind(&self) -> IsolationKind {
         self.kind
+    }
+
+    /// The sandbox's network namespace (`None`: processes share the host network).
+    pub fn netns(&self) -> Option<&std::os::fd::OwnedFd> {
+        self.netns.as_ref()
     }
 
     /// The sandbox directory on the host (parent of `root/`, `tmp/`, …).
@@ -264,6 +283,15 @@ impl SandboxRuntime {
                 let mounts = self.mounts.lock().unwrap_or_else(|e| e.into_inner()).clone();
                 let guest_cwd = normalize_guest_path(cwd).unwrap_or_else(|_| "/root".to_string());
                 linux::configure(&mut cmd, &self.dir, self.cgroup.as_deref(), &mounts, &self.hostname, &guest_cwd);
+                if let Some(ns) = &self.netns {
+                    let raw = std::os::fd::AsRawFd::as_raw_fd(ns);
+                    // SAFETY: enter_in_child only issues setns(2) (async-signal-safe).
+                    unsafe {
+                        std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+                            crate::process::netns::enter_in_child(raw)
+                        });
+                    }
+                }
             }
             _ => {
                 let mounts = self.mounts.lock().unwrap_or_else(|e| e.into_inner());

@@ -33,7 +33,10 @@ impl FdIo {
     /// Registers `fd` (switched to non-blocking) with the reactor. Must run inside tokio.
     pub fn new(fd: OwnedFd) -> io::Result<Self> {
         set_nonblocking(&fd)?;
-        Ok(FdIo { inner: AsyncFd::new(fd)? })
+        // SAFETY: an OwnedFd is open and keeps referring to the same description until
+        // the AsyncFd (its owner) is dropped.
+        let inner = unsafe { AsyncFd::register(fd) }?;
+        Ok(FdIo { inner })
     }
 
     pub fn raw(&self) -> std::os::fd::BorrowedFd<'_> {

@@ -76,7 +76,8 @@ impl FrameDecoder {
     }
 }
 
-/// Encodes a frame (used by tests and tools that speak the protocol).
+/// Encodes a frame (the client side of the protocol, for tests).
+#[cfg(test)]
 pub fn encode(frame: &ClientFrame) -> Vec<u8> {
     let (kind, payload): (u8, Vec<u8>) = match frame {
         ClientFrame::Data(b) => (TYPE_DATA, b.to_vec()),

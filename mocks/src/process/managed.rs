@@ -295,10 +295,6 @@ impl ManagedProcess {
         self.pid
     }
 
-    pub(super) fn master(&self) -> Option<&Arc<FdIo>> {
-        self.master.as_ref()
-    }
-
     pub(super) fn input_backlog(&self) -> Arc<AtomicUsize> {
         self.input_backlog.clone()
     }
@@ -377,6 +373,12 @@ impl ManagedProcess {
             None => return,
         };
         self.settle_tree(members.is_empty());
+    }
+
+    /// Re-checks membership without a shared snapshot (no `/proc`).
+    pub(super) fn refresh_tree(&self) {
+        let empty = self.live_members().is_empty();
+        self.settle_tree(empty);
     }
 
     /// Live members right now (reads `/proc`).

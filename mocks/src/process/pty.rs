@@ -70,6 +70,7 @@ pub fn set_window_size<F: AsRawFd>(fd: &F, rows: u16, cols: u16) -> io::Result<(
 }
 
 /// Current window size (rows, cols).
+#[cfg(test)]
 pub fn window_size<F: AsRawFd>(fd: &F) -> io::Result<(u16, u16)> {
     let mut ws = winsize(0, 0);
     // SAFETY: `ws` is a valid, writable winsize.

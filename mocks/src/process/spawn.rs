@@ -116,3 +116,9 @@ pub fn spawn_failure_code(err: &io::Error) -> i32 {
         _ => 127,
     }
 }
+
+/// The sandbox's login shell: `/bin/bash -l` when bash exists, else `/bin/sh -l`.
+pub fn login_shell() -> (&'static str, Vec<String>) {
+    let program = if std::path::Path::new("/bin/bash").exists() { "/bin/bash" } else { "/bin/sh" };
+    (program, vec!["-l".to_string()])
+}

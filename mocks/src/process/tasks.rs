@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::fdio::{FdIo, ReadOutcome};
 use super::journal::OutputStream;
-use super::managed::{InputOp, Kind, Launch, LeaderExit, ManagedProcess};
+use super::managed::{InputOp, Launch, LeaderExit, ManagedProcess};
 use super::spawn::{spawn_on_pty, spawn_with_pipes, Started};
 
 /// Starts `command` (prepared by the sandbox runtime) as a managed process. A command that
@@ -146,15 +146,4 @@ async fn watch_leader(proc: Arc<ManagedProcess>, mut started: Started) {
         .await
         .unwrap_or(false);
     proc.on_leader_exit(exit, empty);
-}
-
-impl Kind {
-    /// Kind for a create request: a `pty` object means a PTY.
-    pub fn from_pty(pty: bool) -> Self {
-        if pty {
-            Kind::Pty
-        } else {
-            Kind::Pipes
-        }
-    }
 }

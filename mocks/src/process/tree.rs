@@ -81,10 +81,6 @@ impl TreeTracker {
         TreeTracker { leader, known }
     }
 
-    pub fn leader(&self) -> ProcId {
-        self.leader
-    }
-
     /// Live (non-zombie) members in `snap`, remembering them for later snapshots.
     pub fn members(&mut self, snap: &Snapshot) -> Vec<i32> {
         let lead = self.leader;

@@ -222,7 +222,8 @@ pub fn ingress_template(id: &str) -> String {
     format!("https://{ulid}-<port>.app.sb.localhost")
 }
 
-fn view_of(id: &str, r: &SandboxRecord) -> Value {
+/// The `SandboxView` of a locked record.
+pub fn view_of(id: &str, r: &SandboxRecord) -> Value {
     let mut v = Map::new();
     v.insert("id".into(), json!(id));
     v.insert("status".into(), json!(r.status.as_str()));

@@ -1,0 +1,265 @@
+//! [`Download`]: a file being read from a sandbox, consumed as a stream, into memory, or into a
+//! local file that appears only when complete.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::{Bytes, BytesMut};
+use futures::stream::BoxStream;
+use futures::{Stream, StreamExt};
+use tokio::io::AsyncWriteExt;
+
+use super::ProgressFn;
+use crate::error::{Error, Result};
+
+/// A file whose answer headers have arrived; read its body with [`Download::into_stream`],
+/// [`Download::bytes`] or [`Download::save_to`]. Dropping it closes the connection.
+///
+/// A connection broken mid-body is an [`Error::Connection`] (the transfer is not resumed; call
+/// [`crate::Sandbox::download`] again).
+pub struct Download {
+    label: String,
+    path: String,
+    response: reqwest::Response,
+    length: Option<u64>,
+    progress: Option<ProgressFn>,
+}
+
+impl fmt::Debug for Download {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Download").field("path", &self.path).field("length", &self.length).finish_non_exhaustive()
+    }
+}
+
+impl Download {
+    pub(super) fn new(label: String, path: String, response: reqwest::Response) -> Self {
+        let length = response
+            .headers()
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        Download { label, path, response, length, progress: None }
+    }
+
+    /// The guest path being read.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Size announced by the server (`Content-Length`), when it sent one.
+    pub fn content_length(&self) -> Option<u64> {
+        self.length
+    }
+
+    /// Report `(bytes received so far, total when known)` as the body arrives.
+    pub fn progress(mut self, report: impl Fn(u64, Option<u64>) + Send + Sync + 'static) -> Self {
+        self.progress = Some(std::sync::Arc::new(report));
+        self
+    }
+
+    /// The body as a stream of chunks. A body shorter than its `Content-Length` ends with an
+    /// error rather than silently.
+    pub fn into_stream(self) -> DownloadStream {
+        let label = self.label.clone();
+        let chunks = self
+            .response
+            .bytes_stream()
+            .map(move |r| r.map_err(|e| crate::transport::connection_error(&label, e)))
+            .boxed();
+        if let Some(report) = &self.progress {
+            report(0, self.length);
+        }
+        DownloadStream { label: self.label, chunks, received: 0, length: self.length, progress: self.progress, done: false }
+    }
+
+    /// The whole body in memory, refused (before reading when the size is announced) if it is
+    /// larger than `max_bytes`.
+    pub async fn bytes(self, max_bytes: u64) -> Result<Bytes> {
+        let path = self.path.clone();
+        if let Some(len) = self.length {
+            if len > max_bytes {
+                return Err(too_big(&path, Some(len), max_bytes));
+            }
+        }
+        let mut buf = BytesMut::with_capacity(self.length.unwrap_or(0).min(max_bytes) as usize);
+        let mut stream = self.into_stream();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk?;
+            if buf.len() as u64 + chunk.len() as u64 > max_bytes {
+                return Err(too_big(&path, None, max_bytes));
+            }
+            buf.extend_from_slice(&chunk);
+        }
+        Ok(buf.freeze())
+    }
+
+    /// Write the body to `local_path` and return the number of bytes written.
+    ///
+    /// The data goes to a temporary file in the same directory, which is renamed over the target
+    /// only once complete and flushed to disk; on any failure — or if this future is dropped —
+    /// the temporary file is removed and an existing target is left untouched.
+    pub async fn save_to(self, local_path: impl AsRef<Path>) -> Result<u64> {
+        let target = local_path.as_ref();
+        let name = target
+            .file_name()
+            .ok_or_else(|| Error::invalid("local_path", format!("{} does not name a file", target.display())))?;
+        let dir = match target.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let temp = TempFile::create(&dir, &name.to_string_lossy()).await?;
+        let mut file = tokio::fs::File::from_std(temp.reopen()?);
+        let mut written = 0u64;
+        let mut stream = self.into_stream();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk?;
+            file.write_all(&chunk)
+                .await
+                .map_err(|e| Error::io(format!("writing {}", temp.path.display()), e))?;
+            written += chunk.len() as u64;
+        }
+        file.flush().await.map_err(|e| Error::io(format!("writing {}", temp.path.display()), e))?;
+        file.sync_all().await.map_err(|e| Error::io(format!("syncing {}", temp.path.display()), e))?;
+        drop(file);
+        temp.persist(target).await?;
+        Ok(written)
+    }
+}
+
+fn too_big(path: &str, announced: Option<u64>, max: u64) -> Error {
+    let size = announced.map(|n| format!("{n} bytes")).unwrap_or_else(|| "larger".to_string());
+    Error::invalid("max_bytes", format!("{path} is {size}, over the limit of {max} bytes"))
+}
+
+/// Chunks of a [`Download`]'s body (`Stream<Item = Result<Bytes>>`).
+pub struct DownloadStream {
+    label: String,
+    chunks: BoxStream<'static, Result<Bytes>>,
+    received: u64,
+    length: Option<u64>,
+    progress: Option<ProgressFn>,
+    done: bool,
+}
+
+impl fmt::Debug for DownloadStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DownloadStream")
+            .field("received", &self.received)
+            .field("length", &self.length)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DownloadStream {
+    /// Bytes received so far.
+    pub fn received(&self) -> u64 {
+        self.received
+    }
+}
+
+impl Stream for DownloadStream {
+    type Item = Result<Bytes>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        if this.done {
+            return Poll::Ready(None);
+        }
+        match this.chunks.poll_next_unpin(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Some(Ok(chunk))) => {
+                this.received += chunk.len() as u64;
+                if let Some(report) = &this.progress {
+                    report(this.received, this.length);
+                }
+                Poll::Ready(Some(Ok(chunk)))
+            }
+            Poll::Ready(Some(Err(e))) => {
+                this.done = true;
+                Poll::Ready(Some(Err(e)))
+            }
+            Poll::Ready(None) => {
+                this.done = true;
+                match this.length {
+                    Some(len) if this.received != len => Poll::Ready(Some(Err(Error::Connection {
+                        endpoint: this.label.clone(),
+                        source: format!("body ended after {} of {len} bytes", this.received).into(),
+                    }))),
+                    _ => Poll::Ready(None),
+                }
+            }
+        }
+    }
+}
+
+/// A temporary file next to a download target, removed on drop unless persisted.
+struct TempFile {
+    path: PathBuf,
+    file: Option<std::fs::File>,
+    keep: bool,
+}
+
+impl TempFile {
+    async fn create(dir: &Path, name: &str) -> Result<TempFile> {
+        let mut tries = 0;
+        loop {
+            let path = dir.join(format!(".{name}.cos-part-{:016x}", rand::random::<u64>()));
+            let opened = tokio::fs::OpenOptions::new().write(true).create_new(true).open(&path).await;
+            match opened {
+                Ok(file) => return Ok(TempFile { path, file: Some(file.into_std().await), keep: false }),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && tries < 8 => tries += 1,
+                Err(e) => return Err(Error::io(format!("creating a temporary file in {}", dir.display()), e)),
+            }
+        }
+    }
+
+    /// The open handle (taken once).
+    fn reopen(&self) -> Result<std::fs::File> {
+        match &self.file {
+            Some(f) => f.try_clone().map_err(|e| Error::io(format!("opening {}", self.path.display()), e)),
+            None => Err(Error::io("temporary file", std::io::Error::other("already closed"))),
+        }
+    }
+
+    async fn persist(mut self, target: &Path) -> Result<()> {
+        self.file = None;
+        tokio::fs::rename(&self.path, target)
+            .await
+            .map_err(|e| Error::io(format!("moving the download into {}", target.display()), e))?;
+        self.keep = true;
+        Ok(())
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        self.file = None;
+        if !self.keep {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn temp_file_is_removed_unless_persisted() {
+        let dir = tempfile::tempdir().unwrap();
+        let temp = TempFile::create(dir.path(), "out.bin").await.unwrap();
+        let path = temp.path.clone();
+        assert!(path.exists());
+        assert!(path.file_name().unwrap().to_string_lossy().starts_with(".out.bin.cos-part-"));
+        drop(temp);
+        assert!(!path.exists());
+
+        let temp = TempFile::create(dir.path(), "out.bin").await.unwrap();
+        std::io::Write::write_all(&mut temp.reopen().unwrap(), b"data").unwrap();
+        temp.persist(&dir.path().join("out.bin")).await.unwrap();
+        assert_eq!(std::fs::read(dir.path().join("out.bin")).unwrap(), b"data");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+}

@@ -1,0 +1,218 @@
+//! The `cos` command line: global options, the command tree, and dispatch. Each command group
+//! lives in its own module and only calls the library.
+
+mod catalog;
+mod computer;
+mod exec;
+mod files;
+mod output;
+mod resolve;
+mod resources;
+mod sandbox;
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+#[cfg(feature = "local")]
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+
+use createos_sandbox::{Client, Region};
+pub use output::{Format, Out};
+
+/// Work with CreateOS sandboxes without spawning the `createos` CLI.
+///
+/// Credentials come from `--api-key`, `CREATEOS_API_KEY`, or what `createos login` stored in
+/// ~/.createos. `--local` runs everything against an in-process emulator: no account needed.
+#[derive(Debug, Parser)]
+#[command(name = "cos", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    /// Run against an in-process emulator of the control plane (real local processes).
+    #[arg(long, global = true, conflicts_with_all = ["endpoint", "region"])]
+    local: bool,
+    /// Control-plane base URL (default: CREATEOS_SANDBOX_BASE_URL, else production).
+    #[arg(long, global = true, value_name = "URL")]
+    endpoint: Option<String>,
+    /// Regional control plane.
+    #[arg(long, global = true, value_parser = ["us", "eu"])]
+    region: Option<String>,
+    /// API key (default: CREATEOS_API_KEY, then ~/.createos/.oauth, then ~/.createos/.token).
+    #[arg(long, global = true, value_name = "KEY", hide_env_values = true)]
+    api_key: Option<String>,
+    /// Output format.
+    #[arg(short = 'o', long, global = true, value_enum, default_value = "auto", env = "CREATEOS_OUTPUT")]
+    output: Format,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Who the credential belongs to, and sandbox counts.
+    Whoami,
+    /// Sandbox sizes.
+    Shapes,
+    /// Base images (rootfs) and templates usable at create.
+    Images,
+    /// Create a sandbox.
+    Create(sandbox::CreateArgs),
+    /// List sandboxes (every page).
+    #[command(alias = "list")]
+    Ls(sandbox::LsArgs),
+    /// Show one sandbox.
+    Get(sandbox::Target),
+    /// Destroy sandboxes.
+    #[command(alias = "delete")]
+    Rm(sandbox::RmArgs),
+    /// Pause a running sandbox (snapshot memory and disk).
+    Pause(sandbox::WaitTarget),
+    /// Resume a paused sandbox.
+    Resume(sandbox::WaitTarget),
+    /// Clone a paused sandbox.
+    Fork(sandbox::ForkArgs),
+    /// Change ingress, auto-pause or egress.
+    Edit(sandbox::EditArgs),
+    /// Grow the root disk.
+    Resize(sandbox::ResizeArgs),
+    /// Authorize SSH public keys.
+    SshKey(sandbox::SshKeyArgs),
+    /// Egress quota and recharge.
+    Bandwidth(sandbox::BandwidthArgs),
+    /// CPU and memory of a sandbox.
+    Metrics(sandbox::Target),
+    /// Run a command in a sandbox; output streams, the exit code passes through.
+    Exec(exec::ExecArgs),
+    /// Create a sandbox, run one command, destroy it (also on failure and Ctrl-C).
+    Run(exec::RunArgs),
+    /// Upload a file.
+    Push(files::PushArgs),
+    /// Download a file.
+    Pull(files::PullArgs),
+    /// Private networks.
+    #[command(subcommand)]
+    Network(resources::NetworkCmd),
+    /// S3-backed disks.
+    #[command(subcommand)]
+    Disk(resources::DiskCmd),
+    /// Custom images built from a Dockerfile.
+    #[command(subcommand)]
+    Template(resources::TemplateCmd),
+    /// Sandbox-scoped access tokens.
+    #[command(subcommand)]
+    Token(resources::TokenCmd),
+    /// WireGuard devices and VPN sessions.
+    #[command(subcommand)]
+    Device(resources::DeviceCmd),
+    /// Account usage.
+    Usage(resources::UsageArgs),
+    /// Desktop control of a `desktop:1` sandbox.
+    Computer(computer::ComputerArgs),
+}
+
+/// What every command gets: the client and the printer.
+pub struct Ctx {
+    pub client: Client,
+    pub out: Out,
+}
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    let out = Out::new(cli.output);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(run(cli, out)) {
+        Ok(code) => code,
+        Err(err) => {
+            output::report_error(out, &err);
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}
+
+async fn run(cli: Cli, out: Out) -> Result<ExitCode> {
+    #[cfg(feature = "local")]
+    let mut local = None;
+    let client = if cli.local {
+        #[cfg(feature = "local")]
+        {
+            let mock = createos_mock::start(createos_mock::MockConfig::default())
+                .await
+                .context("starting the local emulator")?;
+            let client = Client::builder().base_url(mock.base_url()).api_key(mock.api_key()).build()?;
+            local = Some(mock);
+            client
+        }
+        #[cfg(not(feature = "local"))]
+        anyhow::bail!("this build of cos has no embedded emulator (feature `local`)");
+    } else {
+        let mut builder = Client::builder();
+        if let Some(url) = &cli.endpoint {
+            builder = builder.base_url(url);
+        } else if let Some(region) = &cli.region {
+            builder = builder.region(region.parse::<Region>()?);
+        }
+        if let Some(key) = cli.api_key.clone() {
+            builder = builder.api_key(key);
+        }
+        builder.build()?
+    };
+    let ctx = Ctx { client, out };
+    let result = dispatch(&ctx, cli.command).await;
+    #[cfg(feature = "local")]
+    if let Some(mock) = local {
+        mock.shutdown().await;
+    }
+    result
+}
+
+async fn dispatch(ctx: &Ctx, command: Command) -> Result<ExitCode> {
+    let ok = |r: Result<()>| r.map(|()| ExitCode::SUCCESS);
+    match command {
+        Command::Whoami => ok(catalog::whoami(ctx).await),
+        Command::Shapes => ok(catalog::shapes(ctx).await),
+        Command::Images => ok(catalog::images(ctx).await),
+        Command::Create(a) => ok(sandbox::create(ctx, a).await),
+        Command::Ls(a) => ok(sandbox::ls(ctx, a).await),
+        Command::Get(a) => ok(sandbox::get(ctx, a).await),
+        Command::Rm(a) => ok(sandbox::rm(ctx, a).await),
+        Command::Pause(a) => ok(sandbox::pause(ctx, a).await),
+        Command::Resume(a) => ok(sandbox::resume(ctx, a).await),
+        Command::Fork(a) => ok(sandbox::fork(ctx, a).await),
+        Command::Edit(a) => ok(sandbox::edit(ctx, a).await),
+        Command::Resize(a) => ok(sandbox::resize(ctx, a).await),
+        Command::SshKey(a) => ok(sandbox::ssh_key(ctx, a).await),
+        Command::Bandwidth(a) => ok(sandbox::bandwidth(ctx, a).await),
+        Command::Metrics(a) => ok(sandbox::metrics(ctx, a).await),
+        Command::Exec(a) => exec::exec(ctx, a).await,
+        Command::Run(a) => exec::run(ctx, a).await,
+        Command::Push(a) => ok(files::push(ctx, a).await),
+        Command::Pull(a) => ok(files::pull(ctx, a).await),
+        Command::Network(c) => ok(resources::network(ctx, c).await),
+        Command::Disk(c) => ok(resources::disk(ctx, c).await),
+        Command::Template(c) => ok(resources::template(ctx, c).await),
+        Command::Token(c) => ok(resources::token(ctx, c).await),
+        Command::Device(c) => ok(resources::device(ctx, c).await),
+        Command::Usage(a) => ok(resources::usage(ctx, a).await),
+        Command::Computer(a) => ok(computer::computer(ctx, a).await),
+    }
+}
+
+/// Parse `KEY=VALUE`.
+pub fn parse_kv(s: &str) -> std::result::Result<(String, String), String> {
+    s.split_once('=')
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .ok_or_else(|| format!("{s:?} is not KEY=VALUE"))
+}

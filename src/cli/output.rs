@@ -1,0 +1,132 @@
+//! How `cos` prints: human text on a terminal, JSON (`-o json`, or when stdout is not a terminal)
+//! for scripts. Failures in JSON mode print `{"error": {"code", "message"}}` on stdout, like the
+//! `createos` CLI, and exit 1.
+
+use std::io::{IsTerminal, Write};
+
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use createos_sandbox::Error;
+
+/// The output format chosen on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// JSON when stdout is not a terminal, text otherwise.
+    Auto,
+    /// Human-readable text.
+    Text,
+    /// One JSON document per command.
+    Json,
+}
+
+/// Printer bound to the chosen format.
+#[derive(Clone, Copy, Debug)]
+pub struct Out {
+    pub json: bool,
+}
+
+impl Out {
+    pub fn new(format: Format) -> Self {
+        let json = match format {
+            Format::Json => true,
+            Format::Text => false,
+            Format::Auto => !std::io::stdout().is_terminal(),
+        };
+        Out { json }
+    }
+
+    /// Print `value` as JSON, or `text()` for people.
+    pub fn show<T: Serialize>(&self, value: &T, text: impl FnOnce() -> String) {
+        let mut stdout = std::io::stdout().lock();
+        if self.json {
+            let _ = serde_json::to_writer_pretty(&mut stdout, value);
+            let _ = writeln!(stdout);
+        } else {
+            let t = text();
+            if !t.is_empty() {
+                let _ = writeln!(stdout, "{}", t.trim_end());
+            }
+        }
+    }
+
+    /// Print a value that has no special text form.
+    pub fn value<T: Serialize>(&self, value: &T) {
+        self.show(value, || {
+            serde_json::to_string_pretty(value).unwrap_or_default()
+        })
+    }
+
+    /// A progress or status line for people (stderr, never in JSON mode's stdout).
+    pub fn note(&self, line: impl AsRef<str>) {
+        eprintln!("{}", line.as_ref());
+    }
+}
+
+/// Stable error codes of the JSON error envelope.
+pub fn error_code(err: &anyhow::Error) -> &'static str {
+    match err.downcast_ref::<Error>() {
+        Some(Error::Validation(_)) | Some(Error::InvalidInput { .. }) => "bad_request",
+        Some(Error::Auth(_)) | Some(Error::NotSignedIn(_)) | Some(Error::Credentials { .. }) => "unauthorized",
+        Some(Error::Permission(_)) => "forbidden",
+        Some(Error::NotFound(_)) => "not_found",
+        Some(Error::Conflict(_)) => "conflict",
+        Some(Error::RateLimited { .. }) => "rate_limited",
+        Some(Error::PaymentRequired(_)) => "payment_required",
+        Some(Error::Server(_)) => "server_error",
+        Some(Error::Timeout { .. }) => "timeout",
+        Some(Error::Connection { .. }) => "connection_error",
+        Some(Error::Cancelled) => "cancelled",
+        Some(_) => "api_error",
+        None => "error",
+    }
+}
+
+/// Report a failure in the chosen format.
+pub fn report_error(out: Out, err: &anyhow::Error) {
+    if out.json {
+        let mut body = json!({ "code": error_code(err), "message": format!("{err:#}") });
+        if let Some(api) = err.downcast_ref::<Error>().and_then(Error::api) {
+            body["status"] = json!(api.status);
+            if let Some(id) = &api.request_id {
+                body["request_id"] = json!(id);
+            }
+            if !api.fields.is_empty() {
+                body["fields"] = json!(api.fields);
+            }
+        }
+        let doc: Value = json!({ "error": body });
+        println!("{}", serde_json::to_string(&doc).unwrap_or_default());
+    } else {
+        eprintln!("error: {err:#}");
+    }
+}
+
+/// A simple aligned table for text output.
+pub fn table(headers: &[&str], rows: Vec<Vec<String>>) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+    for row in &rows {
+        for (i, cell) in row.iter().enumerate() {
+            if i < widths.len() {
+                widths[i] = widths[i].max(cell.chars().count());
+            }
+        }
+    }
+    let mut out = String::new();
+    let line = |cells: Vec<String>, out: &mut String| {
+        let n = cells.len();
+        for (i, cell) in cells.into_iter().enumerate() {
+            if i + 1 == n {
+                out.push_str(&cell);
+            } else {
+                out.push_str(&format!("{cell:<w$}  ", w = widths[i]));
+            }
+        }
+        out.push('\n');
+    };
+    line(headers.iter().map(|h| h.to_string()).collect(), &mut out);
+    for row in rows {
+        line(row, &mut out);
+    }
+    out
+}
