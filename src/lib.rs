@@ -24,8 +24,10 @@ pub mod auth;
 pub mod client;
 pub mod config;
 pub mod error;
+pub mod pty;
 pub mod stream;
 pub mod transport;
+pub mod tunnel;
 pub mod validate;
 
 pub use api::sandboxes::{

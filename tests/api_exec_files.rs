@@ -354,7 +354,9 @@ async fn save_to_leaves_nothing_behind_when_the_body_breaks() {
 
     env.add_fault("GET /v1/sandboxes/*/files cut=10000 count=1").await;
     let download = sb.download("/root/big.bin").await.unwrap();
-    let err = download.save_to(&target).await.unwrap_err();
+    let r = download.save_to(&target).await;
+    eprintln!("DEBUG {:?} {} {}", r, env.stats().await, env.mock_get("/_mock/faults").await);
+    let err = r.unwrap_err();
     assert!(matches!(err, Error::Connection { .. }), "{err:?}");
     let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(names.len(), 1, "temporary file removed: {names:?}");

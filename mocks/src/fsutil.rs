@@ -5,8 +5,8 @@ use std::io;
 use std::path::Path;
 
 /// Copies the tree `from` into `to` (created if missing). Symlinks are recreated, not
-/// followed; sockets, FIFOs and devices are skipped.
-pub fn copy_tree(from: &Path, to: &Path) -> io::Result<()> {
+/// followed; sockets, FIFOs, devices and the paths in `skip` are left out.
+pub fn copy_tree(from: &Path, to: &Path, skip: &[std::path::PathBuf]) -> io::Result<()> {
     fs::create_dir_all(to)?;
     if let Ok(meta) = fs::metadata(from) {
         let _ = fs::set_permissions(to, meta.permissions());
@@ -14,6 +14,9 @@ pub fn copy_tree(from: &Path, to: &Path) -> io::Result<()> {
     for entry in fs::read_dir(from)? {
         let entry = entry?;
         let src = entry.path();
+        if skip.iter().any(|s| s == &src) {
+            continue;
+        }
         let dst = to.join(entry.file_name());
         let kind = entry.file_type()?;
         if kind.is_symlink() {
@@ -21,7 +24,7 @@ pub fn copy_tree(from: &Path, to: &Path) -> io::Result<()> {
             let _ = fs::remove_file(&dst);
             std::os::unix::fs::symlink(target, &dst)?;
         } else if kind.is_dir() {
-            copy_tree(&src, &dst)?;
+            copy_tree(&src, &dst, skip)?;
         } else if kind.is_file() {
             fs::copy(&src, &dst)?;
         }
@@ -40,7 +43,9 @@ mod tests {
         fs::create_dir_all(src.join("a/b")).unwrap();
         fs::write(src.join("a/b/f.txt"), b"hello").unwrap();
         std::os::unix::fs::symlink("a/b/f.txt", src.join("link")).unwrap();
-        copy_tree(&src, &base.join("dst")).unwrap();
+        fs::create_dir_all(src.join("skipme")).unwrap();
+        copy_tree(&src, &base.join("dst"), &[src.join("skipme")]).unwrap();
+        assert!(!base.join("dst/skipme").exists());
         assert_eq!(fs::read(base.join("dst/a/b/f.txt")).unwrap(), b"hello");
         assert_eq!(fs::read_link(base.join("dst/link")).unwrap(), Path::new("a/b/f.txt"));
         fs::remove_dir_all(&base).unwrap();

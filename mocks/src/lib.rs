@@ -15,6 +15,7 @@ pub mod fsutil;
 pub mod ids;
 pub mod isolation;
 pub mod middleware;
+pub mod ndjson;
 pub mod mock_api;
 pub mod oauth;
 pub mod process;

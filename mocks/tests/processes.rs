@@ -512,12 +512,12 @@ async fn tunnels_reach_each_sandboxs_own_port() {
 #[tokio::test]
 async fn cut_stream_resumes_from_the_last_seq() {
     let _serial = SERIAL.lock().await;
-    let (handle, api) = mock(MockConfig::default().fault("GET */connect cut=200 count=1")).await;
+    let (handle, api) = mock(MockConfig::default().fault("GET /v1/sandboxes/*/connect cut=200 count=1")).await;
     let sb = api.sandbox().await;
-    let script = "for i in 1 2 3 4 5 6 7 8; do echo chunk-$i; sleep 0.02; done";
+    let script = "for i in 1 2 3 4 5 6 7 8; do echo chunk-$i; sleep 0.05; done";
     let id = pid_of(&api.process(&sb, json!({"cmd": "sh", "args": ["-c", script]})).await);
-    wait(&api, &sb, &id, "tree").await;
 
+    // Follow live output; the fault aborts the connection after 200 body bytes.
     let mut cut = api.connect(&sb, &id, 0).await;
     let mut first = Vec::new();
     while let Some(ev) = cut.next().await {

@@ -122,19 +122,15 @@ impl RootfsCatalog {
 
 open_enum! {
     /// State of a worker host.
+    #[derive(Default)]
     HostStatus {
         /// Accepting sandboxes.
+        #[default]
         Active = "active",
         /// Finishing its sandboxes, accepting none.
         Draining = "draining",
         /// Unreachable.
         Dead = "dead",
-    }
-}
-
-impl Default for HostStatus {
-    fn default() -> Self {
-        HostStatus::Active
     }
 }
 

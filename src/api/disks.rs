@@ -18,22 +18,20 @@ use crate::validate;
 
 open_enum! {
     /// Storage backend of a disk.
+    #[derive(Default)]
     DiskKind {
         /// An S3-compatible bucket.
+        #[default]
         S3 = "s3",
-    }
-}
-
-impl Default for DiskKind {
-    fn default() -> Self {
-        DiskKind::S3
     }
 }
 
 open_enum! {
     /// State of one mount of a disk in a sandbox.
+    #[derive(Default)]
     MountStatus {
         /// Being mounted.
+        #[default]
         Pending = "pending",
         /// Usable.
         Mounted = "mounted",
@@ -41,12 +39,6 @@ open_enum! {
         Error = "error",
         /// Being detached.
         Unmounting = "unmounting",
-    }
-}
-
-impl Default for MountStatus {
-    fn default() -> Self {
-        MountStatus::Pending
     }
 }
 
@@ -212,9 +204,10 @@ pub struct DiskDetached {
 /// use createos_sandbox::api::disks::DiskCreate;
 /// let req = DiskCreate::s3("shared-data", "my-bucket", "https://s3.eu-west-1.amazonaws.com")
 ///     .region("eu-west-1")
-///     .credentials("AKIA…", "secret");
+///     .credentials("AKIAEXAMPLE", "s3cr3t");
 /// assert!(req.validate().is_ok());
-/// assert!(!format!("{req:?}").contains("secret\""));
+/// let shown = format!("{req:?}");
+/// assert!(!shown.contains("s3cr3t") && !shown.contains("AKIAEXAMPLE"));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct DiskCreate {

@@ -76,19 +76,15 @@ pub struct UsageMetrics {
 
 open_enum! {
     /// Which usage series to read.
+    #[derive(Default)]
     UsageMetric {
         /// CPU seconds used per bucket.
+        #[default]
         CpuSeconds = "cpu_seconds",
         /// Running sandboxes in each bucket.
         SandboxesRunning = "sandboxes_running",
         /// Exec calls per bucket.
         ExecTotal = "exec_total",
-    }
-}
-
-impl Default for UsageMetric {
-    fn default() -> Self {
-        UsageMetric::CpuSeconds
     }
 }
 

@@ -28,8 +28,10 @@ pub const DEFAULT_TEMPLATE_WAIT: Duration = Duration::from_secs(15 * 60);
 
 open_enum! {
     /// Build state of a template.
+    #[derive(Default)]
     TemplateStatus {
         /// Queued.
+        #[default]
         Pending = "pending",
         /// Building.
         Building = "building",
@@ -46,12 +48,6 @@ impl TemplateStatus {
     /// `ready`, `failed` or `cancelled`: the build is over.
     pub fn is_terminal(&self) -> bool {
         matches!(self, TemplateStatus::Ready | TemplateStatus::Failed | TemplateStatus::Cancelled)
-    }
-}
-
-impl Default for TemplateStatus {
-    fn default() -> Self {
-        TemplateStatus::Pending
     }
 }
 

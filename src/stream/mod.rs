@@ -2,5 +2,6 @@
 //! logs.
 
 pub mod ndjson;
+pub mod process_output;
 
 pub use ndjson::{NdjsonDecoder, MAX_LINE};

@@ -7,6 +7,7 @@ pub mod call;
 pub mod jsend;
 pub mod pagination;
 mod retry;
+pub mod upgrade;
 
 use std::time::Duration;
 

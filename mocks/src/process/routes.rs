@@ -427,8 +427,9 @@ async fn open_shell(
     let busy = Busy::start(sandbox);
     tokio::spawn(async move {
         // Bytes the client sent right after its headers are replayed by `Upgraded`.
-        if let Ok(upgraded) = upgrade.await {
-            shell::serve_raw(TokioIo::new(upgraded), shell, guard, shutdown).await;
+        match upgrade.await {
+            Ok(upgraded) => shell::serve_raw(TokioIo::new(upgraded), shell, guard, shutdown).await,
+            Err(_) => shell.abandon(),
         }
         drop(busy);
     });

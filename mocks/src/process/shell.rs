@@ -94,6 +94,11 @@ impl ShellProcess {
         }
     }
 
+    /// Ends a shell whose session never started (the upgrade failed).
+    pub fn abandon(self) {
+        Arc::new(self).hang_up();
+    }
+
     /// Hangs the shell up like a closed terminal (SIGHUP to its group), then kills the
     /// group if it has not exited shortly after. Disowned/nohup jobs survive, as they would.
     fn hang_up(self: Arc<Self>) {

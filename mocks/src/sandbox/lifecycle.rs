@@ -206,7 +206,9 @@ pub async fn fork_sandbox(
     // Copy the parent's files (everything but attached disks, which are not carried over).
     let from = source.runtime().dir().to_path_buf();
     let to = child.runtime().dir().to_path_buf();
-    tokio::task::spawn_blocking(move || crate::fsutil::copy_tree(&from, &to))
+    let skip: Vec<std::path::PathBuf> =
+        source.record().disks.iter().map(|d| from.join(d.mount_path.trim_start_matches('/'))).collect();
+    tokio::task::spawn_blocking(move || crate::fsutil::copy_tree(&from, &to, &skip))
         .await
         .map_err(|e| ApiError::internal(format!("fork copy failed: {e}")))?
         .map_err(|e| ApiError::internal(format!("fork copy failed: {e}")))?;

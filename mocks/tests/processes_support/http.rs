@@ -126,7 +126,7 @@ impl Api {
 
     /// Creates a sandbox and returns its id.
     pub async fn sandbox(&self) -> String {
-        let r = self.post("/v1/sandboxes", &serde_json::json!({})).await;
+        let r = self.post("/v1/sandboxes", &serde_json::json!({"shape": "s-1vcpu-1gb"})).await;
         assert_eq!(r.status, 200, "create sandbox: {}", String::from_utf8_lossy(&r.body));
         r.data()["id"].as_str().unwrap().to_string()
     }

@@ -385,21 +385,25 @@ impl Rect {
     }
 }
 
-/// What a screenshot (E66) captures: the whole screen (the default), one window, a rectangle of
-/// the screen, or a rectangle of one window (relative to the window's top-left corner).
+/// What a screenshot (E66) captures: the whole screen (the default), one window, or a
+/// rectangle of the screen.
+///
+/// A window capture can also be cropped ([`ScreenshotRegion::crop`]); the contract makes the
+/// rectangle relative to the window then, but servers that do not support the combination
+/// answer 400, so prefer one or the other.
 ///
 /// ```
 /// use createos_sandbox::api::computer::ScreenshotRegion;
 /// let whole = ScreenshotRegion::default();
 /// let corner = ScreenshotRegion::rect(0, 0, 200, 100);
-/// let title_bar = ScreenshotRegion::window("0x01a00003").crop(0, 0, 400, 30);
-/// # let _ = (whole, corner, title_bar);
+/// let one_window = ScreenshotRegion::window("0x01a00003");
+/// # let _ = (whole, corner, one_window);
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ScreenshotRegion {
     /// Capture only this window.
     pub window_id: Option<String>,
-    /// Capture only this rectangle (of the window when `window_id` is set, else of the screen).
+    /// Capture only this rectangle.
     pub crop: Option<Rect>,
 }
 
@@ -419,7 +423,7 @@ impl ScreenshotRegion {
         ScreenshotRegion { window_id: None, crop: Some(Rect::new(x, y, width, height)) }
     }
 
-    /// Narrow the capture to a rectangle (relative to the window when one is chosen).
+    /// Narrow the capture to a rectangle (see the type's note on cropping a window).
     pub fn crop(mut self, x: i32, y: i32, width: u32, height: u32) -> Self {
         self.crop = Some(Rect::new(x, y, width, height));
         self
@@ -498,8 +502,7 @@ mod tests {
         assert!(ScreenshotRegion::rect(0, 0, 0, 4).query().is_err());
         assert!(ScreenshotRegion::rect(-1, 0, 1, 4).query().is_err());
         assert!(ScreenshotRegion::window("a/b").query().is_err());
-        let q = ScreenshotRegion::window("0x1").crop(0, 0, 5, 5).query().unwrap();
-        assert_eq!(q.len(), 5);
+        assert_eq!(ScreenshotRegion::window("0x1").crop(0, 0, 5, 5).query().unwrap().len(), 5);
     }
 
     #[test]

@@ -1,0 +1,471 @@
+//! Resumable output of a managed process (E25).
+//!
+//! [`OutputStream`] turns the server's NDJSON events into [`OutputEvent`]s and hides dropped
+//! connections: it reconnects with `after=<last seq>` so every byte still retained by the
+//! server arrives exactly once and in order. Data whose `seq` is not newer than the last one
+//! delivered is dropped (a replay after a reconnect), and bytes that can no longer be had are
+//! reported as an explicit [`OutputEvent::Gap`] — never skipped silently.
+//!
+//! Reconnect rules:
+//! - a connection is considered dead when it errors, ends without an `exit` event, sends an
+//!   undecodable line, or stays silent (not even a heartbeat) for
+//!   [`OutputOptions::idle_timeout`];
+//! - the first reconnect after a connection that delivered new output is immediate; further
+//!   consecutive attempts without progress wait `backoff_initial`, doubling up to
+//!   `backoff_max`; after `max_failures` such attempts the stream yields the last error and ends;
+//! - 4xx answers other than an expired offset (unknown process, sandbox not running, auth)
+//!   end the stream at once with that error.
+
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use base64::Engine;
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use futures::{Stream, StreamExt};
+use serde::Deserialize;
+
+use crate::api::endpoints as ep;
+use crate::api::open_enum;
+use crate::api::processes::{OutputWindow, Process};
+use crate::error::{Error, Result};
+
+open_enum! {
+    /// Which output a chunk came from.
+    StreamKind {
+        /// Standard output of a pipe process.
+        Stdout = "stdout",
+        /// Standard error of a pipe process.
+        Stderr = "stderr",
+        /// The terminal of a PTY process (stdout and stderr merged).
+        Pty = "pty",
+    }
+}
+
+/// One thing that happened on a process's output.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OutputEvent {
+    /// Output bytes, in sequence order.
+    Data {
+        /// The chunk's sequence number (one sequence space per process, from 1).
+        seq: u64,
+        /// Where it came from.
+        stream: StreamKind,
+        /// The bytes.
+        bytes: Bytes,
+    },
+    /// The leader exited; the last event of the stream.
+    Exit {
+        /// Exit code (`None` when killed by a signal or not reported).
+        code: Option<i32>,
+        /// Name of the signal that killed it.
+        signal: Option<String>,
+    },
+    /// Chunks `from_seq..=to_seq` were evicted from the server's journal before they could be
+    /// delivered; the stream continues with `to_seq + 1`.
+    ///
+    /// `lost_bytes` is the exact payload size of those chunks, or `None` when it cannot be
+    /// known. Sequence numbers count chunks, not bytes, and the spec's output window only gives
+    /// the *retained* byte count, so the byte count needs the window's `total_bytes` (bytes
+    /// ever written; a proposed extension a server may send) and a known starting offset (the
+    /// stream began at `after = 0`, or an earlier gap re-anchored it). With both,
+    /// `lost_bytes = (total_bytes − bytes) − bytes delivered so far`, taken from a
+    /// [`Process::info`] call made right after the expiry, and the stream resumes from that
+    /// window's `oldest_seq`, so the figure is exact rather than estimated.
+    Gap {
+        /// First lost sequence.
+        from_seq: u64,
+        /// Last lost sequence.
+        to_seq: u64,
+        /// Exact number of lost payload bytes, when known (see above).
+        lost_bytes: Option<u64>,
+    },
+    /// An `error` event other than an expired offset, passed on as the server worded it.
+    Error(String),
+}
+
+/// Reconnect and liveness settings of an [`OutputStream`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutputOptions {
+    /// A connection with no line at all (data or heartbeat) for this long is dead. Default
+    /// 15 s: three times the 5 s heartbeat the control plane uses on streams.
+    pub idle_timeout: Duration,
+    /// First wait before a reconnect that follows a failed attempt. Default 100 ms.
+    pub backoff_initial: Duration,
+    /// Longest wait between attempts. Default 5 s.
+    pub backoff_max: Duration,
+    /// Consecutive attempts without progress before giving up with the last error. Default 8.
+    pub max_failures: u32,
+}
+
+impl Default for OutputOptions {
+    fn default() -> Self {
+        OutputOptions {
+            idle_timeout: Duration::from_secs(15),
+            backoff_initial: Duration::from_millis(100),
+            backoff_max: Duration::from_secs(5),
+            max_failures: 8,
+        }
+    }
+}
+
+impl OutputOptions {
+    /// Wait before attempt number `failures` (1-based count of consecutive failures).
+    fn backoff(&self, failures: u32) -> Duration {
+        if failures == 0 {
+            return Duration::ZERO;
+        }
+        let factor = 2u32.saturating_pow(failures.saturating_sub(1).min(20));
+        self.backoff_initial.saturating_mul(factor).min(self.backoff_max)
+    }
+}
+
+/// One NDJSON line of E25.
+#[derive(Debug, Default, Deserialize)]
+struct WireEvent {
+    #[serde(rename = "type", default)]
+    kind: String,
+    #[serde(default)]
+    seq: Option<u64>,
+    #[serde(default)]
+    stream: Option<String>,
+    #[serde(default)]
+    data_base64: Option<String>,
+    #[serde(default)]
+    exit_code: Option<i64>,
+    #[serde(default)]
+    signal: Option<String>,
+    #[serde(default)]
+    error: Option<String>,
+    #[serde(default)]
+    oldest_available_seq: Option<u64>,
+}
+
+/// Counters shared between the stream and its handle.
+#[derive(Debug, Default)]
+struct Shared {
+    last_seq: AtomicU64,
+    connections: AtomicU64,
+}
+
+/// The output of a managed process as a `Stream` of [`OutputEvent`]s; from
+/// [`Process::connect`]. Ends after [`OutputEvent::Exit`], or after yielding an error once
+/// reconnecting is hopeless. Dropping it closes the connection; the process keeps running.
+pub struct OutputStream {
+    inner: BoxStream<'static, Result<OutputEvent>>,
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for OutputStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OutputStream")
+            .field("last_seq", &self.last_seq())
+            .field("connections", &self.connections())
+            .finish()
+    }
+}
+
+impl OutputStream {
+    /// Connect (the first connection is made here, so a wrong id or a paused sandbox fails
+    /// now) and return the stream.
+    pub(crate) async fn open(process: Process, after: u64, options: OutputOptions) -> Result<Self> {
+        let shared = Arc::new(Shared::default());
+        shared.last_seq.store(after, Ordering::Relaxed);
+        let mut follower = Follower {
+            process,
+            options,
+            last_seq: after,
+            offset: (after == 0).then_some(0),
+            frames: None,
+            progressed: false,
+            failures: 0,
+            last_error: None,
+            pending: VecDeque::new(),
+            done: false,
+            shared: shared.clone(),
+        };
+        follower.ensure_connected().await?;
+        let inner = futures::stream::unfold(follower, |mut f| async move {
+            let item = f.next_event().await?;
+            Some((item, f))
+        })
+        .boxed();
+        Ok(OutputStream { inner, shared })
+    }
+
+    /// Sequence of the last chunk delivered (or skipped past by a gap); reconnect later with
+    /// `connect(last_seq)` to continue from here.
+    pub fn last_seq(&self) -> u64 {
+        self.shared.last_seq.load(Ordering::Relaxed)
+    }
+
+    /// Connections opened so far (1 + reconnects).
+    pub fn connections(&self) -> u64 {
+        self.shared.connections.load(Ordering::Relaxed)
+    }
+}
+
+impl Stream for OutputStream {
+    type Item = Result<OutputEvent>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.inner.as_mut().poll_next(cx)
+    }
+}
+
+/// The reconnecting state machine behind [`OutputStream`].
+struct Follower {
+    process: Process,
+    options: OutputOptions,
+    /// Newest sequence delivered (or declared lost).
+    last_seq: u64,
+    /// Byte offset just past `last_seq` in the process's output, when known.
+    offset: Option<u64>,
+    frames: Option<BoxStream<'static, Result<WireEvent>>>,
+    /// The current connection delivered new output.
+    progressed: bool,
+    /// Consecutive attempts without progress.
+    failures: u32,
+    last_error: Option<Error>,
+    pending: VecDeque<OutputEvent>,
+    done: bool,
+    shared: Arc<Shared>,
+}
+
+fn label() -> String {
+    ep::CONNECT_PROCESS.label()
+}
+
+/// Whether an error (an `error` event's text or an HTTP refusal) means "output offset expired"
+/// (matched case-insensitively, `_` read as a space, as the CLI does).
+fn mentions_expired(text: &str) -> bool {
+    text.to_ascii_lowercase().replace('_', " ").contains("output offset expired")
+}
+
+fn expired_answer(err: &Error) -> Option<Option<u64>> {
+    let api = err.api()?;
+    if !(400..500).contains(&api.status) {
+        return None;
+    }
+    let hit = mentions_expired(&api.message)
+        || api.code.as_deref().is_some_and(mentions_expired)
+        || api.fields.values().any(|v| mentions_expired(v));
+    hit.then(|| api.fields.get("oldest_available_seq").and_then(|v| v.trim().parse().ok()))
+}
+
+/// Failures worth another connection: the network, the server's 5xx/429, a bad line.
+fn is_transient(err: &Error) -> bool {
+    match err {
+        Error::Connection { .. } | Error::Timeout { .. } | Error::Decode { .. } | Error::Io { .. } => true,
+        Error::Server(_) | Error::RateLimited { .. } => true,
+        other => other.status() == Some(408),
+    }
+}
+
+fn lost(reason: &str) -> Error {
+    Error::Connection { endpoint: label(), source: Box::new(std::io::Error::other(reason.to_string())) }
+}
+
+impl Follower {
+    async fn next_event(&mut self) -> Option<Result<OutputEvent>> {
+        loop {
+            if let Some(event) = self.pending.pop_front() {
+                return Some(Ok(event));
+            }
+            if self.done {
+                return None;
+            }
+            if let Err(err) = self.ensure_connected().await {
+                self.done = true;
+                return Some(Err(err));
+            }
+            let Some(frames) = self.frames.as_mut() else { continue };
+            match tokio::time::timeout(self.options.idle_timeout, frames.next()).await {
+                Err(_) => self.connection_lost(Error::Timeout { endpoint: label(), after: self.options.idle_timeout }),
+                Ok(None) => self.connection_lost(lost("the output stream ended without an exit event")),
+                Ok(Some(Err(err))) if is_transient(&err) => self.connection_lost(err),
+                Ok(Some(Err(err))) => {
+                    self.done = true;
+                    return Some(Err(err));
+                }
+                Ok(Some(Ok(event))) => self.handle(event).await,
+            }
+        }
+    }
+
+    /// Forget the current connection; the next loop turn reconnects.
+    fn connection_lost(&mut self, err: Error) {
+        tracing::debug!(process = %self.process.id(), last_seq = self.last_seq, error = %err, "output connection lost");
+        if self.progressed {
+            self.failures = 0;
+        } else {
+            self.failures += 1;
+        }
+        self.progressed = false;
+        self.frames = None;
+        self.last_error = Some(err);
+    }
+
+    /// Open a connection unless one is open, resolving expired offsets and backing off.
+    async fn ensure_connected(&mut self) -> Result<()> {
+        while self.frames.is_none() && self.pending.is_empty() {
+            if self.failures > self.options.max_failures {
+                return Err(self.last_error.take().unwrap_or_else(|| lost("too many failed reconnects")));
+            }
+            let delay = self.options.backoff(self.failures);
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            match self.process.open_output(self.last_seq).await {
+                Ok(response) => {
+                    self.shared.connections.fetch_add(1, Ordering::Relaxed);
+                    let events = crate::stream::ndjson::decode_response::<WireEvent>(label(), response);
+                    self.frames = Some(events.boxed());
+                    self.progressed = false;
+                }
+                Err(err) => match expired_answer(&err) {
+                    Some(oldest) => self.expired(oldest).await,
+                    None if is_transient(&err) => {
+                        self.failures += 1;
+                        self.last_error = Some(err);
+                    }
+                    None => return Err(err),
+                },
+            }
+        }
+        Ok(())
+    }
+
+    async fn handle(&mut self, event: WireEvent) {
+        match event.kind.as_str() {
+            "data" => self.data(event),
+            "exit" => {
+                self.frames = None;
+                self.done = true;
+                let code = event.exit_code.map(|c| i32::try_from(c).unwrap_or(-1));
+                self.pending.push_back(OutputEvent::Exit { code, signal: event.signal.filter(|s| !s.is_empty()) });
+            }
+            "error" => {
+                let message = event.error.unwrap_or_default();
+                if mentions_expired(&message) {
+                    self.frames = None;
+                    self.expired(event.oldest_available_seq).await;
+                } else {
+                    self.last_error = Some(lost(&format!("server error event: {message}")));
+                    self.pending.push_back(OutputEvent::Error(message));
+                }
+            }
+            // Heartbeats only keep the connection alive; unknown types are ignored (spec).
+            _ => {}
+        }
+    }
+
+    fn data(&mut self, event: WireEvent) {
+        let Some(seq) = event.seq else {
+            self.connection_lost(Error::decode(label(), "a data event without seq"));
+            return;
+        };
+        if seq <= self.last_seq {
+            return; // already delivered before a reconnect
+        }
+        let bytes = match base64::engine::general_purpose::STANDARD.decode(event.data_base64.unwrap_or_default()) {
+            Ok(b) => Bytes::from(b),
+            Err(e) => {
+                self.connection_lost(Error::decode(label(), format!("data event {seq} is not base64: {e}")));
+                return;
+            }
+        };
+        if seq > self.last_seq + 1 {
+            // The server skipped sequences without saying why: report it, never hide it.
+            self.pending.push_back(OutputEvent::Gap { from_seq: self.last_seq + 1, to_seq: seq - 1, lost_bytes: None });
+            self.offset = None;
+        }
+        self.advance(seq);
+        self.offset = self.offset.map(|o| o + bytes.len() as u64);
+        self.progressed = true;
+        let stream = StreamKind::from(event.stream.as_deref().unwrap_or("stdout"));
+        self.pending.push_back(OutputEvent::Data { seq, stream, bytes });
+    }
+
+    fn advance(&mut self, seq: u64) {
+        self.last_seq = seq;
+        self.shared.last_seq.store(seq, Ordering::Relaxed);
+    }
+
+    /// The server no longer has the chunks after `last_seq`: yield a gap and resume from the
+    /// oldest retained chunk (the newer of the server's hint and a fresh window).
+    async fn expired(&mut self, hint: Option<u64>) {
+        let window: Option<OutputWindow> = match self.process.info().await {
+            Ok(details) => Some(details.output),
+            Err(err) => {
+                tracing::debug!(process = %self.process.id(), error = %err, "window lookup after an expired offset failed");
+                if hint.is_none() {
+                    self.failures += 1;
+                    self.last_error = Some(err);
+                    return;
+                }
+                None
+            }
+        };
+        let oldest = match (hint, window) {
+            (Some(h), Some(w)) => h.max(w.oldest_seq),
+            (Some(h), None) => h,
+            (None, Some(w)) => w.oldest_seq,
+            (None, None) => return,
+        };
+        if oldest <= self.last_seq + 1 {
+            // Nothing is actually missing; a server that keeps saying so must not loop forever.
+            self.failures += 1;
+            self.last_error = Some(lost(&format!("output offset expired, but seq {} is retained", self.last_seq + 1)));
+            return;
+        }
+        // Exact only when this window starts at the resume point and reports total bytes.
+        let start_of_oldest = window.filter(|w| w.oldest_seq == oldest).and_then(|w| w.total_bytes.map(|t| t.saturating_sub(w.bytes)));
+        let lost_bytes = match (start_of_oldest, self.offset) {
+            (Some(start), Some(delivered)) => Some(start.saturating_sub(delivered)),
+            _ => None,
+        };
+        self.pending.push_back(OutputEvent::Gap { from_seq: self.last_seq + 1, to_seq: oldest - 1, lost_bytes });
+        self.offset = start_of_oldest;
+        self.advance(oldest - 1);
+        self.progressed = true;
+        self.failures = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_and_caps() {
+        let o = OutputOptions::default();
+        assert_eq!(o.backoff(0), Duration::ZERO);
+        assert_eq!(o.backoff(1), Duration::from_millis(100));
+        assert_eq!(o.backoff(2), Duration::from_millis(200));
+        assert_eq!(o.backoff(4), Duration::from_millis(800));
+        assert_eq!(o.backoff(30), Duration::from_secs(5));
+    }
+
+    #[test]
+    fn expired_text_forms() {
+        assert!(mentions_expired("output offset expired"));
+        assert!(mentions_expired("OUTPUT_OFFSET_EXPIRED"));
+        assert!(!mentions_expired("process not found"));
+    }
+
+    #[test]
+    fn wire_events_decode() {
+        let e: WireEvent = serde_json::from_str(r#"{"type":"data","seq":3,"stream":"stderr","data_base64":"aGk="}"#).unwrap();
+        assert_eq!((e.kind.as_str(), e.seq, e.stream.as_deref()), ("data", Some(3), Some("stderr")));
+        let e: WireEvent = serde_json::from_str(r#"{"type":"exit","exit_code":null,"signal":"SIGKILL"}"#).unwrap();
+        assert_eq!((e.exit_code, e.signal.as_deref()), (None, Some("SIGKILL")));
+        let e: WireEvent =
+            serde_json::from_str(r#"{"type":"error","error":"output offset expired","oldest_available_seq":9}"#).unwrap();
+        assert_eq!(e.oldest_available_seq, Some(9));
+    }
+}
