@@ -162,17 +162,18 @@ import xml.etree.ElementTree as ET
 try:
     root = ET.parse(sys.argv[1]).getroot()
 except (OSError, ET.ParseError):
-    print("0 0")
+    print("0 0 0")
     raise SystemExit
 suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
 total = sum(int(s.get("tests", 0)) for s in suites)
 failed = sum(int(s.get("failures", 0)) + int(s.get("errors", 0)) for s in suites)
 skipped = sum(int(s.get("skipped", 0)) for s in suites)
-print(total - failed - skipped, failed)
+print(total - failed - skipped, failed, skipped)
 PY
 )"
-  local passed="${counts% *}" failed="${counts#* }"
-  echo "python: ${passed} passed, ${failed} failed"
+  local passed failed skipped
+  read -r passed failed skipped <<<"$counts"
+  echo "python: ${passed} passed, ${failed} failed, ${skipped} skipped"
   if [[ $rc -ne 0 || "$passed" == "0" || "$failed" != "0" ]]; then
     return 1
   fi

@@ -370,7 +370,7 @@ async fn readiness_wait_times_out_or_stops_on_final_errors() {
     // An unknown sandbox does not become a desktop by waiting.
     let ghost = env.client.sandbox("sb-01ARZ3NDEKTSV4RRFFQ69G5FAV").unwrap().computer();
     assert!(matches!(ghost.wait_until_ready(Duration::from_secs(600)).await, Err(Error::NotFound(_))));
-    // Neither does a screen that was never created (404 `screen`) — it is polled until the deadline.
+    // A 404 for a screen counts as "not yet" (the CLI's rule): it is polled until the deadline.
     let missing = computer.on_screen("screen-5").unwrap();
     assert!(matches!(missing.wait_until_ready(Duration::from_millis(50)).await, Err(Error::Timeout { .. })));
     env.shutdown().await;

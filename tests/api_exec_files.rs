@@ -173,6 +173,7 @@ async fn stream_collects_into_an_output() {
     })
     .await
     .unwrap();
+    eprintln!("DEBUG {out:?}");
     assert_eq!(out.stdout, "line1\nline2\nline3\n");
     assert_eq!(out.stderr, "done\n");
     assert_eq!(out.exit_code, 3);
@@ -347,16 +348,16 @@ async fn missing_file_is_not_found_and_a_reader_that_ends_early_fails() {
 async fn save_to_leaves_nothing_behind_when_the_body_breaks() {
     let env = common::start().await;
     let sb = sandbox(&env).await;
-    sb.write("/root/big.bin", random_bytes(256 * 1024)).await.unwrap();
+    sb.write("/root/big.bin", random_bytes(2 * 1024 * 1024)).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let target = dir.path().join("big.bin");
     std::fs::write(&target, b"previous content").unwrap();
 
-    env.add_fault("GET /v1/sandboxes/*/files cut=10000 count=1").await;
+    // Cut well past the first buffers so the headers have surely been sent: the failure then
+    // happens inside save_to, while the temporary file is being written.
+    env.add_fault("GET /v1/sandboxes/*/files cut=1000000").await;
     let download = sb.download("/root/big.bin").await.unwrap();
-    let r = download.save_to(&target).await;
-    eprintln!("DEBUG {:?} {} {}", r, env.stats().await, env.mock_get("/_mock/faults").await);
-    let err = r.unwrap_err();
+    let err = download.save_to(&target).await.unwrap_err();
     assert!(matches!(err, Error::Connection { .. }), "{err:?}");
     let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(names.len(), 1, "temporary file removed: {names:?}");

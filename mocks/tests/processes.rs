@@ -557,3 +557,27 @@ async fn destroying_the_sandbox_kills_its_processes() {
     assert_eq!(handle.state().processes.live_count(), 0);
     handle.shutdown().await;
 }
+
+#[tokio::test]
+async fn fallback_isolation_runs_pipes_ptys_and_stops_trees() {
+    let _serial = SERIAL.lock().await;
+    let (handle, api) = mock(MockConfig::default().isolation(createos_mock::IsolationMode::None)).await;
+    let sb = api.sandbox().await;
+    let id = pid_of(&api.process(&sb, json!({"cmd": "sh", "args": ["-c", "echo fb-$((2+3)); pwd"]})).await);
+    let events = api.connect(&sb, &id, 0).await.until_end().await;
+    let out = String::from_utf8(stream_bytes(&events, "stdout")).unwrap();
+    assert!(out.starts_with("fb-5\n"), "{out:?}");
+    assert_eq!(events.last().unwrap(), &json!({"type": "exit", "exit_code": 0}));
+
+    let pty = api.process(&sb, json!({"cmd": "stty", "args": ["size"], "pty": {"rows": 12, "cols": 34}})).await;
+    let mut stream = api.connect(&sb, &pid_of(&pty), 0).await;
+    let mut acc = String::new();
+    pty_until(&mut stream, &mut acc, "12 34").await;
+
+    let tree = pid_of(&api.process(&sb, json!({"cmd": "sh", "args": ["-c", "sleep 300 & sleep 300"]})).await);
+    let r = api.send("DELETE", &proc_path(&sb, &tree, "?grace_ms=50"), None).await;
+    let fin = r.data();
+    assert_eq!(fin["tree_exited"], true, "{fin}");
+    assert_eq!(fin["signal"], "SIGTERM");
+    handle.shutdown().await;
+}

@@ -56,7 +56,9 @@ async fn timeseries_windows_and_defaults() {
     assert_eq!(default.step_seconds, 60);
     assert!((60..=61).contains(&default.points.len()), "{} points in the default hour", default.points.len());
 
-    let to = SystemTime::now();
+    // The window reaches a minute past now, so its last bucket holds the live sample.
+    let now = SystemTime::now();
+    let to = now + Duration::from_secs(60);
     let from = to - Duration::from_secs(600);
     let q = TimeseriesQuery::new().metric(UsageMetric::SandboxesRunning).from_time(from).to_time(to).step_seconds(60);
     let series = env.client.usage_timeseries(q).await.unwrap();
@@ -65,7 +67,7 @@ async fn timeseries_windows_and_defaults() {
     assert!((10..=11).contains(&series.points.len()), "{}", series.points.len());
     assert!(series.points.iter().all(|p| p.ts.ends_with('Z') && p.value >= 0.0));
     assert!(series.points.windows(2).all(|w| w[0].ts < w[1].ts), "oldest first");
-    assert_eq!(series.points.last().unwrap().value, 1.0, "one sandbox running now");
+    assert_eq!(series.points.last().unwrap().value, 1.0, "one sandbox running in the bucket holding now");
 
     let exec = env
         .client

@@ -69,6 +69,24 @@ async fn wait_for_template_returns_the_finished_build() {
 }
 
 #[tokio::test]
+async fn a_failing_build_ends_with_failed() {
+    let env = common::start().await;
+    // The emulator syntax-checks RUN lines; an unterminated quote fails the build.
+    let tpl = env.client.create_template("broken", "FROM nodeops/sandbox:alpine\nRUN echo 'unterminated\n", None).await.unwrap();
+    let done = env.client.wait_for_template(&tpl.id, Some(Duration::from_secs(60))).await.unwrap();
+    assert_eq!(done.status, TemplateStatus::Failed);
+    assert_eq!(done.built_at, None);
+    let events: Vec<_> = env.client.follow_template_logs(&tpl.id, None).collect().await;
+    let last = events.last().unwrap().as_ref().unwrap();
+    assert!(last.is_final);
+    assert_eq!(last.status, Some(TemplateStatus::Failed));
+    assert!(events.iter().any(|e| e.as_ref().unwrap().level.as_deref() == Some("error")));
+    let text = env.client.template_logs(&tpl.id, None).await.unwrap();
+    assert!(text.contains("failed"), "{text}");
+    env.shutdown().await;
+}
+
+#[tokio::test]
 async fn server_build_rules_are_validation_errors() {
     let env = common::start().await;
     let c = &env.client;

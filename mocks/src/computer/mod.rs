@@ -7,12 +7,13 @@
 //! windows, window management), `input` (pointer and
 //! keyboard effects), `keys` (key names), `apps` (installed applications, titles,
 //! `open` targets), `layout` (panel/frame geometry shared by input and rendering),
-//! `screenshot` (renderer + PNG), `access` (sandbox/desktop checks, error mapping),
+//! `screenshot` (renderer + PNG), `font` (5x7 glyphs), `access` (sandbox/desktop checks, error mapping),
 //! `seed` (initial window content from the sandbox's files), and the route modules.
 
 pub mod access;
 pub mod apps;
 pub mod desktop;
+mod font;
 pub mod input;
 mod input_routes;
 pub mod keys;

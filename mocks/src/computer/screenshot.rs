@@ -4,10 +4,10 @@
 //! cropped and encoded as PNG. Rendering depends only on the state, so the same state
 //! always gives the same bytes.
 //!
-//! Text is drawn with deterministic per-character 5x7 glyph patterns (not a real font):
-//! enough for a screenshot to change when text changes and for layouts to be visible.
+//! Text is drawn with the 5x7 bitmap font of `font.rs`.
 
 use super::apps::AppKind;
+use super::font;
 use super::input;
 use super::layout::{self, Rect, CELL_H, CELL_W, TEXT_PAD};
 use super::model::Screen;
@@ -122,10 +122,11 @@ impl Canvas {
 
     /// One character cell at (x, y), clipped to `clip`.
     fn glyph(&mut self, x: i32, y: i32, ch: char, c: Rgb, clip: &Rect) {
-        let bits = glyph_bits(ch);
-        for row in 0..7i64 {
-            for col in 0..5i64 {
-                if bits & (1u64 << (row * 5 + col)) != 0 {
+        let bits = font::glyph_bits(ch);
+        let (w, h) = (font::GLYPH_W as i64, font::GLYPH_H as i64);
+        for row in 0..h {
+            for col in 0..w {
+                if bits & (1u64 << (row * w + col)) != 0 {
                     self.put(x as i64 + col, y as i64 + row, c, clip);
                 }
             }
@@ -175,22 +176,6 @@ impl Canvas {
         }
         Ok(out)
     }
-}
-
-/// A deterministic 5x7 pattern for a character (blank for whitespace).
-fn glyph_bits(ch: char) -> u64 {
-    if ch.is_whitespace() {
-        return 0;
-    }
-    // splitmix64 of the code point: well spread, stable across runs and platforms.
-    let mut z = (ch as u64).wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^= z >> 31;
-    let mut bits = z & ((1u64 << 35) - 1);
-    // Always ink the stem so every glyph reads as a mark.
-    bits |= 1 << (3 * 5 + 2);
-    bits
 }
 
 fn lerp(a: Rgb, b: Rgb, num: u32, den: u32) -> Rgb {

@@ -34,7 +34,8 @@ pub fn probe(state_dir: &Path) -> Result<PathBuf, String> {
         return Err("not running as root".into());
     }
     let mount = cgroup2_mount().ok_or("no cgroup2 mount in /proc/mounts")?;
-    let parent = mount.join(format!("createos-mock-{}", std::process::id()));
+    // Unique per emulator: several emulators may share one process (tests).
+    let parent = mount.join(format!("createos-mock-{}-{}", std::process::id(), crate::ids::random_token(6)));
     std::fs::create_dir_all(&parent).map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
     for dir in PRIVATE_DIRS {
         if !Path::new(dir).exists() {

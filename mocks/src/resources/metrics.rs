@@ -255,7 +255,8 @@ pub async fn get_usage_timeseries(
         let ts = from + time::Duration::seconds(i * step);
         let bucket_end = ts + time::Duration::seconds(step);
         // The latest sample inside or before the bucket; the live value for the bucket holding "now".
-        let value = if live.at >= ts && live.at < bucket_end {
+        let last_bucket = i == points_n - 1;
+        let value = if live.at >= ts && (live.at < bucket_end || (last_bucket && live.at <= to + time::Duration::seconds(1))) {
             value_of(&live)
         } else {
             series.iter().rev().find(|s| s.at < bucket_end).map(value_of).unwrap_or_else(|| {

@@ -23,7 +23,7 @@ pub async fn within<F: std::future::Future>(what: &str, fut: F) -> F::Output {
 #[derive(Debug)]
 pub struct Reply {
     pub status: u16,
-    pub headers: Vec<(String, String)>,
+    pub headers: Headers,
     pub body: Vec<u8>,
 }
 
@@ -63,8 +63,12 @@ fn head(method: &str, path: &str, key: &str, extra: &[(&str, &str)], body_len: O
     req
 }
 
-/// Splits a response head from what follows; `None` until the blank line arrived.
-fn split_head(buf: &[u8]) -> Option<(u16, Vec<(String, String)>, usize)> {
+/// Response headers as (name, value) pairs.
+pub type Headers = Vec<(String, String)>;
+
+/// Splits a response head from what follows: (status, headers, offset of the body);
+/// `None` until the blank line arrived.
+fn split_head(buf: &[u8]) -> Option<(u16, Headers, usize)> {
     let end = buf.windows(4).position(|w| w == b"\r\n\r\n")?;
     let text = String::from_utf8_lossy(&buf[..end]).into_owned();
     let mut lines = text.split("\r\n");
@@ -254,7 +258,7 @@ pub async fn read_until<R: AsyncReadExt + Unpin>(s: &mut R, acc: &mut Vec<u8>, n
 }
 
 /// Reads an HTTP response head from `s`; returns (status, bytes after the head).
-pub async fn read_head(s: &mut TcpStream) -> (u16, Vec<(String, String)>, Vec<u8>) {
+pub async fn read_head(s: &mut TcpStream) -> (u16, Headers, Vec<u8>) {
     within("response head", async {
         let mut acc = Vec::new();
         let mut buf = [0u8; 4096];

@@ -38,7 +38,8 @@ impl Computer {
     /// ```no_run
     /// # async fn demo(c: createos_sandbox::api::computer::Computer) -> createos_sandbox::Result<()> {
     /// c.mouse_move((100, 200)).await?;
-    /// assert_eq!((c.cursor().await?.x, c.cursor().await?.y), (100, 200));
+    /// let cursor = c.cursor().await?;
+    /// assert_eq!((cursor.x, cursor.y), (100, 200));
     /// # Ok(()) }
     /// ```
     pub async fn mouse_move(&self, to: impl Into<Point>) -> Result<()> {
