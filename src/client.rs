@@ -59,6 +59,9 @@ impl Client {
     }
 }
 
+/// Reads one environment variable (the process environment unless replaced for tests).
+type EnvReader = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
 enum CredentialChoice {
     Resolve,
     Given(Credentials),
@@ -75,7 +78,7 @@ pub struct ClientBuilder {
     timeouts: Timeouts,
     user_agent: Option<String>,
     http: Option<reqwest::Client>,
-    env: Arc<dyn Fn(&str) -> Option<String> + Send + Sync>,
+    env: EnvReader,
 }
 
 impl Default for ClientBuilder {

@@ -178,8 +178,14 @@ impl RunningTunnel {
         self.counters.finished.load(Ordering::Relaxed)
     }
 
+    /// The token that stops this listener (also cancelled when the handle is dropped).
+    pub fn cancel_token(&self) -> CancellationToken {
+        self.cancel.clone()
+    }
+
     /// Stop accepting, close every forwarded connection, and wait for the task to end.
-    pub async fn stop(mut self) -> Result<()> {
+    /// Idempotent; the counters stay readable afterwards.
+    pub async fn stop(&mut self) -> Result<()> {
         self.cancel.cancel();
         match self.task.take() {
             Some(task) => task.await.map_err(|e| Error::io("tunnel task", std::io::Error::other(e)))?,

@@ -137,29 +137,30 @@ async fn exec_on_a_paused_sandbox_is_a_conflict() {
 async fn stream_delivers_output_while_the_command_runs() {
     let env = common::start().await;
     let sb = sandbox(&env).await;
-    // The command blocks until the test creates a file, which the test does only after it has
-    // received the first line: a server that buffered would never let this test finish.
-    let script = r#"echo first; while [ ! -e "$HOME/.go-ahead" ]; do sleep 0.05; done; echo second; echo warn >&2; exit 4"#;
+    // The command waits for a signal file before each next write, and the test creates it only
+    // after receiving the previous write as an event: a server that buffered output could never
+    // let this test finish (the timeout turns that into a failure), and the order of events is
+    // the order of writes, across stdout and stderr.
+    let script = r#"w() { while [ ! -e "$HOME/$1" ]; do sleep 0.02; done; }
+echo first; w .go1; echo second >&2; w .go2; echo third; exit 4"#;
     env.reset_stats().await;
     let mut events = sb.exec_stream(ExecRequest::shell(script).timeout(GUARD)).await.unwrap();
     assert!(!events.fell_back());
-    let first = events.next().await.unwrap().unwrap();
-    assert_eq!(first, ExecEvent::Stdout("first\n".into()));
-    let touched = sb.exec_with(ExecRequest::shell(r#"touch "$HOME/.go-ahead""#)).await.unwrap();
-    assert_eq!(touched.exit_code, 0);
-    let mut rest = Vec::new();
-    while let Some(event) = events.next().await {
-        rest.push(event.unwrap());
-    }
-    let stdout: String = rest.iter().filter_map(|e| if let ExecEvent::Stdout(s) = e { Some(s.as_str()) } else { None }).collect();
-    let stderr: String = rest.iter().filter_map(|e| if let ExecEvent::Stderr(s) = e { Some(s.as_str()) } else { None }).collect();
-    assert_eq!(stdout, "second\n");
-    assert_eq!(stderr, "warn\n");
-    assert_eq!(rest.last(), Some(&ExecEvent::Exit(4)), "exit is the last event: {rest:?}");
-    let out_pos = rest.iter().position(|e| matches!(e, ExecEvent::Stdout(_))).unwrap();
-    let err_pos = rest.iter().position(|e| matches!(e, ExecEvent::Stderr(_))).unwrap();
-    assert!(out_pos < err_pos, "events keep the order the command wrote them: {rest:?}");
-    assert_eq!(env.requests("exec").await, 2, "one stream, one signal; nothing retried");
+    let signal = |name: &'static str| {
+        let sb = sb.clone();
+        async move {
+            let out = sb.exec_with(ExecRequest::shell(format!(r#"touch "$HOME/{name}""#))).await.unwrap();
+            assert_eq!(out.exit_code, 0, "{out:?}");
+        }
+    };
+    assert_eq!(events.next().await.unwrap().unwrap(), ExecEvent::Stdout("first\n".into()));
+    signal(".go1").await;
+    assert_eq!(events.next().await.unwrap().unwrap(), ExecEvent::Stderr("second\n".into()));
+    signal(".go2").await;
+    assert_eq!(events.next().await.unwrap().unwrap(), ExecEvent::Stdout("third\n".into()));
+    assert_eq!(events.next().await.unwrap().unwrap(), ExecEvent::Exit(4));
+    assert!(events.next().await.is_none(), "the stream ends after the exit code");
+    assert_eq!(env.requests("exec").await, 3, "one stream, two signals; nothing retried");
     sb.destroy().await.unwrap();
 }
 
@@ -173,7 +174,6 @@ async fn stream_collects_into_an_output() {
     })
     .await
     .unwrap();
-    eprintln!("DEBUG {out:?}");
     assert_eq!(out.stdout, "line1\nline2\nline3\n");
     assert_eq!(out.stderr, "done\n");
     assert_eq!(out.exit_code, 3);

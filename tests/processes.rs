@@ -87,7 +87,7 @@ async fn read_until(stream: &mut OutputStream, needle: &str) -> String {
 async fn guest_cmdlines(sb: &Sandbox) -> String {
     let script = r#"for p in /proc/[0-9]*; do tr '\0' ' ' < "$p/cmdline" 2>/dev/null; echo; done"#;
     let out = sb.exec("sh", ["-c", script]).await.expect("exec ps");
-    assert_eq!(out.exit_code, 0, "ps-style listing failed: {}", out.stderr);
+    assert_eq!(out.exit_code, 0, "ps-style listing failed: {:?} {}", out.error, out.stderr);
     out.stdout
 }
 
@@ -223,7 +223,7 @@ async fn signals_and_stop_take_the_whole_tree() {
     p.signal(Signal::Usr1).await.unwrap();
     read_until(&mut output, "got-usr1").await;
     p.signal(Signal::Term).await.unwrap();
-    let done = p.wait(WaitScope::Leader, Some(GUARD)).await.unwrap();
+    let done = p.wait(WaitScope::Tree, Some(GUARD)).await.unwrap();
     assert_eq!(done.signal.as_deref(), Some("SIGTERM"));
     assert_eq!(done.exit_code, None);
     let rest = collect(output).await;
@@ -352,14 +352,14 @@ async fn fifty_megabytes_arrive_byte_exact_through_cut_connections() {
                         _ => stderr.extend_from_slice(&bytes),
                     }
                 }
-                OutputEvent::Exit { code, .. } => exit = Some(code),
+                OutputEvent::Exit { code, signal } => exit = Some((code, signal)),
                 other => panic!("unexpected {other:?}"),
             }
         }
     })
     .await
     .expect("50 MB in time");
-    assert_eq!(exit, Some(Some(0)));
+    assert_eq!(exit, Some((Some(0), None)), "stderr: {:?}", String::from_utf8_lossy(&stderr));
     assert_eq!(stdout_len, 52_428_800);
     let remote = String::from_utf8(stderr).unwrap();
     assert_eq!(remote.split_whitespace().next().unwrap(), format!("{:x}", hasher.finalize()));

@@ -112,6 +112,13 @@ fn temp_state_dir() -> PathBuf {
 /// Starts the emulator: binds the listener, prepares isolation and tenants, and serves
 /// in a background task of the current tokio runtime.
 pub async fn start(config: MockConfig) -> anyhow::Result<MockHandle> {
+    // Everything that can fail on bad input is checked before anything is created.
+    let faults = faults::Faults::default();
+    for rule in &config.faults {
+        faults.add(rule).map_err(|e| anyhow::anyhow!("--fault {rule:?}: {e}"))?;
+    }
+    let listener = tokio::net::TcpListener::bind(config.listen).await?;
+    let addr = listener.local_addr()?;
     let (state_dir, owns) = match &config.state_dir {
         Some(dir) => (dir.clone(), false),
         None => (temp_state_dir(), true),
@@ -121,12 +128,20 @@ pub async fn start(config: MockConfig) -> anyhow::Result<MockHandle> {
     let isolation = {
         let mode = config.isolation;
         let dir = state_dir.clone();
-        tokio::task::spawn_blocking(move || isolation::Isolation::init(mode, &dir)).await??
+        tokio::task::spawn_blocking(move || isolation::Isolation::init(mode, &dir)).await?
     };
-    let listener = tokio::net::TcpListener::bind(config.listen).await?;
-    let addr = listener.local_addr()?;
+    let isolation = match isolation {
+        Ok(i) => i,
+        Err(err) => {
+            if owns {
+                let _ = std::fs::remove_dir_all(&state_dir);
+            }
+            return Err(err);
+        }
+    };
 
-    let mock = Mock::new(config.clone(), state_dir, owns, isolation);
+    let mut mock = Mock::new(config.clone(), state_dir, owns, isolation);
+    mock.faults = faults;
     let keys = if config.api_keys.is_empty() {
         vec![format!("skp_{}", ids::random_token(40))]
     } else {
@@ -134,9 +149,6 @@ pub async fn start(config: MockConfig) -> anyhow::Result<MockHandle> {
     };
     for key in keys {
         mock.tenants.add(key, true);
-    }
-    for rule in &config.faults {
-        mock.faults.add(rule).map_err(|e| anyhow::anyhow!("--fault {rule:?}: {e}"))?;
     }
     let _ = mock.base_url.set(format!("http://{addr}"));
     let state = AppState(Arc::new(mock));

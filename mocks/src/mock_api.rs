@@ -29,11 +29,11 @@ fn bad_request(msg: impl Into<String>) -> Response {
 }
 
 /// Parses an optional JSON body (empty → default).
-fn body_or_default<T: for<'de> Deserialize<'de> + Default>(body: &[u8]) -> Result<T, Response> {
+fn body_or_default<T: for<'de> Deserialize<'de> + Default>(body: &[u8]) -> Result<T, String> {
     if body.iter().all(|b| b.is_ascii_whitespace()) {
         return Ok(T::default());
     }
-    serde_json::from_slice(body).map_err(|e| bad_request(format!("invalid JSON: {e}")))
+    serde_json::from_slice(body).map_err(|e| format!("invalid JSON: {e}"))
 }
 
 pub async fn get_stats(State(state): State<AppState>) -> Json<Value> {
@@ -66,7 +66,7 @@ struct FaultBody {
 pub async fn add_fault(State(state): State<AppState>, body: axum::body::Bytes) -> Response {
     let req: FaultBody = match body_or_default(&body) {
         Ok(r) => r,
-        Err(resp) => return resp,
+        Err(msg) => return bad_request(msg),
     };
     let Some(rule) = req.rule.filter(|r| !r.trim().is_empty()) else {
         return bad_request("rule is required");
@@ -92,7 +92,7 @@ struct TenantBody {
 pub async fn add_tenant(State(state): State<AppState>, body: axum::body::Bytes) -> Response {
     let req: TenantBody = match body_or_default(&body) {
         Ok(r) => r,
-        Err(resp) => return resp,
+        Err(msg) => return bad_request(msg),
     };
     let key = match req.api_key.filter(|k| !k.is_empty()) {
         Some(k) if state.tenants.tenant_for_key(&k).is_some() => return bad_request("api_key already in use"),
@@ -112,7 +112,7 @@ struct OAuthBody {
 pub async fn open_oauth_session(State(state): State<AppState>, body: axum::body::Bytes) -> Response {
     let req: OAuthBody = match body_or_default(&body) {
         Ok(r) => r,
-        Err(resp) => return resp,
+        Err(msg) => return bad_request(msg),
     };
     let key = match req.api_key.or_else(|| state.tenants.first_key()) {
         Some(k) => k,
@@ -146,7 +146,7 @@ pub async fn set_bandwidth_usage(
 ) -> Response {
     let req: BandwidthUsageBody = match body_or_default(&body) {
         Ok(r) => r,
-        Err(resp) => return resp,
+        Err(msg) => return bad_request(msg),
     };
     let Some(sandbox) = state.sandboxes.get(&id) else {
         return (StatusCode::NOT_FOUND, Json(json!({"error": "sandbox not found"}))).into_response();
@@ -170,7 +170,7 @@ struct StatusBody {
 pub async fn force_status(State(state): State<AppState>, Path(id): Path<String>, body: axum::body::Bytes) -> Response {
     let req: StatusBody = match body_or_default(&body) {
         Ok(r) => r,
-        Err(resp) => return resp,
+        Err(msg) => return bad_request(msg),
     };
     let Some(sandbox) = state.sandboxes.get(&id) else {
         return (StatusCode::NOT_FOUND, Json(json!({"error": "sandbox not found"}))).into_response();

@@ -80,3 +80,39 @@ async fn pause_freezes_and_destroy_kills() {
     assert!(!sandbox.runtime().dir().exists(), "destroy removes the files");
     env.mock.shutdown().await;
 }
+
+#[tokio::test]
+async fn fallback_mode_uses_process_groups() {
+    let env = common::start_with(createos_mock::MockConfig::default().isolation(createos_mock::IsolationMode::None)).await;
+    assert_eq!(env.mock.state().isolation.kind(), IsolationKind::Fallback);
+    let id = env.create(json!({})).await;
+    let sandbox = env.mock.state().sandboxes.get(&id).unwrap();
+    let (home, _, _) = env.sh(&id, "echo $HOME; pwd").await;
+    let root = sandbox.runtime().dir().join("root").display().to_string();
+    assert_eq!(home, format!("{root}\n{root}\n"));
+    env.sh(&id, "sh -c 'while true; do echo t >> $HOME/ticks; sleep 0.02; done' >/dev/null 2>&1 </dev/null &").await;
+    let ticks = sandbox.runtime().dir().join("root/ticks");
+    let count = || std::fs::read_to_string(&ticks).map(|s| s.lines().count()).unwrap_or(0);
+    for _ in 0..200 {
+        if count() > 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    env.post_empty(&format!("/v1/sandboxes/{id}/pause")).await;
+    env.wait_status(&id, "paused").await;
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    let frozen = count();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(count(), frozen, "SIGSTOP freezes the group");
+    env.delete(&format!("/v1/sandboxes/{id}")).await;
+    env.wait_status(&id, "destroyed").await;
+    for _ in 0..200 {
+        if sandbox.runtime().live_pids().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(sandbox.runtime().live_pids().is_empty());
+    env.mock.shutdown().await;
+}

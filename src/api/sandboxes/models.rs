@@ -9,11 +9,14 @@ use crate::error::Result;
 use crate::validate;
 
 open_enum! {
-    /// Lifecycle status of a sandbox (api-reference §6).
+    /// Lifecycle status of a sandbox (api-reference §6). Defaults to `running`: the create answer
+    /// may omit it, and it is running then.
+    #[derive(Default)]
     SandboxStatus {
         /// Spawn in progress.
         Creating = "creating",
         /// Live: exec, files and processes work.
+        #[default]
         Running = "running",
         /// Snapshot in progress.
         Pausing = "pausing",
@@ -38,12 +41,6 @@ impl SandboxStatus {
     /// `destroyed` or `failed`: nothing will change any more.
     pub fn is_terminal(&self) -> bool {
         matches!(self, SandboxStatus::Destroyed | SandboxStatus::Failed)
-    }
-}
-
-impl Default for SandboxStatus {
-    fn default() -> Self {
-        SandboxStatus::Running
     }
 }
 
