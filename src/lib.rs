@@ -25,6 +25,7 @@ pub mod client;
 pub mod config;
 pub mod error;
 pub mod pty;
+pub mod snapshot;
 pub mod stream;
 pub mod transport;
 pub mod tunnel;

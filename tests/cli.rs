@@ -114,9 +114,10 @@ async fn run_destroys_its_sandbox_on_success_and_failure() {
     assert_eq!(out.status.code(), Some(7));
     let out = tokio::task::block_in_place(|| cos(e, &["run", "--", "/no/such/binary"]));
     assert!(!out.status.success());
+    assert_eq!(env.settled_live_sandboxes().await, 0, "run left a sandbox behind");
     let stats = env.stats().await;
-    assert_eq!(stats["live_sandboxes"], 0, "run left a sandbox behind: {stats}");
     assert_eq!(stats["handled"]["createSandbox"], 3);
+    assert_eq!(stats["handled"]["destroySandbox"], 3);
     env.shutdown().await;
 }
 
@@ -140,7 +141,7 @@ async fn run_destroys_on_sigterm() {
     nix_kill(child.id());
     let status = tokio::task::block_in_place(|| child.wait().unwrap());
     assert_eq!(status.code(), Some(130));
-    assert_eq!(env.stats().await["live_sandboxes"], 0);
+    assert_eq!(env.settled_live_sandboxes().await, 0);
     env.shutdown().await;
 }
 

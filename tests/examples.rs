@@ -24,10 +24,21 @@ fn text(output: &Output) -> (String, String) {
     (String::from_utf8_lossy(&output.stdout).into_owned(), String::from_utf8_lossy(&output.stderr).into_owned())
 }
 
+/// The example created one sandbox and destroyed it. Destruction finishes on the server after
+/// the DELETE is answered (`destroying`), so the live count is polled until it reaches zero.
 async fn assert_nothing_left(env: &common::Env) {
     let stats = env.stats().await;
-    assert_eq!(stats["live_sandboxes"], 0, "{stats}");
     assert_eq!(stats["sandboxes_created"], 1, "{stats}");
+    assert_eq!(stats["requests"]["destroySandbox"], 1, "{stats}");
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let stats = env.stats().await;
+        if stats["live_sandboxes"] == 0 {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "a sandbox is still alive: {stats}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }
 
 #[tokio::test]

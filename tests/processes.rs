@@ -322,8 +322,8 @@ async fn wait_loops_past_408_and_honours_the_callers_timeout() {
 
 #[tokio::test]
 async fn fifty_megabytes_arrive_byte_exact_through_cut_connections() {
-    let mut config = createos_mock::MockConfig::default();
-    config.journal_bytes = 64 << 20; // the whole output stays retained: no gap is legitimate
+    // The whole output stays retained: no gap is legitimate.
+    let config = createos_mock::MockConfig { journal_bytes: 64 << 20, ..Default::default() };
     let env = common::start_with(config).await;
     let sb = sandbox(&env).await;
     let p = sb
@@ -372,8 +372,7 @@ async fn fifty_megabytes_arrive_byte_exact_through_cut_connections() {
 
 #[tokio::test]
 async fn a_journal_smaller_than_the_output_yields_an_exact_gap() {
-    let mut config = createos_mock::MockConfig::default();
-    config.journal_bytes = 256 * 1024;
+    let config = createos_mock::MockConfig { journal_bytes: 256 * 1024, ..Default::default() };
     let env = common::start_with(config).await;
     let sb = sandbox(&env).await;
     // Deterministic output, so the test knows every byte the process wrote.

@@ -17,9 +17,6 @@ use super::{parse_kv, resolve, Ctx};
 
 #[derive(Debug, Args)]
 pub struct CommandArgs {
-    /// Per-command environment override (repeatable; the key must be declared at create).
-    #[arg(long = "env", short = 'e', value_name = "KEY=VALUE", value_parser = parse_kv)]
-    pub env: Vec<(String, String)>,
     /// Feed this file to the command's stdin (`-` for our stdin).
     #[arg(long, value_name = "FILE")]
     pub stdin: Option<PathBuf>,
@@ -32,13 +29,13 @@ pub struct CommandArgs {
 }
 
 impl CommandArgs {
-    fn request(&self) -> Result<ExecRequest> {
+    fn request(&self, env: &[(String, String)]) -> Result<ExecRequest> {
         let mut req = if self.shell {
             ExecRequest::shell(self.command.join(" "))
         } else {
             ExecRequest::new(&self.command[0]).args(self.command[1..].iter().cloned())
         };
-        for (k, v) in &self.env {
+        for (k, v) in env {
             req = req.env(k, v);
         }
         if let Some(path) = &self.stdin {
@@ -59,20 +56,24 @@ impl CommandArgs {
 pub struct ExecArgs {
     /// Sandbox id, name, or unique name prefix.
     pub sandbox: String,
+    /// Per-command environment override (repeatable; the key must be declared at create).
+    #[arg(long = "env", short = 'e', value_name = "KEY=VALUE", value_parser = parse_kv)]
+    pub env: Vec<(String, String)>,
     #[command(flatten)]
     pub cmd: CommandArgs,
 }
 
 pub async fn exec(ctx: &Ctx, args: ExecArgs) -> Result<ExitCode> {
-    let req = args.cmd.request()?;
+    let req = args.cmd.request(&args.env)?;
     let sb = resolve::sandbox(&ctx.client, &args.sandbox).await?;
     stream_command(ctx, &sb, req).await
 }
 
-/// Run `req` in `sb`: stream stdout/stderr through (text mode) or collect them into one JSON
-/// document (`-o json`), and return the remote exit code.
+/// Run `req` in `sb`: stream stdout/stderr through, or with an explicit `-o json` collect them into
+/// one JSON document (output stays raw when stdout is merely a pipe, so `cos exec … > file`
+/// works), and return the remote exit code.
 async fn stream_command(ctx: &Ctx, sb: &Sandbox, req: ExecRequest) -> Result<ExitCode> {
-    if ctx.out.json {
+    if ctx.out.explicit_json {
         let out = sb.exec_with(req).await?;
         ctx.out.value(&json!({
             "sandbox": sb.id(),
@@ -124,7 +125,7 @@ pub struct RunArgs {
 /// Create → exec → destroy. The sandbox is destroyed on success, on failure and on Ctrl-C/SIGTERM,
 /// unless `--keep`; what is kept is named on stderr.
 pub async fn run(ctx: &Ctx, args: RunArgs) -> Result<ExitCode> {
-    let req = args.cmd.request()?;
+    let req = args.cmd.request(&[])?;
     let create = args.options.request(ctx, None).await?;
     let sb = ctx.client.create_sandbox(create).await?;
     if !ctx.out.json {

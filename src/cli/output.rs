@@ -24,6 +24,8 @@ pub enum Format {
 #[derive(Clone, Copy, Debug)]
 pub struct Out {
     pub json: bool,
+    /// `-o json` was asked for (not just chosen because stdout is not a terminal).
+    pub explicit_json: bool,
 }
 
 impl Out {
@@ -33,7 +35,7 @@ impl Out {
             Format::Text => false,
             Format::Auto => !std::io::stdout().is_terminal(),
         };
-        Out { json }
+        Out { json, explicit_json: format == Format::Json }
     }
 
     /// Print `value` as JSON, or `text()` for people.

@@ -37,7 +37,7 @@ impl<'a> Git<'a> {
         cmd.arg("-C").arg(self.root);
         // a repository's own config must not run programs while we only read names
         cmd.args(["-c", "core.fsmonitor=false"]);
-        cmd.env("LC_ALL", "C").env("GIT_LITERAL_PATHSPECS", "1").env("GIT_OPTIONAL_LOCKS", "0");
+        cmd.env("LC_ALL", "C").env("GIT_OPTIONAL_LOCKS", "0");
         for var in REPO_OVERRIDES {
             cmd.env_remove(var);
         }
@@ -75,8 +75,7 @@ impl<'a> Git<'a> {
 
     /// The three listings a snapshot needs.
     pub(crate) fn list(&self) -> Result<Listing, Error> {
-        let listed =
-            self.run_z("ls-files", &["ls-files", "-z", "--cached", "--others", "--exclude-standard"])?;
+        let listed = self.run_z("ls-files", &["ls-files", "-z", "--cached", "--others", "--exclude-standard"])?;
         let mut candidates: Vec<Vec<u8>> = listed.into_iter().collect();
         candidates.sort();
         candidates.dedup();
@@ -95,7 +94,15 @@ impl<'a> Git<'a> {
         let ignored = self
             .run_z(
                 "ls-files --ignored",
-                &["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory", "--no-empty-directory"],
+                &[
+                    "ls-files",
+                    "-z",
+                    "--others",
+                    "--ignored",
+                    "--exclude-standard",
+                    "--directory",
+                    "--no-empty-directory",
+                ],
             )?
             .into_iter()
             .map(|mut name| {
@@ -122,7 +129,9 @@ impl<'a> Git<'a> {
             .map_err(|e| Error::io("cannot run git check-ignore", e))?;
 
         let mut stdin = child.stdin.take().ok_or_else(|| self.failure("check-ignore", b"no stdin pipe"))?;
-        let input: Vec<u8> = names.iter().flat_map(|n| n.iter().copied().chain([0])).collect();
+        // check-ignore takes pathspecs and refuses `:(literal)`; a leading `./` keeps a name that
+        // starts with `:` from being read as pathspec magic. Git echoes each name as given.
+        let input: Vec<u8> = names.iter().flat_map(|n| b"./".iter().chain(n.iter()).copied().chain([0])).collect();
         // feed stdin from another thread: Git answers while it reads, and a full stdout pipe
         // would otherwise block both sides
         let feeder = std::thread::spawn(move || stdin.write_all(&input));
@@ -135,7 +144,14 @@ impl<'a> Git<'a> {
             _ => return Err(self.failure("check-ignore", &out.stderr)),
         }
         fed.map_err(|e| Error::io("writing the file list to git check-ignore", e))?;
-        Ok(split_z(&out.stdout).map_err(|m| self.failure("check-ignore", m.as_bytes()))?.into_iter().collect())
+        let echoed = split_z(&out.stdout).map_err(|m| self.failure("check-ignore", m.as_bytes()))?;
+        echoed
+            .into_iter()
+            .map(|name| match name.strip_prefix(b"./") {
+                Some(name) => Ok(name.to_vec()),
+                None => Err(self.failure("check-ignore", b"answered with a name it was not given")),
+            })
+            .collect()
     }
 
     fn run(&self, what: &str, args: &[&str]) -> Result<Vec<u8>, Error> {

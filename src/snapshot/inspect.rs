@@ -20,7 +20,6 @@ pub(crate) struct Inspected {
 }
 
 /// What an ancestor directory turned out to be.
-#[derive(Clone)]
 enum Ancestor {
     Dir(Entry),
     Symlink,
@@ -32,23 +31,10 @@ pub(crate) fn inspect(root: &Path, names: Vec<Vec<u8>>) -> Result<Inspected, Err
     let mut ancestors_seen: HashMap<Vec<u8>, Ancestor> = HashMap::new();
     let mut out = Inspected { entries: Vec::new(), dirs: BTreeMap::new(), dropped: Vec::new() };
 
-    'names: for name in names {
-        for parent in ancestors(&name) {
-            let state = match ancestors_seen.get(parent) {
-                Some(state) => state.clone(),
-                None => {
-                    let state = look_at_ancestor(root, parent)?;
-                    ancestors_seen.insert(parent.to_vec(), state.clone());
-                    state
-                }
-            };
-            let reason = match state {
-                Ancestor::Dir(_) => continue,
-                Ancestor::Symlink => DropReason::Escapes("a parent directory is a symlink"),
-                Ancestor::Missing | Ancestor::NotDir => DropReason::Missing,
-            };
+    for name in names {
+        if let Some(reason) = blocked_by_ancestor(root, &name, &mut ancestors_seen)? {
             out.dropped.push((name, reason));
-            continue 'names;
+            continue;
         }
 
         let path = join(root, &name);
@@ -64,8 +50,8 @@ pub(crate) fn inspect(root: &Path, names: Vec<Vec<u8>>) -> Result<Inspected, Err
         let kind = if file_type.is_file() {
             EntryKind::File
         } else if file_type.is_symlink() {
-            let target =
-                std::fs::read_link(&path).map_err(|e| Error::io(format!("cannot read the link {}", path.display()), e))?;
+            let target = std::fs::read_link(&path)
+                .map_err(|e| Error::io(format!("cannot read the link {}", path.display()), e))?;
             EntryKind::Symlink { target }
         } else {
             out.dropped.push((name, DropReason::Unsupported(special_kind(&meta))));
@@ -80,6 +66,26 @@ pub(crate) fn inspect(root: &Path, names: Vec<Vec<u8>>) -> Result<Inspected, Err
         out.entries.push((name, entry));
     }
     Ok(out)
+}
+
+/// Why a parent directory of `name` keeps it out, if one does (results cached per directory).
+fn blocked_by_ancestor(
+    root: &Path,
+    name: &[u8],
+    seen: &mut HashMap<Vec<u8>, Ancestor>,
+) -> Result<Option<DropReason>, Error> {
+    for parent in ancestors(name) {
+        let state = match seen.get(parent) {
+            Some(state) => state,
+            None => seen.entry(parent.to_vec()).or_insert(look_at_ancestor(root, parent)?),
+        };
+        match state {
+            Ancestor::Dir(_) => {}
+            Ancestor::Symlink => return Ok(Some(DropReason::Escapes("a parent directory is a symlink"))),
+            Ancestor::Missing | Ancestor::NotDir => return Ok(Some(DropReason::Missing)),
+        }
+    }
+    Ok(None)
 }
 
 fn look_at_ancestor(root: &Path, name: &[u8]) -> Result<Ancestor, Error> {
@@ -117,10 +123,7 @@ fn mode_of(meta: &Metadata) -> u32 {
 
 /// Whole seconds since the epoch; times before 1970 (or unreadable) become 0.
 fn mtime_of(meta: &Metadata) -> u64 {
-    meta.modified()
-        .ok()
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_secs())
+    meta.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map_or(0, |d| d.as_secs())
 }
 
 #[cfg(unix)]

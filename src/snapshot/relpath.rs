@@ -45,11 +45,6 @@ pub(crate) fn ancestors(name: &[u8]) -> impl Iterator<Item = &[u8]> {
     name.iter().enumerate().filter(|(_, b)| **b == b'/').map(move |(i, _)| &name[..i])
 }
 
-/// True when `name` is `prefix` itself or lies below it.
-pub(crate) fn is_at_or_under(name: &[u8], prefix: &[u8]) -> bool {
-    name == prefix || (name.len() > prefix.len() && name.starts_with(prefix) && name[prefix.len()] == b'/')
-}
-
 /// ASCII case-insensitive equality (credential names are matched that way so `.ENV` on a
 /// case-insensitive file system is caught too).
 pub(crate) fn eq_ignore_case(a: &[u8], b: &[u8]) -> bool {
@@ -127,9 +122,6 @@ mod tests {
         let got: Vec<&[u8]> = ancestors(b"a/b/c").collect();
         assert_eq!(got, vec![&b"a"[..], &b"a/b"[..]]);
         assert_eq!(ancestors(b"top").count(), 0);
-        assert!(is_at_or_under(b"vendor/sub", b"vendor/sub"));
-        assert!(is_at_or_under(b"vendor/sub/x", b"vendor/sub"));
-        assert!(!is_at_or_under(b"vendor/subx", b"vendor/sub"));
         assert_eq!(basename(b"a/b/c.txt"), b"c.txt");
         assert_eq!(basename(b"c.txt"), b"c.txt");
     }

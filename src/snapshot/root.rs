@@ -33,7 +33,8 @@ pub(crate) fn resolve(dir: &Path, home: Option<&Path>, allow_sensitive: bool) ->
     // an unresolvable home (deleted, or a stale $HOME) cannot be inside anything we resolve
     if let Some(home) = home.and_then(|h| std::fs::canonicalize(h).ok()) {
         if home.starts_with(&root) {
-            let what = if home == root { "your home directory" } else { "a directory that contains your home directory" };
+            let what =
+                if home == root { "your home directory" } else { "a directory that contains your home directory" };
             return Err(Error::invalid(
                 FIELD,
                 format!("refusing to snapshot {what} ({}); pass a project directory", root.display()),

@@ -28,8 +28,7 @@ const DENIED_NAMES: [&str; 11] = [
 ];
 
 /// Extensions of key stores, certificates with keys, and Terraform state.
-const DENIED_SUFFIXES: [&str; 8] =
-    [".pem", ".key", ".p12", ".pfx", ".keystore", ".jks", ".tfstate", ".tfstate.backup"];
+const DENIED_SUFFIXES: [&str; 8] = [".pem", ".key", ".p12", ".pfx", ".keystore", ".jks", ".tfstate", ".tfstate.backup"];
 
 /// `.env.*` variants that are templates, not secrets.
 const ENV_TEMPLATES: [&str; 3] = [".env.example", ".env.sample", ".env.template"];

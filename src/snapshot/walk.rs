@@ -74,7 +74,10 @@ pub(crate) fn walk(root: &Path) -> Result<Walked, Error> {
             continue;
         }
         let name = relative_bytes(root, entry.path()).ok_or_else(|| {
-            Error::invalid("project directory", format!("{} has a name this platform cannot archive", entry.path().display()))
+            Error::invalid(
+                "project directory",
+                format!("{} has a name this platform cannot archive", entry.path().display()),
+            )
         })?;
         candidates.push(name);
     }
@@ -163,8 +166,5 @@ fn build_rules(dir: &Path) -> Result<Option<Gitignore>, Error> {
     if !any {
         return Ok(None);
     }
-    builder
-        .build()
-        .map(Some)
-        .map_err(|e| Error::invalid("ignore rules", format!("{}: {e}", dir.display())))
+    builder.build().map(Some).map_err(|e| Error::invalid("ignore rules", format!("{}: {e}", dir.display())))
 }

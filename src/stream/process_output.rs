@@ -459,6 +459,19 @@ mod tests {
     }
 
     #[test]
+    fn expired_offset_as_an_http_refusal() {
+        let refusal = |status: u16, body: &[u8]| {
+            crate::transport::jsend::error_from_answer("GET /connect", status, &http::HeaderMap::new(), body)
+        };
+        let err = refusal(410, br#"{"status":"fail","data":{"after":"OUTPUT_OFFSET_EXPIRED","oldest_available_seq":"42"}}"#);
+        assert_eq!(expired_answer(&err), Some(Some(42)));
+        let err = refusal(400, br#"{"status":"fail","data":"output offset expired"}"#);
+        assert_eq!(expired_answer(&err), Some(None));
+        assert_eq!(expired_answer(&refusal(404, br#"{"status":"fail","data":{"process":"process not found"}}"#)), None);
+        assert_eq!(expired_answer(&refusal(503, b"output offset expired")), None, "5xx is not an expiry");
+    }
+
+    #[test]
     fn wire_events_decode() {
         let e: WireEvent = serde_json::from_str(r#"{"type":"data","seq":3,"stream":"stderr","data_base64":"aGk="}"#).unwrap();
         assert_eq!((e.kind.as_str(), e.seq, e.stream.as_deref()), ("data", Some(3), Some("stderr")));

@@ -64,6 +64,19 @@ impl Env {
         self.stats().await["handled"][operation_id].as_u64().unwrap_or(0)
     }
 
+    /// Live sandboxes once asynchronous reclaims settle (a destroy answers `destroying` first).
+    pub async fn settled_live_sandboxes(&self) -> u64 {
+        let mut live = u64::MAX;
+        for _ in 0..200 {
+            live = self.stats().await["live_sandboxes"].as_u64().unwrap_or(u64::MAX);
+            if live == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        live
+    }
+
     pub async fn reset_stats(&self) {
         self.http.delete(format!("{}/_mock/stats", self.base_url())).send().await.unwrap().error_for_status().unwrap();
     }

@@ -1,0 +1,363 @@
+//! Writing the tar archive from exactly the scanned list.
+//!
+//! Every entry gets an explicit GNU header written here (no recursion into directories, so no
+//! unlisted file can slip in): directories implied by the files come first with their own
+//! modes, then the files and symlinks. Names or link targets longer than the 100-byte header
+//! fields get a GNU long-name (`L`) / long-link (`K`) entry before them, which GNU tar and
+//! bsdtar both read. Owners are uid/gid 0 with empty user and group names; modes and mtimes
+//! are the scanned ones, so writing the same snapshot twice gives the same bytes.
+//!
+//! File contents are read now: a file whose size differs from the scan, which grows or
+//! shrinks while it is read, or which was swapped for another file or a symlink, aborts the
+//! archive with an error. After such an error nothing more is written (not even the
+//! end-of-archive blocks or the gzip trailer), so a partial output can never pass for a
+//! complete archive.
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+
+use tar::{EntryType, Header};
+
+use super::relpath::{ancestors, display, join, path_bytes};
+use super::types::{Compression, Entry, EntryKind};
+use crate::error::Error;
+
+const BLOCK: u64 = 512;
+/// Size of the name and linkname fields of a tar header.
+const NAME_FIELD: usize = 100;
+
+/// What the archive holds, in the order it is written.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    pub root: PathBuf,
+    pub files: Vec<Entry>,
+    pub dirs: Vec<Entry>,
+    order: Vec<Item>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Item {
+    Dir(usize),
+    File(usize),
+}
+
+impl Plan {
+    /// `files` sorted by name; `dirs` must hold every ancestor of every file.
+    pub(crate) fn new(root: PathBuf, files: Vec<Entry>, dirs: Vec<Entry>) -> Self {
+        let dir_index: HashMap<&[u8], usize> = dirs.iter().enumerate().map(|(i, d)| (raw_name(&d.path), i)).collect();
+        let mut emitted = vec![false; dirs.len()];
+        let mut order = Vec::with_capacity(files.len() + dirs.len());
+        for (i, file) in files.iter().enumerate() {
+            for parent in ancestors(raw_name(&file.path)) {
+                if let Some(&d) = dir_index.get(parent) {
+                    if !emitted[d] {
+                        emitted[d] = true;
+                        order.push(Item::Dir(d));
+                    }
+                }
+            }
+            order.push(Item::File(i));
+        }
+        drop(dir_index);
+        Plan { root, files, dirs, order }
+    }
+
+    fn items(&self) -> impl Iterator<Item = &Entry> {
+        self.order.iter().map(|item| match *item {
+            Item::Dir(i) => &self.dirs[i],
+            Item::File(i) => &self.files[i],
+        })
+    }
+
+    /// The exact length of the uncompressed archive [`write`] produces.
+    pub(crate) fn tar_size(&self) -> u64 {
+        let entries: u64 = self.items().map(|e| entry_len(&tar_name(e), link_target(e), e.size)).sum();
+        entries + 2 * BLOCK
+    }
+}
+
+/// Bytes of one entry: its header, any long-name/long-link entries, and the padded data.
+fn entry_len(name: &[u8], target: Option<&[u8]>, size: u64) -> u64 {
+    let long = |len: usize| if len > NAME_FIELD { BLOCK + padded(len as u64 + 1) } else { 0 };
+    BLOCK + padded(size) + long(name.len()) + target.map_or(0, |t| long(t.len()))
+}
+
+fn padded(len: u64) -> u64 {
+    len.div_ceil(BLOCK) * BLOCK
+}
+
+/// The raw bytes of an entry path (built from bytes on Unix, so always representable).
+fn raw_name(path: &Path) -> &[u8] {
+    path_bytes(path).unwrap_or_default()
+}
+
+/// The name as stored in the archive: directories end with `/`.
+fn tar_name(entry: &Entry) -> Vec<u8> {
+    let mut name = raw_name(&entry.path).to_vec();
+    if entry.kind == EntryKind::Directory {
+        name.push(b'/');
+    }
+    name
+}
+
+fn link_target(entry: &Entry) -> Option<&[u8]> {
+    match &entry.kind {
+        EntryKind::Symlink { target } => Some(raw_name(target)),
+        _ => None,
+    }
+}
+
+/// Failure flags shared by the writer chain.
+#[derive(Default)]
+struct Flags {
+    /// Set on the first error: every later write is refused.
+    aborted: Cell<bool>,
+    /// The destination itself failed (as opposed to reading a project file).
+    sink_failed: Cell<bool>,
+}
+
+/// The bottom of the writer chain: stops all output once the archive is aborted, so the tar
+/// builder's and the gzip encoder's closing writes (run on drop) cannot complete a broken
+/// archive.
+struct Guarded<'a, W> {
+    inner: W,
+    flags: &'a Flags,
+}
+
+impl<W: Write> Write for Guarded<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.flags.aborted.get() {
+            return Err(io::Error::other("the archive was aborted"));
+        }
+        self.inner.write(buf).inspect_err(|_| self.flags.sink_failed.set(true))
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if self.flags.aborted.get() {
+            return Err(io::Error::other("the archive was aborted"));
+        }
+        self.inner.flush().inspect_err(|_| self.flags.sink_failed.set(true))
+    }
+}
+
+/// Write the archive of `plan` into `out`; returns `out` once the archive is complete.
+pub(crate) fn write<W: Write>(plan: &Plan, out: W, compression: Compression) -> Result<W, Error> {
+    let flags = Flags::default();
+    let sink = Guarded { inner: out, flags: &flags };
+    let sink_error = |e: io::Error| Error::io("writing the archive", e);
+    match compression {
+        Compression::None => Ok(write_entries(plan, sink, &flags)?.inner),
+        Compression::Gzip { level } => {
+            let gz = flate2::GzBuilder::new().write(sink, flate2::Compression::new(level.min(9)));
+            let gz = write_entries(plan, gz, &flags)?;
+            let sink = gz.finish().map_err(sink_error)?;
+            Ok(sink.inner)
+        }
+    }
+}
+
+fn write_entries<W: Write>(plan: &Plan, out: W, flags: &Flags) -> Result<W, Error> {
+    let mut builder = tar::Builder::new(out);
+    let mut result = Ok(());
+    for entry in plan.items() {
+        if let Err(e) = append(&mut builder, &plan.root, entry) {
+            let context = if flags.sink_failed.get() {
+                "writing the archive".to_string()
+            } else {
+                format!("archiving {}", display(raw_name(&entry.path)))
+            };
+            result = Err(Error::io(context, e));
+            break;
+        }
+    }
+    if let Err(e) = result {
+        // before `builder` drops (and tries to write the end-of-archive blocks)
+        flags.aborted.set(true);
+        return Err(e);
+    }
+    builder.into_inner().map_err(|e| {
+        flags.aborted.set(true);
+        Error::io("writing the archive", e)
+    })
+}
+
+fn append<W: Write>(builder: &mut tar::Builder<W>, root: &Path, entry: &Entry) -> io::Result<()> {
+    let name = tar_name(entry);
+    let target = link_target(entry);
+    if name.len() > NAME_FIELD {
+        append_long(builder, EntryType::GNULongName, &name)?;
+    }
+    if let Some(target) = target.filter(|t| t.len() > NAME_FIELD) {
+        append_long(builder, EntryType::GNULongLink, target)?;
+    }
+
+    let mut header = Header::new_gnu();
+    let fields = header.as_old_mut();
+    copy_truncated(&mut fields.name, &name);
+    if let Some(target) = target {
+        copy_truncated(&mut fields.linkname, target);
+    }
+    header.set_entry_type(match entry.kind {
+        EntryKind::File => EntryType::Regular,
+        EntryKind::Symlink { .. } => EntryType::Symlink,
+        EntryKind::Directory => EntryType::Directory,
+    });
+    header.set_mode(entry.mode);
+    header.set_uid(0);
+    header.set_gid(0);
+    header.set_mtime(entry.mtime);
+    header.set_size(entry.size);
+    header.set_cksum();
+
+    match entry.kind {
+        EntryKind::File => {
+            let reader = ExactReader::open(&join(root, raw_name(&entry.path)), entry.size)?;
+            builder.append(&header, reader)
+        }
+        EntryKind::Symlink { ref target } => {
+            let path = join(root, raw_name(&entry.path));
+            let now = std::fs::read_link(&path)?;
+            if &now != target {
+                return Err(io::Error::other(format!(
+                    "the symlink changed since the scan (now -> {}); scan again",
+                    now.display()
+                )));
+            }
+            builder.append(&header, io::empty())
+        }
+        EntryKind::Directory => builder.append(&header, io::empty()),
+    }
+}
+
+/// A GNU `././@LongLink` entry holding a long name or link target (NUL-terminated).
+fn append_long<W: Write>(builder: &mut tar::Builder<W>, kind: EntryType, value: &[u8]) -> io::Result<()> {
+    let mut header = Header::new_gnu();
+    copy_truncated(&mut header.as_old_mut().name, b"././@LongLink");
+    header.set_entry_type(kind);
+    header.set_mode(0o644);
+    header.set_uid(0);
+    header.set_gid(0);
+    header.set_mtime(0);
+    header.set_size(value.len() as u64 + 1);
+    header.set_cksum();
+    builder.append(&header, value.chain(&[0u8][..]))
+}
+
+fn copy_truncated(field: &mut [u8], value: &[u8]) {
+    let n = value.len().min(field.len());
+    field[..n].copy_from_slice(&value[..n]);
+}
+
+/// Reads a file that must hold exactly `size` bytes, failing instead of producing a short or
+/// long entry when it changes underneath.
+pub(crate) struct ExactReader<R> {
+    inner: R,
+    expected: u64,
+    remaining: u64,
+}
+
+impl ExactReader<File> {
+    /// Open `path`, checking it is still the regular file of the scan (not swapped for a symlink
+    /// or another file) and still `size` bytes long.
+    fn open(path: &Path, size: u64) -> io::Result<Self> {
+        let before = std::fs::symlink_metadata(path)?;
+        if !before.file_type().is_file() {
+            return Err(io::Error::other("it is no longer a regular file; scan again"));
+        }
+        let file = File::open(path)?;
+        let opened = file.metadata()?;
+        if !same_file(&before, &opened) {
+            return Err(io::Error::other("it was replaced while being archived; scan again"));
+        }
+        if opened.len() != size {
+            return Err(io::Error::other(format!(
+                "its size changed since the scan ({size} -> {} bytes); scan again",
+                opened.len()
+            )));
+        }
+        Ok(ExactReader::new(file, size))
+    }
+}
+
+impl<R: Read> ExactReader<R> {
+    pub(crate) fn new(inner: R, size: u64) -> Self {
+        ExactReader { inner, expected: size, remaining: size }
+    }
+}
+
+impl<R: Read> Read for ExactReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        if self.remaining == 0 {
+            let mut probe = [0u8; 1];
+            return match self.inner.read(&mut probe)? {
+                0 => Ok(0),
+                _ => Err(io::Error::other(format!(
+                    "it grew while being archived (more than the {} bytes scanned)",
+                    self.expected
+                ))),
+            };
+        }
+        let want = buf.len().min(usize::try_from(self.remaining).unwrap_or(usize::MAX));
+        let n = self.inner.read(&mut buf[..want])?;
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!(
+                    "it shrank while being archived ({} of {} bytes read)",
+                    self.expected - self.remaining,
+                    self.expected
+                ),
+            ));
+        }
+        self.remaining -= n as u64;
+        Ok(n)
+    }
+}
+
+#[cfg(unix)]
+fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    a.dev() == b.dev() && a.ino() == b.ino()
+}
+
+#[cfg(not(unix))]
+fn same_file(_: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
+    b.is_file()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_reader_passes_the_right_length() {
+        let mut out = Vec::new();
+        ExactReader::new(&b"hello"[..], 5).read_to_end(&mut out).expect("exact length");
+        assert_eq!(out, b"hello");
+    }
+
+    #[test]
+    fn exact_reader_refuses_growth_and_shrinking() {
+        let mut out = Vec::new();
+        let grew = ExactReader::new(&b"hello!"[..], 5).read_to_end(&mut out).expect_err("grew");
+        assert!(grew.to_string().contains("grew"), "{grew}");
+        let shrank = ExactReader::new(&b"hell"[..], 5).read_to_end(&mut Vec::new()).expect_err("shrank");
+        assert!(shrank.to_string().contains("shrank"), "{shrank}");
+    }
+
+    #[test]
+    fn entry_lengths_account_for_long_names() {
+        assert_eq!(entry_len(b"a", None, 0), 512);
+        assert_eq!(entry_len(b"a", None, 1), 1024);
+        assert_eq!(entry_len(b"a", None, 512), 1024);
+        assert_eq!(entry_len(&[b'x'; 100], None, 0), 512, "100 bytes still fit the field");
+        assert_eq!(entry_len(&[b'x'; 101], None, 0), 512 + 512 + 512);
+        assert_eq!(entry_len(&[b'x'; 600], Some(&[b'y'; 101]), 0), 512 + (512 + 1024) + (512 + 512));
+    }
+}
