@@ -2070,7 +2070,10 @@ def remove_directory(path, recursive):
             raise os_error(exc, path, "remove")
         return
     failures = []
-    shutil.rmtree(path, onerror=lambda fn, p, info: failures.append((p, info[1])))
+    if sys.version_info >= (3, 12):  # onerror is deprecated from 3.12 on
+        shutil.rmtree(path, onexc=lambda fn, p, exc: failures.append((p, exc)))
+    else:
+        shutil.rmtree(path, onerror=lambda fn, p, info: failures.append((p, info[1])))
     if failures:
         where, exc = failures[0]
         if isinstance(exc, OSError):

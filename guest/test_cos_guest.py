@@ -565,6 +565,9 @@ def build_search_tree(root):
         handle.write(b"foo raw\n")
     for i in range(30):
         put("many/f%02d.txt" % i, "needle %d\n" % i)
+    # matches long before a NUL byte: rg prints some, then reports the file as binary
+    put("lb/late-binary.txt", "".join("foo line %d\n" % i for i in range(20000)) + "\x00tail\n")
+    put("lb/plain.txt", "foo line plain\n")
 
 
 GLOB_CASES = [
@@ -586,6 +589,8 @@ GREP_CASES = [
     {"pattern": "foo", "path": "utf16.txt"}, {"pattern": "foo", "path": "long.txt"},
     {"pattern": "needle", "path": "many", "limit": 7}, {"pattern": "needle 2\\d"},
     {"pattern": "nothing-matches-this"}, {"pattern": "foo", "path": "z"},
+    {"pattern": "foo line", "path": "lb", "limit": 2000},
+    {"pattern": "foo line", "path": "lb/late-binary.txt"},
 ]
 
 
@@ -671,6 +676,27 @@ class SearchTests(GuestCase):
                          ["[Omitted long matching line]", "short foo", "y" * 1996 + "foo"])
         self.assertEqual(self.both("grep", {"pattern": "foo", "path": "crlf.txt"})["text"],
                          "crlf.txt:1:foo crlf\ncrlf.txt:3:foo$")
+
+    def test_binary_detected_after_many_matches(self):
+        result = self.both("grep", {"pattern": "foo line", "path": "lb", "limit": 2000})
+        self.assertEqual(result["text"], "lb/plain.txt:1:foo line plain")
+
+    def test_git_dir_never_listed(self):
+        files = self.both("glob", {"pattern": "*", "hidden": True, "limit": 2000})["files"]
+        self.assertIn(".hidden.txt", files)
+        self.assertFalse(any(f.startswith(".git/") for f in files))
+
+    def test_gitignore_needs_a_repository_but_ignore_does_not(self):
+        plain = self.path("plain")
+        os.makedirs(plain)
+        for name, data in ((".gitignore", "*.log\n"), (".ignore", "*.tmp\n"),
+                           ("a.log", "x\n"), ("b.tmp", "x\n"), ("c.txt", "x\n")):
+            with open(os.path.join(plain, name), "w") as handle:
+                handle.write(data)
+        shutil.rmtree(self.path(".git"))
+        shutil.rmtree(self.path("nested/.git"))
+        result = self.both("glob", {"pattern": "!nothing", "path": "plain"})
+        self.assertEqual(result["files"], ["plain/a.log", "plain/c.txt"])
 
     def test_grep_limit_and_no_matches(self):
         result = self.both("grep", {"pattern": "needle", "path": "many", "limit": 7})
@@ -778,6 +804,22 @@ class FileSystemTests(GuestCase):
         self.ok("move", {"from": "src.txt", "to": "dst.txt", "overwrite": True})
         self.assertEqual(self.get("dst.txt"), b"new")
         self.assertFalse(os.path.exists(self.path("src.txt")))
+
+    def test_move_across_filesystems(self):
+        # /dev/shm is usually a separate tmpfs, which makes rename(2) fail with EXDEV
+        other = tempfile.mkdtemp(dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+        self.addCleanup(shutil.rmtree, other, True)
+        self.put("tree/sub/f.txt", "hi\n")
+        os.symlink("f.txt", self.path("tree/sub/link"))
+        self.put("tool", "#!/bin/sh\n", mode=0o755)
+        self.ok("move", {"from": "tree", "to": os.path.join(other, "tree")})
+        self.ok("move", {"from": "tool", "to": os.path.join(other, "tool")})
+        self.assertFalse(os.path.exists(self.path("tree")) or os.path.exists(self.path("tool")))
+        with open(os.path.join(other, "tree/sub/f.txt"), "rb") as handle:
+            self.assertEqual(handle.read(), b"hi\n")
+        self.assertEqual(os.readlink(os.path.join(other, "tree/sub/link")), "f.txt")
+        self.assertEqual(stat.S_IMODE(os.stat(os.path.join(other, "tool")).st_mode), 0o755)
+        self.assertEqual(self.temp_leftovers(other), [])
 
     def test_move_directory_into_itself_refused(self):
         self.put("d/f", "x")

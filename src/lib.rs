@@ -19,6 +19,8 @@
 //! [`api`] holds one module per resource with its wire models and methods, [`stream`] decodes
 //! NDJSON streams.
 
+#![warn(missing_docs)]
+
 pub mod api;
 pub mod auth;
 pub mod client;

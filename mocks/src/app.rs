@@ -68,6 +68,9 @@ impl Mock {
             .into_iter()
             .map(|op| ((op.method.to_string(), op.path.to_string()), op.operation_id))
             .collect();
+        let computer = crate::computer::Desktops::default();
+        computer.set_startup_delay(config.desktop_startup);
+        computer.set_screenshots_per_second(config.screenshots_per_second);
         Mock {
             config,
             state_dir,
@@ -78,7 +81,7 @@ impl Mock {
             resources: Resources::default(),
             stats: Stats::default(),
             faults: Faults::default(),
-            computer: Default::default(),
+            computer,
             processes: Default::default(),
             base_url: OnceLock::new(),
             shutdown: CancellationToken::new(),

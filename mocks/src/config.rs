@@ -106,6 +106,9 @@ pub fn parse_duration(raw: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// Output retained per managed process unless configured otherwise (8 MiB).
+pub const DEFAULT_JOURNAL_BYTES: usize = 8 << 20;
+
 /// Everything the emulator needs to start. `Default` is fast, uses one random API key,
 /// a temporary state directory and automatic isolation.
 #[derive(Debug, Clone)]
@@ -131,6 +134,10 @@ pub struct MockConfig {
     pub vpn_session_ttl: Duration,
     /// Region reported in sandbox views.
     pub region: String,
+    /// How long after a desktop sandbox starts running its desktop answers 409 (booting).
+    pub desktop_startup: Duration,
+    /// Screenshots per second per sandbox before 429 (0 = unlimited).
+    pub screenshots_per_second: u32,
 }
 
 impl Default for MockConfig {
@@ -141,13 +148,15 @@ impl Default for MockConfig {
             state_dir: None,
             faults: Vec::new(),
             latencies: Latencies::default(),
-            journal_bytes: 1 << 20,
+            journal_bytes: DEFAULT_JOURNAL_BYTES,
             heartbeat: Duration::from_secs(5),
             isolation: IsolationMode::Auto,
             disks_configured: true,
             auto_pause_unit: Duration::from_secs(1),
             vpn_session_ttl: Duration::from_secs(60),
             region: "local".to_string(),
+            desktop_startup: Duration::ZERO,
+            screenshots_per_second: crate::computer::DEFAULT_SCREENSHOTS_PER_SECOND,
         }
     }
 }
@@ -195,6 +204,14 @@ impl MockConfig {
     }
     pub fn vpn_session_ttl(mut self, ttl: Duration) -> Self {
         self.vpn_session_ttl = ttl;
+        self
+    }
+    pub fn desktop_startup(mut self, delay: Duration) -> Self {
+        self.desktop_startup = delay;
+        self
+    }
+    pub fn screenshots_per_second(mut self, limit: u32) -> Self {
+        self.screenshots_per_second = limit;
         self
     }
 }

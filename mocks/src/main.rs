@@ -6,7 +6,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::Parser;
-use createos_mock::config::{parse_duration, IsolationMode, Latencies};
+use createos_mock::computer::DEFAULT_SCREENSHOTS_PER_SECOND;
+use createos_mock::config::{parse_duration, IsolationMode, Latencies, DEFAULT_JOURNAL_BYTES};
 use createos_mock::MockConfig;
 
 #[derive(Debug, Parser)]
@@ -27,8 +28,8 @@ struct Args {
     /// Latencies, e.g. "pause=300ms,resume=1s" (create|pause|resume|fork|destroy|template_build).
     #[arg(long)]
     latency: Vec<String>,
-    /// Output retained per managed process, in bytes.
-    #[arg(long, default_value_t = 1 << 20)]
+    /// Output retained per managed process, in bytes (default 8 MiB).
+    #[arg(long, default_value_t = DEFAULT_JOURNAL_BYTES)]
     journal_bytes: usize,
     /// Heartbeat interval of streams (e.g. 5s).
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
@@ -42,6 +43,12 @@ struct Args {
     /// Wall-clock length of one second of auto_pause_after_seconds (e.g. 10ms in tests).
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     auto_pause_unit: std::time::Duration,
+    /// How long a desktop sandbox's desktop stays booting (409) after it starts running (e.g. 2s).
+    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    desktop_startup: std::time::Duration,
+    /// Screenshots per second per sandbox before 429 (0 = unlimited).
+    #[arg(long, default_value_t = DEFAULT_SCREENSHOTS_PER_SECOND)]
+    screenshots_per_second: u32,
 }
 
 #[tokio::main]
@@ -65,7 +72,9 @@ async fn main() -> anyhow::Result<()> {
         .heartbeat(args.heartbeat)
         .isolation(args.isolation)
         .disks_configured(!args.no_disks)
-        .auto_pause_unit(args.auto_pause_unit);
+        .auto_pause_unit(args.auto_pause_unit)
+        .desktop_startup(args.desktop_startup)
+        .screenshots_per_second(args.screenshots_per_second);
     config.api_keys = args.api_keys;
     config.state_dir = args.state_dir;
     config.faults = args.faults;

@@ -1,6 +1,7 @@
 //! Request-level middlewares: request ids, stats + fault injection + the body-less POST
 //! rule (`traffic`), and the response-body wrappers faults use.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -83,7 +84,7 @@ pub async fn traffic(State(state): State<AppState>, req: Request, next: Next) ->
     }
     if let Some(limit) = plan.cut {
         let (parts, body) = resp.into_parts();
-        return Response::from_parts(parts, Body::new(CutBody { inner: body, remaining: limit }));
+        return Response::from_parts(parts, Body::new(CutBody::new(body, limit)));
     }
     resp
 }
@@ -112,21 +113,35 @@ fn fault_status(code: u16, retry_after: Option<u64>) -> Response {
 /// A 200 whose body declares `declared` bytes, sends `sent`, then fails (hyper aborts
 /// the connection, so the client sees a truncated body).
 fn aborting_response(sent: Vec<u8>, declared: usize) -> Response {
-    let chunks: Vec<Result<Bytes, std::io::Error>> = vec![
-        Ok(Bytes::from(sent)),
-        Err(std::io::Error::new(std::io::ErrorKind::ConnectionReset, "fault: connection reset")),
-    ];
-    let mut resp = Response::new(Body::from_stream(futures::stream::iter(chunks)));
+    let limit = sent.len() as u64;
+    let body = CutBody { inner: Body::from(sent), remaining: limit, grace: None, even_at_end: true };
+    let mut resp = Response::new(Body::new(body));
     if let Ok(v) = HeaderValue::from_str(&declared.to_string()) {
         resp.headers_mut().insert(header::CONTENT_LENGTH, v);
     }
     resp
 }
 
-/// Passes `remaining` body bytes through, then fails the body (connection cut).
+/// How long a cut body waits, after its last piece, before failing. The failure makes
+/// hyper drop the connection at once, discarding whatever it has not written yet; a body
+/// that is Pending first lets hyper flush the truncated piece to the socket.
+const CUT_FLUSH_GRACE: Duration = Duration::from_millis(20);
+
+/// Passes `remaining` body bytes through, then fails the body (connection cut) once the
+/// bytes already handed to hyper had time to reach the client.
 struct CutBody {
     inner: Body,
     remaining: u64,
+    /// Started when the limit is reached; the body fails when it fires.
+    grace: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// Fail even when the inner body ended exactly at the limit.
+    even_at_end: bool,
+}
+
+impl CutBody {
+    fn new(inner: Body, limit: u64) -> CutBody {
+        CutBody { inner, remaining: limit, grace: None, even_at_end: false }
+    }
 }
 
 impl http_body::Body for CutBody {
@@ -135,6 +150,13 @@ impl http_body::Body for CutBody {
 
     fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
         if self.remaining == 0 {
+            if !self.even_at_end && self.inner.is_end_stream() {
+                return Poll::Ready(None);
+            }
+            let grace = self.grace.get_or_insert_with(|| Box::pin(tokio::time::sleep(CUT_FLUSH_GRACE)));
+            if grace.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
             return Poll::Ready(Some(Err(axum::Error::new(std::io::Error::new(
                 std::io::ErrorKind::ConnectionReset,
                 "fault: stream cut",
@@ -156,4 +178,3 @@ impl http_body::Body for CutBody {
         }
     }
 }
-

@@ -15,6 +15,19 @@ async fn add_fault(env: &common::Env, rule: &str) {
     assert_eq!(r.status(), 200, "rule {rule}");
 }
 
+/// Reads a body to its end or its first error: (bytes received, whether it failed).
+async fn drain(resp: reqwest::Response) -> (Vec<u8>, bool) {
+    let mut body = resp.bytes_stream();
+    let mut received = Vec::new();
+    while let Some(chunk) = body.next().await {
+        match chunk {
+            Ok(b) => received.extend_from_slice(&b),
+            Err(_) => return (received, true),
+        }
+    }
+    (received, false)
+}
+
 #[tokio::test]
 async fn status_burst_then_success_and_stats() {
     let env = start_with(MockConfig::default().fault("GET /v1/whoami status=503 count=2")).await;
@@ -70,18 +83,20 @@ async fn reset_before_and_after_the_handler() {
     assert!(stats["handled"].get("createSandbox").is_none());
 
     add_fault(&env, "POST /v1/sandboxes reset when=after count=1").await;
-    let outcome = async {
-        let resp = env
-            .http
-            .post(env.url("/v1/sandboxes"))
-            .header("X-Api-Key", KEY)
-            .json(&json!({"shape": "s-1vcpu-1gb"}))
-            .send()
-            .await?;
-        resp.bytes().await
-    }
-    .await;
-    assert!(outcome.is_err(), "the body must be cut: {outcome:?}");
+    let resp = env
+        .http
+        .post(env.url("/v1/sandboxes"))
+        .header("X-Api-Key", KEY)
+        .json(&json!({"shape": "s-1vcpu-1gb"}))
+        .send()
+        .await
+        .expect("status line and headers arrive");
+    assert_eq!(resp.status(), 200);
+    let declared = resp.content_length().expect("declared Content-Length");
+    let (received, failed) = drain(resp).await;
+    assert!(failed, "the body must be cut");
+    assert!(!received.is_empty() && (received.len() as u64) < declared, "half the body: {} of {declared}", received.len());
+    assert!(received.starts_with(b"{\""), "{}", String::from_utf8_lossy(&received));
     let stats = env.stats().await;
     assert_eq!(stats["sandboxes_created"], 1, "handler ran and applied its effect");
     assert_eq!(env.get("/v1/sandboxes").await.data()["pagination"]["total"], 1);
@@ -120,5 +135,52 @@ async fn delay_and_stream_cut() {
     }
     assert!(failed, "the stream must be cut");
     assert!(received <= 20, "at most 20 bytes before the cut, got {received}");
+    env.mock.shutdown().await;
+}
+
+#[tokio::test]
+async fn cut_of_a_ready_replay_delivers_the_first_part() {
+    let env = start().await;
+    let id = env.create(json!({})).await;
+    let created = env
+        .post(
+            &format!("/v1/sandboxes/{id}/processes"),
+            json!({"cmd": "sh", "args": ["-c", "for i in $(seq 1 40); do echo replay-line-$i; done"]}),
+        )
+        .await;
+    assert_eq!(created.status, 200, "{}", created.text);
+    let pid = created.data()["process_id"].as_str().expect("process_id").to_string();
+    let waited = env.get(&format!("/v1/sandboxes/{id}/processes/{pid}/wait?timeout_ms=15000")).await;
+    assert_eq!(waited.data()["state"], "exited", "{}", waited.text);
+
+    // The whole journal is ready at once: the cut piece must still reach the client.
+    add_fault(&env, "GET /v1/sandboxes/*/connect cut=150 count=1").await;
+    let resp = env
+        .http
+        .get(env.url(&format!("/v1/sandboxes/{id}/processes/{pid}/connect?after=0")))
+        .header("X-Api-Key", KEY)
+        .send()
+        .await
+        .expect("headers arrive");
+    assert_eq!(resp.status(), 200);
+    let (received, failed) = drain(resp).await;
+    assert!(failed, "the stream must be cut");
+    assert_eq!(received.len(), 150, "exactly the first 150 bytes: {}", String::from_utf8_lossy(&received));
+    assert!(received.starts_with(b"{\"data_base64\":\""), "{}", String::from_utf8_lossy(&received));
+
+    // Without the fault the same replay is whole and ends with the exit event.
+    let resp = env
+        .http
+        .get(env.url(&format!("/v1/sandboxes/{id}/processes/{pid}/connect?after=0")))
+        .header("X-Api-Key", KEY)
+        .send()
+        .await
+        .unwrap();
+    let (whole, failed) = drain(resp).await;
+    assert!(!failed);
+    assert!(whole.len() > 150);
+    assert_eq!(&whole[..150], &received[..], "the cut piece is the start of the replay");
+    let last = whole.trim_ascii_end().rsplit(|b| *b == b'\n').next().unwrap();
+    assert_eq!(serde_json::from_slice::<serde_json::Value>(last).unwrap()["type"], "exit");
     env.mock.shutdown().await;
 }

@@ -2,7 +2,8 @@
 //!
 //! Conventions every module follows:
 //! - models tolerate missing fields (`Option` or `#[serde(default)]`) except identifiers, keep
-//!   unknown enum values ([`Status`]-style enums carry an `Other(String)` arm), and use 64-bit
+//!   unknown enum values (status-style enums such as [`crate::SandboxStatus`] carry an
+//!   `Other(String)` arm), and use 64-bit
 //!   integers for byte counters and sequence numbers;
 //! - inputs are validated with [`crate::validate`] before a request is built;
 //! - every request goes through a constant of [`endpoints`].

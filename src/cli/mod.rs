@@ -5,7 +5,9 @@ mod catalog;
 mod computer;
 mod exec;
 mod files;
+mod interactive;
 mod output;
+mod process;
 mod resolve;
 mod resources;
 mod sandbox;
@@ -84,6 +86,15 @@ enum Command {
     Exec(exec::ExecArgs),
     /// Create a sandbox, run one command, destroy it (also on failure and Ctrl-C).
     Run(exec::RunArgs),
+    /// Attach this terminal to a process's PTY (default: a new login shell). Ctrl-] detaches.
+    Attach(interactive::AttachArgs),
+    /// A shell over the control plane's keyless PTY route.
+    Shell(interactive::ShellArgs),
+    /// Forward a local port to a port in the sandbox.
+    Tunnel(interactive::TunnelArgs),
+    /// Managed processes: start, ls, get, logs, input, signal, resize, wait, stop.
+    #[command(subcommand)]
+    Process(process::ProcessCmd),
     /// Upload a file.
     Push(files::PushArgs),
     /// Download a file.
@@ -198,6 +209,10 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<ExitCode> {
         Command::Metrics(a) => ok(sandbox::metrics(ctx, a).await),
         Command::Exec(a) => exec::exec(ctx, a).await,
         Command::Run(a) => exec::run(ctx, a).await,
+        Command::Attach(a) => interactive::attach(ctx, a).await,
+        Command::Shell(a) => interactive::shell(ctx, a).await,
+        Command::Tunnel(a) => interactive::tunnel(ctx, a).await,
+        Command::Process(c) => process::process(ctx, c).await,
         Command::Push(a) => ok(files::push(ctx, a).await),
         Command::Pull(a) => ok(files::pull(ctx, a).await),
         Command::Network(c) => ok(resources::network(ctx, c).await),

@@ -1,12 +1,15 @@
-//! Interactive shells on a fresh PTY: `/shell` over a raw HTTP/1.1 Upgrade (E31) and
-//! `/shell-ws` over a WebSocket (E32), both as a [`ShellSession`]; and the client frame codec
-//! ([`ShellCodec`]) they share.
+//! Interactive terminals: shells on a fresh PTY over `/shell` (a raw HTTP/1.1 Upgrade, E31) and
+//! `/shell-ws` (a WebSocket, E32), both as a [`ShellSession`], with the client frame codec
+//! ([`ShellCodec`]) they share; [`attach`] bridges a local terminal to a managed PTY process,
+//! and [`tty`] holds the local terminal's raw mode and size.
 //!
 //! Open one with [`crate::Sandbox::shell`] or [`crate::Sandbox::shell_ws`]. Both send one
 //! resize frame right after connecting, so the shell starts at the caller's terminal size.
 
+pub mod attach;
 mod codec;
 mod session;
+pub mod tty;
 
 use std::io;
 

@@ -14,7 +14,7 @@
 
 use globset::{GlobBuilder, GlobMatcher};
 
-use super::relpath::{ancestors, components, to_path, unsafe_name};
+use super::relpath::{ancestors, basename, to_path, unsafe_name};
 use crate::error::Error;
 
 const FIELD: &str = "excludes";
@@ -54,6 +54,11 @@ impl Excludes {
     /// The first pattern that excludes `name` (a safe relative path), if any.
     pub(crate) fn matching(&self, name: &[u8]) -> Option<&str> {
         self.rules.iter().find(|r| r.matches(name)).map(|r| r.pattern.as_str())
+    }
+
+    /// The first pattern that excludes everything below the directory `dir`, if any.
+    pub(crate) fn covering_dir(&self, dir: &[u8]) -> Option<&str> {
+        self.rules.iter().find(|r| r.covers_dir(dir)).map(|r| r.pattern.as_str())
     }
 }
 
@@ -98,18 +103,21 @@ impl Rule {
     }
 
     fn matches(&self, name: &[u8]) -> bool {
+        let parent = name.iter().rposition(|b| *b == b'/').map(|i| &name[..i]);
+        parent.is_some_and(|p| self.covers_dir(p)) || (!self.dir_only && self.matches_path(name))
+    }
+
+    /// True when the pattern matches `dir` or one of its parents, so everything below is out.
+    fn covers_dir(&self, dir: &[u8]) -> bool {
+        ancestors(dir).chain([dir]).any(|p| self.matches_path(p))
+    }
+
+    /// The pattern against one path (a literal or path glob) or its last name (a name glob).
+    fn matches_path(&self, path: &[u8]) -> bool {
         match &self.matcher {
-            Matcher::Literal(literal) => {
-                ancestors(name).any(|a| a == literal.as_slice()) || (!self.dir_only && name == literal.as_slice())
-            }
-            Matcher::Path(glob) => {
-                ancestors(name).any(|a| glob.is_match(to_path(a))) || (!self.dir_only && glob.is_match(to_path(name)))
-            }
-            Matcher::Name(glob) => {
-                let mut names = components(name).rev();
-                let leaf = names.next().unwrap_or_default();
-                names.any(|n| glob.is_match(to_path(n))) || (!self.dir_only && glob.is_match(to_path(leaf)))
-            }
+            Matcher::Literal(literal) => path == literal.as_slice(),
+            Matcher::Path(glob) => glob.is_match(to_path(path)),
+            Matcher::Name(glob) => glob.is_match(to_path(basename(path))),
         }
     }
 }
@@ -147,6 +155,19 @@ mod tests {
         assert_eq!(ex.matching(b"media/clips/big.mp4"), Some("*.mp4"));
         assert_eq!(ex.matching(b"big.mp4.txt"), None);
         assert_eq!(ex.matching(b"web/node_modules/x/index.js"), Some("node_mod*/"));
+        assert_eq!(ex.matching(b"web/node_modules"), None, "dir-only patterns never match the entry itself");
+    }
+
+    #[test]
+    fn directories_covered_by_a_pattern_are_recognised() {
+        let ex = excludes(&["fixtures/", "vendor", "*.mp4", "node_mod*/", "/build*"]);
+        assert_eq!(ex.covering_dir(b"fixtures"), Some("fixtures/"));
+        assert_eq!(ex.covering_dir(b"fixtures/deep"), Some("fixtures/"));
+        assert_eq!(ex.covering_dir(b"vendor"), Some("vendor"));
+        assert_eq!(ex.covering_dir(b"a/node_modules"), Some("node_mod*/"));
+        assert_eq!(ex.covering_dir(b"build-out"), Some("/build*"));
+        assert_eq!(ex.covering_dir(b"clips.mp4"), Some("*.mp4"), "a directory named like the glob");
+        assert_eq!(ex.covering_dir(b"src"), None);
     }
 
     #[test]

@@ -41,6 +41,7 @@
 
 mod archive;
 mod excludes;
+mod filters;
 mod git;
 mod inspect;
 mod relpath;
@@ -60,6 +61,7 @@ pub use types::{Compression, DropReason, Entry, EntryKind, GitMode, ListingSourc
 
 use archive::Plan;
 use excludes::Excludes;
+use filters::Filters;
 use relpath::{to_path, unsafe_name};
 
 use crate::error::{Error, Result};
@@ -76,7 +78,7 @@ impl Snapshot {
     /// Build the file list of `dir` (blocking: it runs `git` and reads the file system; see
     /// [`Snapshot::scan_async`] from async code).
     pub fn scan(dir: impl AsRef<Path>, options: &SnapshotOptions) -> Result<Snapshot> {
-        let excludes = Excludes::parse(&options.excludes)?;
+        let filters = Filters::new(Excludes::parse(&options.excludes)?);
         let root = root::resolve(dir.as_ref(), options.home_dir.as_deref(), options.allow_sensitive_root)?;
 
         let work_tree = match options.git {
@@ -91,14 +93,12 @@ impl Snapshot {
                 (listing.candidates, listing.gitlinks)
             }
             None => {
-                let walked = walk::walk(&root)?;
+                let walked = walk::walk(&root, &filters)?;
                 dropped.extend(walked.dropped);
                 (walked.candidates, BTreeSet::new())
             }
         };
-        let candidate_count = candidates.len();
-
-        let survivors = filter_names(candidates, &gitlinks, &excludes, &mut dropped);
+        let survivors = filter_names(candidates, &gitlinks, &filters, &mut dropped);
         let inspected = inspect::inspect(&root, survivors)?;
         dropped.extend(inspected.dropped);
         let mut entries = inspected.entries;
@@ -113,10 +113,10 @@ impl Snapshot {
         }
 
         if entries.is_empty() {
-            let why = if candidate_count == 0 {
-                "it holds no files (or all of them are ignored)".to_string()
+            let why = if dropped.is_empty() {
+                "it holds no files".to_string()
             } else {
-                format!("all {candidate_count} candidate paths were excluded, ignored or denied")
+                format!("all {} paths found were left out (ignored, excluded or denied)", dropped.len())
             };
             return Err(Error::invalid(
                 "project directory",
@@ -210,12 +210,12 @@ impl Snapshot {
 fn filter_names(
     candidates: Vec<Vec<u8>>,
     gitlinks: &BTreeSet<Vec<u8>>,
-    excludes: &Excludes,
+    filters: &Filters,
     dropped: &mut Vec<(Vec<u8>, DropReason)>,
 ) -> Vec<Vec<u8>> {
     let mut kept = Vec::with_capacity(candidates.len());
     for name in candidates {
-        match drop_reason(&name, gitlinks, excludes) {
+        match drop_reason(&name, gitlinks, filters) {
             Some(reason) => {
                 let mut name = name;
                 if name.len() > 1 && name.ends_with(b"/") {
@@ -229,7 +229,7 @@ fn filter_names(
     kept
 }
 
-fn drop_reason(name: &[u8], gitlinks: &BTreeSet<Vec<u8>>, excludes: &Excludes) -> Option<DropReason> {
+fn drop_reason(name: &[u8], gitlinks: &BTreeSet<Vec<u8>>, filters: &Filters) -> Option<DropReason> {
     // Git reports an untracked nested repository as a single `dir/`
     if let Some(dir) = name.strip_suffix(b"/") {
         if let Some(why) = unsafe_name(dir) {
@@ -243,14 +243,5 @@ fn drop_reason(name: &[u8], gitlinks: &BTreeSet<Vec<u8>>, excludes: &Excludes) -
     if let Some(link) = relpath::ancestors(name).chain([name]).find(|p| gitlinks.contains(*p)) {
         return Some(DropReason::Gitlink { submodule: to_path(link) });
     }
-    if let Some(pattern) = excludes.matching(name) {
-        return Some(DropReason::UserExclude(pattern.to_string()));
-    }
-    if let Some(rule) = rules::denied_by(name) {
-        return Some(DropReason::DenyList(rule));
-    }
-    if rules::is_vcs(name) {
-        return Some(DropReason::Vcs);
-    }
-    None
+    filters.file_reason(name)
 }

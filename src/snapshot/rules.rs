@@ -39,11 +39,13 @@ pub(crate) fn is_vcs(name: &[u8]) -> bool {
     components(name).any(|c| VCS_DIRS.iter().any(|v| eq_ignore_case(c, v.as_bytes())))
 }
 
-/// The deny-list rule `name` falls under, spelled as in the documentation (`.ssh/`, `*.pem`).
-pub(crate) fn denied_by(name: &[u8]) -> Option<&'static str> {
-    let parts: Vec<&[u8]> = components(name).collect();
-    let (leaf, dirs) = parts.split_last()?;
+/// The deny-list rule that covers everything below the directory `dir`, if one does.
+pub(crate) fn denied_dir(dir: &[u8]) -> Option<&'static str> {
+    let parts: Vec<&[u8]> = components(dir).collect();
+    denied_dirs(&parts)
+}
 
+fn denied_dirs(dirs: &[&[u8]]) -> Option<&'static str> {
     for dir in dirs {
         if let Some(rule) = DENIED_DIRS.iter().find(|d| eq_ignore_case(dir, d.as_bytes())) {
             return Some(dir_rule(rule));
@@ -51,6 +53,17 @@ pub(crate) fn denied_by(name: &[u8]) -> Option<&'static str> {
     }
     if dirs.windows(2).any(|w| eq_ignore_case(w[0], b".config") && eq_ignore_case(w[1], b"gcloud")) {
         return Some(".config/gcloud/");
+    }
+    None
+}
+
+/// The deny-list rule `name` falls under, spelled as in the documentation (`.ssh/`, `*.pem`).
+pub(crate) fn denied_by(name: &[u8]) -> Option<&'static str> {
+    let parts: Vec<&[u8]> = components(name).collect();
+    let (leaf, dirs) = parts.split_last()?;
+
+    if let Some(rule) = denied_dirs(dirs) {
+        return Some(rule);
     }
     if let Some(parent) = dirs.last() {
         if eq_ignore_case(parent, b".docker") && eq_ignore_case(leaf, b"config.json") {
@@ -161,6 +174,15 @@ mod tests {
         ] {
             assert_eq!(denied_by(path.as_bytes()), None, "{path}");
         }
+    }
+
+    #[test]
+    fn credential_directories_are_recognised_as_directories() {
+        assert_eq!(denied_dir(b".ssh"), Some(".ssh/"));
+        assert_eq!(denied_dir(b"home/.aws/sso"), Some(".aws/"));
+        assert_eq!(denied_dir(b".config/gcloud"), Some(".config/gcloud/"));
+        assert_eq!(denied_dir(b".config"), None);
+        assert_eq!(denied_dir(b".docker"), None, "only .docker/config.json is denied");
     }
 
     #[test]

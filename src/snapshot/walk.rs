@@ -5,8 +5,8 @@
 //! line of the same directory, deeper files win over shallower ones, as in Git and ripgrep):
 //! a project copied out of a repository, or exported without its `.git`, keeps meaning what
 //! its ignore files say. Files above the project directory and Git's global excludes are not
-//! read, because without a repository there is no place where they would apply. Ignored
-//! directories and VCS metadata directories are pruned, each reported once.
+//! read, because without a repository there is no place where they would apply. Directories
+//! that are ignored, excluded, denied or VCS metadata are pruned, each reported once.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use ignore::{Match, WalkBuilder};
 
+use super::filters::Filters;
 use super::relpath::relative_bytes;
-use super::rules::is_vcs;
 use super::types::DropReason;
 use crate::error::Error;
 
@@ -34,6 +34,7 @@ pub(crate) struct Walked {
 /// State shared with the walker's filter callback.
 struct Rules {
     root: PathBuf,
+    filters: Filters,
     /// Compiled ignore rules per directory (`None`: the directory has no ignore file).
     per_dir: HashMap<PathBuf, Option<Arc<Gitignore>>>,
     dropped: Vec<(Vec<u8>, DropReason)>,
@@ -41,9 +42,10 @@ struct Rules {
     error: Option<Error>,
 }
 
-pub(crate) fn walk(root: &Path) -> Result<Walked, Error> {
+pub(crate) fn walk(root: &Path, filters: &Filters) -> Result<Walked, Error> {
     let rules = Arc::new(Mutex::new(Rules {
         root: root.to_path_buf(),
+        filters: filters.clone(),
         per_dir: HashMap::new(),
         dropped: Vec::new(),
         error: None,
@@ -91,20 +93,22 @@ pub(crate) fn walk(root: &Path) -> Result<Walked, Error> {
 }
 
 impl Rules {
-    /// Decide whether the walker enters/yields `path`, recording why when it does not.
+    /// Decide whether the walker enters/yields `path`, recording why when it does not. The
+    /// name filters come before the ignore rules, as in a Git listing; a directory whose whole
+    /// content is excluded is pruned and reported once.
     fn keep(&mut self, path: &Path, is_dir: bool) -> bool {
         let Some(name) = relative_bytes(&self.root, path) else {
             return true; // reported by the main loop
         };
-        if is_dir && is_vcs(super::relpath::basename(&name)) {
-            self.dropped.push((name, DropReason::Vcs));
-            return false;
+        let filtered = if is_dir { self.filters.dir_reason(&name) } else { self.filters.file_reason(&name) };
+        let reason = filtered.or_else(|| self.ignored(path, is_dir).then_some(DropReason::Ignored));
+        match reason {
+            Some(reason) => {
+                self.dropped.push((name, reason));
+                false
+            }
+            None => true,
         }
-        if self.ignored(path, is_dir) {
-            self.dropped.push((name, DropReason::Ignored));
-            return false;
-        }
-        true
     }
 
     /// The deepest ignore file with an opinion decides; parents of ignored paths were pruned.

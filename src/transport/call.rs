@@ -20,9 +20,21 @@ pub enum CallBody {
     /// A JSON document (replayable).
     Json(Bytes),
     /// Raw bytes with a content type (replayable).
-    Bytes { bytes: Bytes, content_type: &'static str },
+    Bytes {
+        /// The payload.
+        bytes: Bytes,
+        /// Its media type.
+        content_type: &'static str,
+    },
     /// A stream, sent once: a request with it is never retried.
-    Stream { body: reqwest::Body, length: Option<u64>, content_type: &'static str },
+    Stream {
+        /// The payload.
+        body: reqwest::Body,
+        /// `Content-Length`, when known.
+        length: Option<u64>,
+        /// Its media type.
+        content_type: &'static str,
+    },
 }
 
 impl CallBody {

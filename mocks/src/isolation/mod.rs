@@ -13,6 +13,7 @@
 mod fallback;
 #[cfg(target_os = "linux")]
 mod linux;
+pub mod outbound;
 mod paths;
 mod usage;
 
@@ -24,6 +25,7 @@ use std::sync::Mutex;
 use crate::config::IsolationMode;
 use crate::envelope::ApiError;
 
+pub use outbound::{OutboundReach, SandboxLink};
 pub use paths::{normalize_guest_path, PRIVATE_DIRS};
 pub use usage::ResourceUsage;
 
@@ -40,6 +42,8 @@ pub struct Isolation {
     kind: IsolationKind,
     /// `<cgroup2 mount>/createos-mock-<pid>` in namespaces mode.
     cgroup_parent: Option<PathBuf>,
+    /// veth links + NAT for sandbox namespaces (namespaces mode only).
+    outbound: Option<outbound::Outbound>,
 }
 
 impl Isolation {
@@ -51,14 +55,20 @@ impl Isolation {
                  only /root /work /workspace /tmp /home are mapped into each sandbox's directory and \
                  guest paths outside it are NOT isolated"
             );
-            return Ok(Isolation { kind: IsolationKind::Fallback, cgroup_parent: None });
+            return Ok(Isolation { kind: IsolationKind::Fallback, cgroup_parent: None, outbound: None });
         }
         #[cfg(target_os = "linux")]
         {
             match linux::probe(state_dir) {
                 Ok(parent) => {
                     tracing::info!(cgroup = %parent.display(), "isolation: cgroup v2 + mount namespaces");
-                    return Ok(Isolation { kind: IsolationKind::Namespaces, cgroup_parent: Some(parent) });
+                    let outbound = outbound::Outbound::probe();
+                    outbound.announce();
+                    return Ok(Isolation {
+                        kind: IsolationKind::Namespaces,
+                        cgroup_parent: Some(parent),
+                        outbound: Some(outbound),
+                    });
                 }
                 Err(err) if mode == IsolationMode::Namespaces => {
                     anyhow::bail!("--isolation namespaces requested but unavailable: {err}");
@@ -82,11 +92,22 @@ impl Isolation {
                  the sandbox directory are NOT isolated"
             );
         }
-        Ok(Isolation { kind: IsolationKind::Fallback, cgroup_parent: None })
+        Ok(Isolation { kind: IsolationKind::Fallback, cgroup_parent: None, outbound: None })
     }
 
     pub fn kind(&self) -> IsolationKind {
         self.kind
+    }
+
+    /// What sandbox processes reach beyond their own loopback. `None` in fallback
+    /// mode, where they share the host's network.
+    pub fn outbound_reach(&self) -> Option<OutboundReach> {
+        match self.kind {
+            IsolationKind::Fallback => None,
+            IsolationKind::Namespaces => {
+                Some(self.outbound.as_ref().map_or(OutboundReach::LoopbackOnly, outbound::Outbound::reach))
+            }
+        }
     }
 
     /// Creates the runtime of a new sandbox whose files live under `dir`
@@ -107,7 +128,8 @@ impl Isolation {
             }
             None => None,
         };
-        // Own network view (loopback only) per sandbox; see crate::process::netns (M3).
+        // Own network view per sandbox (crate::process::netns), linked to the host when
+        // the host allows it (outbound.rs).
         let netns = match self.kind {
             IsolationKind::Namespaces => match crate::process::netns::create() {
                 Ok(fd) => Some(fd),
@@ -118,8 +140,13 @@ impl Isolation {
             },
             IsolationKind::Fallback => None,
         };
+        let link = match (&netns, &self.outbound) {
+            (Some(ns), Some(outbound)) => outbound.attach(ns),
+            _ => None,
+        };
         Ok(SandboxRuntime {
             netns,
+            link,
             kind: self.kind,
             hostname: hostname.to_string(),
             dir: dir.to_path_buf(),
@@ -179,6 +206,8 @@ pub struct SandboxRuntime {
     host_mountpoints: Mutex<Vec<PathBuf>>,
     /// The sandbox's network namespace (namespaces mode); `None` = host network.
     netns: Option<std::os::fd::OwnedFd>,
+    /// The namespace's veth link to the host, when outbound network is available.
+    link: Option<SandboxLink>,
 }
 
 /// The PATH every sandbox command gets.
@@ -192,6 +221,12 @@ impl SandboxRuntime {
     /// The sandbox's network namespace (`None`: processes share the host network).
     pub fn netns(&self) -> Option<&std::os::fd::OwnedFd> {
         self.netns.as_ref()
+    }
+
+    /// The namespace's link to the host (`None`: loopback only, or the host network in
+    /// fallback mode).
+    pub fn link(&self) -> Option<&SandboxLink> {
+        self.link.as_ref()
     }
 
     /// The sandbox directory on the host (parent of `root/`, `tmp/`, …).
@@ -438,6 +473,9 @@ impl SandboxRuntime {
     /// Kills everything, removes the cgroup, host mount points and (optionally) files.
     pub fn destroy(&self, remove_files: bool) {
         self.kill_all();
+        if let Some(link) = &self.link {
+            link.teardown();
+        }
         if let Some(cg) = &self.cgroup {
             remove_cgroup(cg);
         }

@@ -213,6 +213,8 @@ pub async fn fork_sandbox(
         .map_err(|e| ApiError::internal(format!("fork copy failed: {e}")))?
         .map_err(|e| ApiError::internal(format!("fork copy failed: {e}")))?;
     super::handlers::write_authorized_keys(&child, &keys);
+    // A fork clones the VM's memory: the child's X session is the parent's.
+    state.computer.copy_for_fork(&source.id, &child_id);
 
     state.sandboxes.insert(Arc::clone(&child));
     state.stats.sandbox_created();
