@@ -213,6 +213,7 @@ async fn pointer_moves_and_clamps() {
     assert_eq!(env.get(&c("cursor")).await.data(), json!({"x": 640, "y": 400}));
     env.post(&c("mouse/move"), json!({"x": 100, "y": 200})).await.assert_ok();
     assert_eq!(env.get(&c("cursor")).await.data(), json!({"x": 100, "y": 200}));
+    // Off-screen points are clamped to the edge, as X does with the real pointer.
     env.post(&c("mouse/move"), json!({"x": 5000, "y": -20})).await.assert_ok();
     assert_eq!(env.get(&c("cursor")).await.data(), json!({"x": 1279, "y": 0}));
     env.post(&c("mouse/click"), json!({"x": 10, "y": 700, "button": "right", "count": 2})).await.assert_ok();
@@ -249,8 +250,10 @@ async fn windows_are_launched_listed_and_managed() {
 
     let browser = env.launch(&id, "firefox", Some("https://example.com/")).await;
     assert_eq!(browser["title"], "https://example.com/ \u{2014} Mozilla Firefox");
+    assert_eq!(browser["application"], "firefox");
     let term = env.launch(&id, "xfce4-terminal", None).await;
     assert!(term["title"].as_str().unwrap().starts_with("Terminal - root@"), "{term}");
+    assert_eq!(term["application"], "Xfce4-terminal");
     let (bid, tid) = (browser["id"].as_str().unwrap(), term["id"].as_str().unwrap());
     assert_ne!(bid, tid);
     assert_eq!(env.window_ids(&id, "").await, vec![bid.to_string(), tid.to_string()]);
@@ -258,7 +261,7 @@ async fn windows_are_launched_listed_and_managed() {
     assert_eq!(env.get(&c(&format!("windows/{bid}"))).await.data()["title"], browser["title"]);
     env.get(&c("windows/0xdeadbeef")).await.fail(StatusCode::NOT_FOUND);
     let r = env.post(&c("launch"), json!({"application": "notepad.exe"})).await;
-    assert_eq!(r.fail(StatusCode::CONFLICT)["code"], "desktop_unavailable");
+    assert_eq!(r.fail(StatusCode::BAD_REQUEST), json!({"application": "unknown application \"notepad.exe\""}));
     env.post(&c("launch"), json!({})).await.fail(StatusCode::BAD_REQUEST);
 
     env.post(&c(&format!("windows/{tid}/move")), json!({"x": 300, "y": 200})).await.assert_ok();
@@ -425,8 +428,17 @@ async fn screenshots_render_the_screen_state() {
     let (ww, wh, _) = png_of(&env.screenshot(&id, &format!("?window_id={wid}")).await);
     assert_eq!((ww as i64, wh as i64), (g["width"].as_i64().unwrap(), 800 - gy));
     env.post(&c(&format!("windows/{wid}/move")), json!({"x": 100, "y": 100})).await.assert_ok();
-    let (ww, wh, _) = png_of(&env.screenshot(&id, &format!("?window_id={wid}")).await);
+    let (ww, wh, whole) = png_of(&env.screenshot(&id, &format!("?window_id={wid}")).await);
     assert_eq!((ww as i64, wh as i64), (g["width"].as_i64().unwrap(), gh));
+    // A rectangle with window_id is relative to the window's frame.
+    let (rw, rh, part) = png_of(&env.screenshot(&id, &format!("?window_id={wid}&x=10&y=5&width=40&height=30")).await);
+    assert_eq!((rw, rh), (40, 30));
+    for row in 0..30usize {
+        let from = ((row + 5) * ww as usize + 10) * 3;
+        assert_eq!(&part[row * 40 * 3..(row + 1) * 40 * 3], &whole[from..from + 40 * 3], "row {row}");
+    }
+    let r = env.screenshot(&id, &format!("?window_id={wid}&x={}&width=10", g["width"].as_i64().unwrap() - 5)).await;
+    assert!(r.fail(StatusCode::BAD_REQUEST)["region"].as_str().unwrap().contains("window"));
 
     assert!(env.screenshot(&id, "?x=1200&width=200").await.fail(StatusCode::BAD_REQUEST)["region"].is_string());
     assert!(env.screenshot(&id, "?width=abc").await.fail(StatusCode::BAD_REQUEST)["width"].is_string());
@@ -493,8 +505,12 @@ async fn screens_are_created_resized_and_deleted() {
     env.post(&c("screens"), json!({"width": 10})).await.fail(StatusCode::BAD_REQUEST);
     env.send(Method::DELETE, &c("screens/screen-0"), None).await.fail(StatusCode::BAD_REQUEST);
 
+    // Without a size a new screen copies screen-0's.
+    env.post(&c("screens/screen-0/resize"), json!({"width": 1600, "height": 900})).await.data();
     for n in 2..8 {
-        assert_eq!(env.post(&c("screens"), json!({})).await.data()["screen_id"], format!("screen-{n}"));
+        let created = env.post(&c("screens"), json!({})).await.data();
+        assert_eq!(created["screen_id"], format!("screen-{n}"));
+        assert_eq!((created["width"].as_i64(), created["height"].as_i64()), (Some(1600), Some(900)));
     }
     env.post(&c("screens"), json!({})).await.fail(StatusCode::CONFLICT);
     env.send(Method::DELETE, &c("screens/screen-1"), None).await.assert_ok();

@@ -84,6 +84,7 @@ async fn sandboxes_reach_the_host_when_the_host_allows_it() {
     let state = env.mock.state();
     let id = env.create(json!({})).await;
     let sandbox = state.sandboxes.get(&id).unwrap();
+    eprintln!("isolation {:?}, outbound {:?}", state.isolation.kind(), state.isolation.outbound_reach());
 
     if state.isolation.kind() == IsolationKind::Fallback {
         // No namespaces: sandbox processes share the host's network.

@@ -95,7 +95,11 @@ pub async fn shell(ctx: &Ctx, args: ShellArgs) -> Result<ExitCode> {
     let mut stdout = tokio::io::stdout();
     let to_remote = async {
         tokio::io::copy(&mut stdin, &mut input).await?;
-        input.shutdown().await
+        // Our input ended (a pipe ran dry): type an end-of-file (Ctrl-D) for the remote
+        // terminal, as closing a terminal's input would, and keep the connection open until
+        // the shell closes it.
+        input.write_all(&[0x04]).await?;
+        input.flush().await
     };
     let from_remote = async {
         while let Some(chunk) = output.next().await {

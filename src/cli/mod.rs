@@ -30,7 +30,8 @@ pub use output::{Format, Out};
 #[command(name = "cos", version, about, long_about = None, propagate_version = true)]
 pub struct Cli {
     /// Run against an in-process emulator of the control plane (real local processes).
-    #[arg(long, global = true, conflicts_with_all = ["endpoint", "region"])]
+    /// Give it before the command: `cos --local run -- uname -a`.
+    #[arg(long, conflicts_with_all = ["endpoint", "region"])]
     local: bool,
     /// Control-plane base URL (default: CREATEOS_SANDBOX_BASE_URL, else production).
     #[arg(long, global = true, value_name = "URL")]
@@ -138,7 +139,11 @@ pub fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match runtime.block_on(run(cli, out)) {
+    let result = runtime.block_on(run(cli, out));
+    // A read of the terminal may still be blocked in a runtime thread (tokio's stdin reads on a
+    // blocking thread); do not wait for a keystroke that may never come.
+    runtime.shutdown_background();
+    match result {
         Ok(code) => code,
         Err(err) => {
             output::report_error(out, &err);

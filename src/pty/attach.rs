@@ -169,7 +169,7 @@ where
                             }
                         }
                     }
-                    process.write_input(&batch).await?;
+                    ignore_if_gone(process.write_input(&batch).await.map(drop))?;
                 }
                 if detach {
                     return Ok(AttachOutcome::Detached { last_seq: events.last_seq() });
@@ -177,8 +177,17 @@ where
             }
         }
         if let Some((rows, cols)) = pending_resize.take() {
-            process.resize(rows, cols).await?;
+            ignore_if_gone(process.resize(rows, cols).await)?;
         }
+    }
+}
+
+/// Typing into (or resizing) a process that has just exited is refused with a conflict; the
+/// exit event is on its way, so that is not an error of the attachment.
+fn ignore_if_gone(result: Result<()>) -> Result<()> {
+    match result {
+        Err(Error::Conflict(_)) => Ok(()),
+        other => other,
     }
 }
 

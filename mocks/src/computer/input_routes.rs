@@ -101,8 +101,9 @@ fn int_param(field: &'static str, raw: &Option<String>) -> Result<Option<i64>, D
     }
 }
 
-/// The part of the screen a screenshot covers: a window's visible frame, an explicit
-/// region (which must lie inside the screen), or everything.
+/// The part of the screen a screenshot covers: a window's visible frame (or a region
+/// of it, relative to the window), an explicit region of the screen (which must lie
+/// inside it), or everything.
 fn capture_region(screen: &Screen, q: &ScreenshotQuery) -> Result<Rect, DesktopError> {
     let x = int_param("x", &q.x)?;
     let y = int_param("y", &q.y)?;
@@ -111,30 +112,42 @@ fn capture_region(screen: &Screen, q: &ScreenshotQuery) -> Result<Rect, DesktopE
     let height = int_param("height", &q.height)?.filter(|v| *v != 0);
     let has_region = x.is_some() || y.is_some() || width.is_some() || height.is_some();
     if let Some(window_id) = q.window_id.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
-        if has_region {
-            return Err(DesktopError::invalid("window_id", "window_id cannot be combined with x/y/width/height"));
-        }
         let w = screen.window(window_id)?;
         if w.minimized {
             return Err(DesktopError::ActionFailed(format!("window {window_id} is not viewable (minimized)")));
         }
-        return w
-            .frame
+        let area = if has_region {
+            let within = region_within(w.frame.width as i64, w.frame.height as i64, (x, y, width, height), "window")?;
+            Rect::new(w.frame.x + within.x, w.frame.y + within.y, within.width, within.height)
+        } else {
+            w.frame
+        };
+        return area
             .intersect(&screen.bounds())
             .ok_or_else(|| DesktopError::ActionFailed(format!("window {window_id} is entirely off screen")));
     }
     if !has_region {
         return Ok(screen.bounds());
     }
-    let (sw, sh) = (screen.width as i64, screen.height as i64);
+    region_within(screen.width as i64, screen.height as i64, (x, y, width, height), "screen")
+}
+
+/// A region given by optional x/y/width/height inside a `w`x`h` area (origin 0,0):
+/// missing x/y are 0, a missing size extends to the far edge; 400 when it sticks out.
+fn region_within(
+    w: i64,
+    h: i64,
+    (x, y, width, height): (Option<i64>, Option<i64>, Option<i64>, Option<i64>),
+    what: &str,
+) -> Result<Rect, DesktopError> {
     let x = x.unwrap_or(0);
     let y = y.unwrap_or(0);
-    let width = width.unwrap_or(sw - x);
-    let height = height.unwrap_or(sh - y);
-    if x < 0 || y < 0 || width < 1 || height < 1 || x + width > sw || y + height > sh {
+    let width = width.unwrap_or(w - x);
+    let height = height.unwrap_or(h - y);
+    if x < 0 || y < 0 || width < 1 || height < 1 || x + width > w || y + height > h {
         return Err(DesktopError::invalid(
             "region",
-            format!("region {x},{y} {width}x{height} is outside the {sw}x{sh} screen"),
+            format!("region {x},{y} {width}x{height} is outside the {w}x{h} {what}"),
         ));
     }
     Ok(Rect::new(x as i32, y as i32, width as u32, height as u32))
@@ -263,9 +276,8 @@ pub async fn launch(
 ) -> Result<Response, ApiError> {
     let application = required("application", body.application.filter(|a| !a.trim().is_empty()))?;
     let (access, n) = prepare(&s, &c, &id, q)?;
-    let app = apps::find_app(&application).ok_or_else(|| {
-        access::desktop_unavailable(format!("failed to launch {:?}: application not found", application.trim()))
-    })?;
+    let app = apps::find_app(&application)
+        .ok_or_else(|| ApiError::validation("application", format!("unknown application {:?}", application.trim())))?;
     let seed = seed::for_launch(&access.sandbox, app, body.uri.as_deref()).await?;
     place(&access, n, seed)
 }

@@ -54,9 +54,11 @@ pub async fn create_screen(
     JsonBody(body): JsonBody<ScreenSizeBody>,
 ) -> Result<Response, ApiError> {
     let access = access::open(&s, &c, &id)?;
-    let width = check_screen_dim("width", body.width, DEFAULT_SCREEN_SIZE.0)?;
-    let height = check_screen_dim("height", body.height, DEFAULT_SCREEN_SIZE.1)?;
     let mut desktop = access.lock();
+    // An omitted dimension copies screen-0's (the primary always exists).
+    let (w0, h0) = desktop.screen(0).map(|s0| (s0.width, s0.height)).unwrap_or(DEFAULT_SCREEN_SIZE);
+    let width = check_screen_dim("width", body.width, w0)?;
+    let height = check_screen_dim("height", body.height, h0)?;
     let screen = desktop.create_screen(width, height)?;
     Ok(ok(screen_view(screen)))
 }

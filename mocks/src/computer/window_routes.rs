@@ -15,8 +15,9 @@ use crate::envelope::{ok, ApiError, JsonBody};
 type Q<T> = Result<Query<T>, QueryRejection>;
 
 /// `{id, title}` as the windows routes return it.
+/// `Window`: `application` is the WM_CLASS class, what the `application` filter matches.
 fn window_view(w: &Window) -> Value {
-    json!({"id": w.id, "title": w.title})
+    json!({"id": w.id, "title": w.title, "application": w.app.class})
 }
 
 fn with_screen<T>(
