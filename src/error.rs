@@ -141,6 +141,14 @@ pub enum Error {
         #[source]
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
+    /// A file operation inside the sandbox failed (see [`crate::guest`]); match on
+    /// [`crate::guest::GuestError::code`].
+    #[error("{0}")]
+    Guest(Box<crate::guest::GuestError>),
+    /// SSH to a sandbox failed: connecting, the guest sshd, host-key verification, a command
+    /// channel or SFTP. Match on [`crate::ssh::SshError`] for the details.
+    #[error(transparent)]
+    Ssh(Box<crate::ssh::SshError>),
     /// Local I/O failed (files being uploaded or downloaded, terminals, sockets).
     #[error("{context}: {source}")]
     Io {

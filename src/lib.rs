@@ -26,8 +26,12 @@ pub mod auth;
 pub mod client;
 pub mod config;
 pub mod error;
+#[doc(hidden)]
+pub mod fuzzing;
+pub mod guest;
 pub mod pty;
 pub mod snapshot;
+pub mod ssh;
 pub mod stream;
 pub mod transport;
 pub mod tunnel;

@@ -73,7 +73,7 @@ async fn update_ingress_and_auto_pause() {
     let template = v.ingress_url_template.clone().unwrap();
     assert!(template.contains("<port>"), "{template}");
     assert!(v.preview_url(8080).unwrap().contains("8080"));
-    assert_eq!(sb.view().ingress_enabled, true, "the handle's cache follows mutations");
+    assert!(sb.view().ingress_enabled, "the handle's cache follows mutations");
 
     let v = sb.update(UpdateSandbox { auto_pause_after_seconds: Some(120), ..Default::default() }).await.unwrap();
     assert_eq!(v.auto_pause_after_seconds, Some(120));
@@ -161,7 +161,7 @@ async fn resize_and_ssh_keys() {
 
     let k1 = ed25519_line(1, "one");
     let k2 = ed25519_line(2, "two");
-    assert_eq!(sb.add_ssh_pubkeys(&[k1.clone()]).await.unwrap().count, 1);
+    assert_eq!(sb.add_ssh_pubkeys(std::slice::from_ref(&k1)).await.unwrap().count, 1);
     assert_eq!(sb.add_ssh_pubkeys(&[k1.clone(), k2.clone()]).await.unwrap().count, 2, "deduplicated");
     let keys = sb.refresh().await.unwrap().ssh_pubkeys.unwrap_or_default();
     assert_eq!(keys.len(), 2);

@@ -5,6 +5,7 @@ mod catalog;
 mod computer;
 mod exec;
 mod files;
+mod fs;
 mod interactive;
 mod output;
 mod process;
@@ -100,6 +101,8 @@ enum Command {
     Push(files::PushArgs),
     /// Download a file.
     Pull(files::PullArgs),
+    /// Text file operations in a sandbox: read, write, edit, patch, glob, grep, ls, stat, mkdir, rm, mv.
+    Fs(fs::FsArgs),
     /// Private networks.
     #[command(subcommand)]
     Network(resources::NetworkCmd),
@@ -220,6 +223,7 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<ExitCode> {
         Command::Process(c) => process::process(ctx, c).await,
         Command::Push(a) => ok(files::push(ctx, a).await),
         Command::Pull(a) => ok(files::pull(ctx, a).await),
+        Command::Fs(a) => fs::fs(ctx, a).await,
         Command::Network(c) => ok(resources::network(ctx, c).await),
         Command::Disk(c) => ok(resources::disk(ctx, c).await),
         Command::Template(c) => ok(resources::template(ctx, c).await),

@@ -245,3 +245,19 @@ fn drop_reason(name: &[u8], gitlinks: &BTreeSet<Vec<u8>>, filters: &Filters) -> 
     }
     filters.file_reason(name)
 }
+
+/// Fuzzing entry (see `crate::fuzzing`): the name filters of steps 3–5 exactly as
+/// [`Snapshot::scan`] applies them, without touching the disk. `excludes` are parsed as
+/// [`SnapshotOptions::excludes`] are; for each of `names` the result holds why it would be left
+/// out as a listed file (`None`: it would be archived) and why a walk would prune everything
+/// below it as a directory.
+#[doc(hidden)]
+pub fn fuzz_name_filter(
+    excludes: &[String],
+    gitlinks: &[Vec<u8>],
+    names: &[&[u8]],
+) -> Result<Vec<(Option<DropReason>, Option<DropReason>)>> {
+    let filters = Filters::new(Excludes::parse(excludes)?);
+    let gitlinks: BTreeSet<Vec<u8>> = gitlinks.iter().cloned().collect();
+    Ok(names.iter().map(|name| (drop_reason(name, &gitlinks, &filters), filters.dir_reason(name))).collect())
+}

@@ -202,7 +202,7 @@ async fn list_processes(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let sandbox = state.sandbox_for(&caller, &id)?;
+    let sandbox = state.running_sandbox(&caller, &id)?;
     let processes: Vec<_> = state.processes.list(&sandbox.id).iter().map(|p| p.details()).collect();
     Ok(ok(json!({ "processes": processes })))
 }
@@ -213,7 +213,7 @@ async fn get_process(
     caller: Caller,
     Path((id, process_id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let sandbox = state.sandbox_for(&caller, &id)?;
+    let sandbox = state.running_sandbox(&caller, &id)?;
     Ok(ok(find(&state, &sandbox, &process_id)?.details()))
 }
 
@@ -270,7 +270,7 @@ async fn connect_process(
     Path((id, process_id)): Path<(String, String)>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
-    let sandbox = state.sandbox_for(&caller, &id)?;
+    let sandbox = state.running_sandbox(&caller, &id)?;
     let after = query_u64(&query, "after")?.unwrap_or(0);
     let proc = find(&state, &sandbox, &process_id)?;
     let body = connect::output_body(
@@ -368,7 +368,7 @@ async fn wait_process(
     Path((id, process_id)): Path<(String, String)>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
-    let sandbox = state.sandbox_for(&caller, &id)?;
+    let sandbox = state.running_sandbox(&caller, &id)?;
     let tree = match query.get("scope").map(|s| s.trim()).filter(|s| !s.is_empty()) {
         None | Some("leader") => false,
         Some("tree") => true,

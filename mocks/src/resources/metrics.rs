@@ -135,6 +135,7 @@ pub async fn get_sandbox_metrics(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
+    caller.require_owner()?;
     let sandbox = state.sandbox_for(&caller, &id)?;
     let (mem_limit, created) = {
         let r = sandbox.record();

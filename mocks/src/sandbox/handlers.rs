@@ -55,6 +55,9 @@ pub async fn get_sandbox_by_ip(
     Path(ip): Path<String>,
 ) -> Result<Response, ApiError> {
     caller.require_owner()?;
+    if ip.parse::<std::net::Ipv4Addr>().is_err() {
+        return Err(ApiError::validation("ip", format!("invalid IPv4 address {ip:?}")));
+    }
     let found = state
         .sandboxes
         .of_tenant(&caller.tenant)
@@ -125,6 +128,10 @@ pub async fn resize_sandbox(
     let mut r = sandbox.record();
     if r.status.is_terminal() || r.status == Status::Destroying {
         return Err(ApiError::conflict(format!("sandbox is {}", r.status.as_str())));
+    }
+    // The disk grows online, inside the running VM.
+    if r.status != Status::Running {
+        return Err(ApiError::not_running());
     }
     if requested <= r.disk_mib as i64 {
         return Err(ApiError::validation(

@@ -366,7 +366,13 @@ pub async fn get_template(
 ) -> Result<Response, ApiError> {
     caller.require_owner()?;
     let t = state.resources.templates.find(&caller.tenant, &template).ok_or_else(not_found)?;
-    let with_dockerfile = q.include.as_deref().is_some_and(|i| i.split(',').any(|p| p.trim() == "dockerfile"));
+    let mut with_dockerfile = false;
+    for part in q.include.as_deref().unwrap_or("").split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        if part != "dockerfile" {
+            return Err(ApiError::validation("include", format!("unknown include {part:?} (dockerfile)")));
+        }
+        with_dockerfile = true;
+    }
     Ok(ok(t.view(with_dockerfile)))
 }
 

@@ -1,0 +1,155 @@
+//! What every row works with: the sizes of this run, the emulator, a client and a sandbox, and
+//! the external tools (the official SDKs, `cos`, git, tar), checked before anything runs.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use anyhow::{bail, Context as _};
+use createos_sandbox::{Client, CreateSandbox, Sandbox};
+
+/// Sample counts and sizes of one run.
+#[derive(Clone, Debug)]
+pub struct Sizes {
+    pub exec_warmup: usize,
+    pub exec_rounds: usize,
+    pub stream_bytes: u64,
+    pub stream_warmup: usize,
+    pub stream_rounds: usize,
+    pub attach_warmup: usize,
+    pub attach_rounds: usize,
+    pub snapshot_files: usize,
+    pub snapshot_warmup: usize,
+    pub snapshot_rounds: usize,
+}
+
+impl Sizes {
+    /// The real run: a few minutes on a small machine.
+    pub fn full() -> Sizes {
+        Sizes {
+            exec_warmup: 20,
+            exec_rounds: 300,
+            stream_bytes: 200 * 1024 * 1024,
+            stream_warmup: 1,
+            stream_rounds: 5,
+            attach_warmup: 20,
+            attach_rounds: 300,
+            snapshot_files: 20_000,
+            snapshot_warmup: 1,
+            snapshot_rounds: 7,
+        }
+    }
+
+    /// `COS_BENCH_QUICK=1`: tiny sizes, a handful of samples; checks the harness end to end.
+    pub fn quick() -> Sizes {
+        Sizes {
+            exec_warmup: 2,
+            exec_rounds: 10,
+            stream_bytes: 4 * 1024 * 1024,
+            stream_warmup: 0,
+            stream_rounds: 3,
+            attach_warmup: 2,
+            attach_rounds: 10,
+            snapshot_files: 500,
+            snapshot_warmup: 0,
+            snapshot_rounds: 3,
+        }
+    }
+}
+
+/// External programs the comparisons need.
+#[derive(Clone, Debug)]
+pub struct Tools {
+    /// The workspace root (holds interop/ and benches/).
+    pub root: PathBuf,
+    /// `interop/ts`, where `@nodeops-createos/sandbox` is installed.
+    pub ts_dir: PathBuf,
+    /// `interop/python/.venv/bin/python`, with `createos-sandbox` installed.
+    pub python: PathBuf,
+    /// The `cos` binary of this build.
+    pub cos: PathBuf,
+}
+
+const SETUP_HINT: &str = "run `bash benches/setup.sh` (it installs the pinned SDKs into interop/ the way interop/run.sh does)";
+
+impl Tools {
+    /// Find everything, or fail saying what is missing and how to get it.
+    pub fn locate() -> anyhow::Result<Tools> {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        let tools = Tools {
+            ts_dir: root.join("interop/ts"),
+            python: root.join("interop/python/.venv/bin/python"),
+            cos: PathBuf::from(env!("CARGO_BIN_EXE_cos")),
+            root,
+        };
+        for program in ["node", "git", "tar", "sh", "head", "stty", "cat"] {
+            if !on_path(program) {
+                bail!("`{program}` is needed by the benchmark but was not found on PATH");
+            }
+        }
+        if !tools.ts_dir.join("node_modules/@nodeops-createos/sandbox/package.json").is_file() {
+            bail!("the official TypeScript SDK is not installed in {}: {SETUP_HINT}", tools.ts_dir.display());
+        }
+        if !tools.python.is_file() || !runs(Command::new(&tools.python).args(["-c", "import createos"])) {
+            bail!("the official Python SDK is not importable from {}: {SETUP_HINT}", tools.python.display());
+        }
+        if !tools.cos.is_file() {
+            bail!("the `cos` binary was not built at {}", tools.cos.display());
+        }
+        Ok(tools)
+    }
+
+    pub fn worker_script(&self, name: &str) -> PathBuf {
+        self.root.join("benches/sdk").join(name)
+    }
+}
+
+fn runs(cmd: &mut Command) -> bool {
+    cmd.stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .map(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
+        .unwrap_or(false)
+}
+
+/// The shared state of a run. The emulator itself lives on its own runtime (see `main`), so
+/// its threads never compete with the client's executor for scheduling.
+pub struct Bench {
+    pub sizes: Sizes,
+    pub tools: Tools,
+    pub sandbox: Sandbox,
+    base_url: String,
+    api_key: String,
+}
+
+impl Bench {
+    pub async fn connect(sizes: Sizes, tools: Tools, base_url: String, api_key: String) -> anyhow::Result<Bench> {
+        let client = Client::builder()
+            .base_url(&base_url)
+            .api_key(&api_key)
+            .env(|_| None)
+            .build()
+            .context("building the client")?;
+        let sandbox = client.create_sandbox(CreateSandbox::new("s-1vcpu-1gb")).await.context("creating the sandbox")?;
+        Ok(Bench { sizes, tools, sandbox, base_url, api_key })
+    }
+
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// The emulator's key (given to child processes through their environment, never printed).
+    pub fn api_key(&self) -> &str {
+        &self.api_key
+    }
+
+    pub async fn close(self) -> anyhow::Result<()> {
+        self.sandbox.destroy().await.context("destroying the sandbox")?;
+        Ok(())
+    }
+}

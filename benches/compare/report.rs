@@ -1,0 +1,228 @@
+//! Rendering the results: an aligned text table for the terminal, the same table in Markdown,
+//! the PASS/MISS lines, and the whole BENCHMARKS.md document. Pure string building.
+
+use std::fmt::Write as _;
+
+use crate::stats::{Comparison, Measure, Verdict};
+
+/// Column headers, shared by both renderings.
+const HEADERS: [&str; 10] =
+    ["benchmark", "ours", "baseline", "n", "ours median", "ours tail", "baseline median", "baseline tail", "ratio", "goal"];
+
+/// A number with three significant digits (more integer digits are kept as they are).
+pub fn sig3(value: f64) -> String {
+    if !value.is_finite() {
+        return "n/a".to_string();
+    }
+    let magnitude = value.abs();
+    let decimals = if magnitude >= 100.0 || magnitude == 0.0 {
+        0
+    } else if magnitude >= 10.0 {
+        1
+    } else if magnitude >= 1.0 {
+        2
+    } else {
+        // 0.0123 -> 4 decimals: keep three significant digits below 1
+        (2 - magnitude.log10().floor() as i32).clamp(3, 9) as usize
+    };
+    format!("{value:.decimals$}")
+}
+
+/// The median of a side, with its unit.
+pub fn median_cell(measure: &Measure) -> String {
+    match *measure {
+        Measure::Latency { median_ms, .. } => format!("{} ms", sig3(median_ms)),
+        Measure::Throughput { median_mib_s, .. } => format!("{} MiB/s", sig3(median_mib_s)),
+    }
+}
+
+/// The tail of a side: p99 for latencies, the slowest sample for throughput.
+pub fn tail_cell(measure: &Measure) -> String {
+    match *measure {
+        Measure::Latency { p99_ms, .. } => format!("p99 {} ms", sig3(p99_ms)),
+        Measure::Throughput { worst_mib_s, .. } => format!("min {} MiB/s", sig3(worst_mib_s)),
+    }
+}
+
+pub fn ratio_cell(ratio: Option<f64>) -> String {
+    ratio.map_or_else(|| "n/a".to_string(), |r| format!("{}×", sig3(r)))
+}
+
+fn samples_cell(c: &Comparison) -> String {
+    let (a, b) = (c.ours.measure.samples(), c.baseline.measure.samples());
+    if a == b {
+        a.to_string()
+    } else {
+        format!("{a}/{b}")
+    }
+}
+
+/// The cells of one comparison, in [`HEADERS`] order.
+pub fn cells(c: &Comparison) -> [String; 10] {
+    let verdict = c.verdict();
+    let goal = match verdict {
+        Verdict::Info => c.goal.describe(),
+        v => format!("{} {}", c.goal.describe(), v.label()),
+    };
+    [
+        c.what.clone(),
+        c.ours.label.clone(),
+        c.baseline.label.clone(),
+        samples_cell(c),
+        median_cell(&c.ours.measure),
+        tail_cell(&c.ours.measure),
+        median_cell(&c.baseline.measure),
+        tail_cell(&c.baseline.measure),
+        ratio_cell(c.ratio()),
+        goal,
+    ]
+}
+
+fn width(s: &str) -> usize {
+    s.chars().count()
+}
+
+/// The table aligned for a terminal (numbers right-aligned).
+pub fn text_table(rows: &[Comparison]) -> String {
+    let body: Vec<[String; 10]> = rows.iter().map(cells).collect();
+    let mut widths = HEADERS.map(width);
+    for row in &body {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(width(cell));
+        }
+    }
+    let numeric = |col: usize| (3..=8).contains(&col);
+    let line = |cells: &[String]| {
+        let mut out = String::new();
+        for (col, cell) in cells.iter().enumerate() {
+            let pad = " ".repeat(widths[col] - width(cell));
+            if col > 0 {
+                out.push_str("  ");
+            }
+            if numeric(col) {
+                out.push_str(&pad);
+                out.push_str(cell);
+            } else {
+                out.push_str(cell);
+                out.push_str(&pad);
+            }
+        }
+        out.trim_end().to_string()
+    };
+    let mut out = line(&HEADERS.map(String::from));
+    out.push('\n');
+    out.push_str(&line(&widths.map(|w| "-".repeat(w))));
+    out.push('\n');
+    for row in &body {
+        out.push_str(&line(row));
+        out.push('\n');
+    }
+    out
+}
+
+/// Escape what would break a Markdown table cell.
+fn md_cell(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}
+
+/// The table in GitHub Markdown.
+pub fn markdown_table(rows: &[Comparison]) -> String {
+    let mut out = format!("| {} |\n", HEADERS.join(" | "));
+    let align: Vec<&str> = (0..HEADERS.len()).map(|col| if (3..=8).contains(&col) { "---:" } else { "---" }).collect();
+    out.push_str(&format!("| {} |\n", align.join(" | ")));
+    for row in rows.iter().map(cells) {
+        let row: Vec<String> = row.iter().map(|c| md_cell(c)).collect();
+        out.push_str(&format!("| {} |\n", row.join(" | ")));
+    }
+    out
+}
+
+/// One line per comparison that has a goal: `PASS …` or `MISS …`.
+pub fn goal_lines(rows: &[Comparison]) -> Vec<String> {
+    rows.iter()
+        .filter(|c| c.verdict() != Verdict::Info)
+        .map(|c| {
+            format!(
+                "{}  {}: {} vs {} — ratio {} (goal {})",
+                c.verdict().label(),
+                c.what,
+                c.ours.label,
+                c.baseline.label,
+                ratio_cell(c.ratio()),
+                c.goal.describe()
+            )
+        })
+        .collect()
+}
+
+/// A row of the harness that produced comparisons, with how it measures.
+pub struct MethodNote {
+    pub title: String,
+    pub method: String,
+}
+
+/// A row that is not measured yet, and why.
+pub struct Pending {
+    pub title: &'static str,
+    pub why: &'static str,
+}
+
+/// Everything BENCHMARKS.md holds.
+pub struct Document<'a> {
+    pub machine: &'a [(String, String)],
+    pub command: &'a str,
+    pub date: &'a str,
+    pub comparisons: &'a [Comparison],
+    pub methods: &'a [MethodNote],
+    pub failures: &'a [(String, String)],
+    pub pending: &'a [Pending],
+}
+
+pub fn markdown_document(doc: &Document<'_>) -> String {
+    let mut out = String::new();
+    out.push_str("# Benchmarks\n\n");
+    out.push_str(
+        "Side-by-side measurements of this project against the tools it replaces, taken in one run \
+         against the local emulator (`createos-mock`) on loopback. Within a row the contenders are \
+         sampled alternately (A, B, A, B…, starting side rotated every round) so machine noise hits \
+         every side alike. Generated by the benchmark itself; do not edit by hand.\n\n",
+    );
+    let _ = writeln!(out, "- **Command:** `{}`", doc.command);
+    let _ = writeln!(out, "- **Date:** {}", doc.date);
+    for (key, value) in doc.machine {
+        let _ = writeln!(out, "- **{key}:** {value}");
+    }
+    out.push_str("\n## Results\n\n");
+    out.push_str(
+        "*ratio* is ours ÷ baseline of the median **cost** (time per operation, or time per MiB for \
+         throughput rows): below 1× ours is faster. *tail* is the p99 for latencies (nearest rank; \
+         with fewer than 100 samples that is the slowest one) and the slowest sample for \
+         throughput.\n\n",
+    );
+    out.push_str(&markdown_table(doc.comparisons));
+    out.push_str("\n### Goals\n\n");
+    let goals = goal_lines(doc.comparisons);
+    if goals.is_empty() {
+        out.push_str("No row with a goal was measured.\n");
+    }
+    for line in goals {
+        let _ = writeln!(out, "- {}", md_cell(&line));
+    }
+    if !doc.failures.is_empty() {
+        out.push_str("\n### Rows that failed in this run\n\n");
+        for (row, error) in doc.failures {
+            let _ = writeln!(out, "- **{}**: {}", row, md_cell(error));
+        }
+    }
+    out.push_str("\n## How each row is measured\n\n");
+    for note in doc.methods {
+        let _ = writeln!(out, "### {}\n\n{}\n", note.title, note.method.trim());
+    }
+    if !doc.pending.is_empty() {
+        out.push_str("## Pending rows\n\n");
+        for p in doc.pending {
+            let _ = writeln!(out, "- **{}** — {}", p.title, p.why);
+        }
+    }
+    out
+}

@@ -1,0 +1,398 @@
+//! Streaming SFTP transfers with several requests in flight (one request per round trip
+//! would make a 20 MB file take minutes over a long tunnel).
+//!
+//! - [`SshSession::read_file`] returns an `AsyncRead`; a background task keeps up to
+//!   [`READS_IN_FLIGHT`] reads outstanding and hands chunks over in order.
+//! - [`SshSession::write_file`] streams any `AsyncRead` into a temporary file next to the
+//!   target (up to [`WRITES_IN_FLIGHT`] writes outstanding), fsyncs it when the server can,
+//!   and renames it over the target, so readers see the old or the new file, never a part.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{ready, Context, Poll};
+
+use bytes::Bytes;
+use futures::stream::{FuturesOrdered, FuturesUnordered};
+use futures::{FutureExt, StreamExt};
+use russh_sftp::client::error::Error as SftpClientError;
+use russh_sftp::protocol::{FileAttributes, OpenFlags, StatusCode};
+use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
+use tokio::sync::mpsc;
+
+use crate::error::{Error, Result};
+
+use super::error::{sftp_error, SshError};
+use super::session::SshSession;
+use super::sftp::{check_path, rename_replacing, split_parent, RemoteMetadata, SftpChannel, FSYNC};
+
+/// Bytes asked for per read request.
+pub const READ_CHUNK: u32 = 64 * 1024;
+/// Read requests kept outstanding.
+pub const READS_IN_FLIGHT: usize = 16;
+/// Bytes per write request.
+pub const WRITE_CHUNK: usize = 64 * 1024;
+/// Write requests kept outstanding.
+pub const WRITES_IN_FLIGHT: usize = 16;
+
+/// Chunks travelling from the read task to the reader; `Ok(None)` marks the end, so a task
+/// that died early is never mistaken for the end of the file.
+type Chunk = io::Result<Option<Bytes>>;
+
+/// A remote file being read: an `AsyncRead` of its bytes. Errors carry an
+/// [`SshError`] (`io::Error::get_ref` → downcast).
+pub struct RemoteReader {
+    rx: mpsc::Receiver<Chunk>,
+    current: Bytes,
+    done: bool,
+    size: Option<u64>,
+}
+
+impl std::fmt::Debug for RemoteReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteReader").field("size", &self.size).field("done", &self.done).finish()
+    }
+}
+
+impl RemoteReader {
+    /// Size of the file when it was opened.
+    pub fn size(&self) -> Option<u64> {
+        self.size
+    }
+}
+
+impl AsyncRead for RemoteReader {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        loop {
+            if !this.current.is_empty() {
+                let n = this.current.len().min(buf.remaining());
+                buf.put_slice(&this.current.split_to(n));
+                return Poll::Ready(Ok(()));
+            }
+            if this.done {
+                return Poll::Ready(Ok(()));
+            }
+            match ready!(this.rx.poll_recv(cx)) {
+                Some(Ok(Some(chunk))) => this.current = chunk,
+                Some(Ok(None)) => this.done = true,
+                Some(Err(e)) => {
+                    this.done = true;
+                    return Poll::Ready(Err(e));
+                }
+                None => {
+                    this.done = true;
+                    return Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "the SFTP read task ended before the end of the file",
+                    )));
+                }
+            }
+        }
+    }
+}
+
+/// Options of [`SshSession::write_file`].
+#[derive(Clone, Debug)]
+pub struct WriteOptions {
+    mode: Option<u32>,
+    create_parents: bool,
+}
+
+impl Default for WriteOptions {
+    fn default() -> Self {
+        WriteOptions { mode: None, create_parents: true }
+    }
+}
+
+impl WriteOptions {
+    /// Parents created, mode kept from the file being replaced (or the guest's default).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Permission bits of the new file (exactly, whatever the guest's umask).
+    pub fn mode(mut self, mode: u32) -> Self {
+        self.mode = Some(mode & 0o7777);
+        self
+    }
+
+    /// Create missing parent directories (default true).
+    pub fn create_parents(mut self, on: bool) -> Self {
+        self.create_parents = on;
+        self
+    }
+}
+
+impl SshSession {
+    /// Open `path` for streaming reads.
+    ///
+    /// ```no_run
+    /// # async fn demo(ssh: createos_sandbox::ssh::SshSession) -> createos_sandbox::Result<()> {
+    /// let mut remote = ssh.read_file("/var/log/app.log").await?;
+    /// let mut local = tokio::fs::File::create("app.log").await?;
+    /// tokio::io::copy(&mut remote, &mut local).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn read_file(&self, path: &str) -> Result<RemoteReader> {
+        check_path("path", path)?;
+        let (sftp, handle, size) = self
+            .with_sftp(true, |sftp| async move {
+                let handle = sftp
+                    .raw
+                    .open(path, OpenFlags::READ, FileAttributes::empty())
+                    .await
+                    .map_err(|e| sftp_error("open", path, e))?
+                    .handle;
+                let size = match sftp.raw.fstat(handle.as_str()).await {
+                    Ok(attrs) => {
+                        let meta = RemoteMetadata::from_attrs(&attrs.attrs);
+                        if meta.is_dir() {
+                            let _ = sftp.raw.close(handle).await;
+                            return Err(SshError::Sftp {
+                                op: "read",
+                                path: path.to_string(),
+                                kind: super::error::SftpErrorKind::Failure,
+                                message: "is a directory".to_string(),
+                            });
+                        }
+                        attrs.attrs.size
+                    }
+                    Err(_) => None,
+                };
+                Ok((sftp, handle, size))
+            })
+            .await?;
+        let (tx, rx) = mpsc::channel(READS_IN_FLIGHT);
+        tokio::spawn(pump_reads(sftp, handle, path.to_string(), tx));
+        Ok(RemoteReader { rx, current: Bytes::new(), done: false, size })
+    }
+
+    /// The whole content of `path`, refusing files larger than `max_bytes`.
+    pub async fn read_to_vec(&self, path: &str, max_bytes: u64) -> Result<Vec<u8>> {
+        let reader = self.read_file(path).await?;
+        if let Some(size) = reader.size() {
+            if size > max_bytes {
+                return Err(Error::invalid("path", format!("{path} holds {size} bytes, more than the {max_bytes} allowed")));
+            }
+        }
+        let mut out = Vec::new();
+        let read = reader.take(max_bytes.saturating_add(1)).read_to_end(&mut out).await;
+        read.map_err(|e| io_to_error(&format!("reading {path}"), e))?;
+        if out.len() as u64 > max_bytes {
+            return Err(Error::invalid("path", format!("{path} grew past the {max_bytes} bytes allowed")));
+        }
+        Ok(out)
+    }
+
+    /// Write everything `source` yields to `path`, atomically (temporary file + rename).
+    /// Returns the bytes written. Not retried: the source cannot be rewound.
+    ///
+    /// ```no_run
+    /// # async fn demo(ssh: createos_sandbox::ssh::SshSession) -> createos_sandbox::Result<()> {
+    /// use createos_sandbox::ssh::WriteOptions;
+    /// let local = tokio::fs::File::open("build/app").await?;
+    /// let n = ssh.write_file("/usr/local/bin/app", local, WriteOptions::new().mode(0o755)).await?;
+    /// println!("{n} bytes");
+    /// # Ok(()) }
+    /// ```
+    pub async fn write_file<R>(&self, path: &str, source: R, options: WriteOptions) -> Result<u64>
+    where
+        R: AsyncRead + Unpin + Send,
+    {
+        check_path("path", path)?;
+        let (parent, name) = split_parent(path).ok_or_else(|| Error::invalid("path", "must name a file, not /"))?;
+        let (sftp, conn) = self.sftp_channel().await?;
+        let result = write_atomic(&sftp, path, &parent, &name, source, &options).await;
+        if let Err(Error::Ssh(e)) = &result {
+            if e.is_connection_lost() {
+                self.sftp_failed(&sftp, &conn).await;
+            }
+        }
+        result
+    }
+
+    /// [`SshSession::write_file`] from bytes in memory.
+    pub async fn write_bytes(&self, path: &str, data: impl Into<Bytes>, options: WriteOptions) -> Result<u64> {
+        self.write_file(path, io::Cursor::new(data.into()), options).await
+    }
+}
+
+fn io_to_error(context: &str, err: io::Error) -> Error {
+    // Errors from the read task carry the typed SFTP error.
+    if err.get_ref().is_some_and(|inner| inner.is::<SshError>()) {
+        if let Some(inner) = err.into_inner() {
+            if let Ok(ssh) = inner.downcast::<SshError>() {
+                return Error::Ssh(ssh);
+            }
+        }
+        return Error::io(context, io::Error::other("SFTP read failed"));
+    }
+    Error::io(context, err)
+}
+
+async fn pump_reads(sftp: Arc<SftpChannel>, handle: String, path: String, tx: mpsc::Sender<Chunk>) {
+    let mut chunk = READ_CHUNK;
+    let mut delivered: u64 = 0;
+    let mut next: u64 = 0;
+    let mut inflight = FuturesOrdered::new();
+    let outcome = loop {
+        while inflight.len() < READS_IN_FLIGHT {
+            let raw = sftp.raw.clone();
+            let handle = handle.clone();
+            let (at, len) = (next, chunk);
+            inflight.push_back(async move { (len, raw.read(handle, at, len).await) });
+            next += u64::from(len);
+        }
+        let Some((len, answer)) = inflight.next().await else { break Ok(()) };
+        match answer {
+            Ok(data) if data.data.is_empty() => break Ok(()),
+            Ok(data) => {
+                let n = data.data.len();
+                delivered += n as u64;
+                if tx.send(Ok(Some(Bytes::from(data.data)))).await.is_err() {
+                    break Ok(()); // the reader was dropped
+                }
+                if n < len as usize {
+                    // A short read: the server's limit, or the end of the file. Re-request
+                    // from where it stopped, at the size the server gives.
+                    inflight = FuturesOrdered::new();
+                    next = delivered;
+                    if n >= 4096 {
+                        chunk = n as u32;
+                    }
+                }
+            }
+            Err(SftpClientError::Status(s)) if s.status_code == StatusCode::Eof => break Ok(()),
+            Err(e) => break Err(sftp_error("read", &path, e)),
+        }
+    };
+    drop(inflight);
+    let _ = sftp.raw.close(handle).await;
+    let last = match outcome {
+        Ok(()) => Ok(None),
+        Err(e) => Err(io::Error::other(e)),
+    };
+    let _ = tx.send(last).await;
+}
+
+/// Fill `buf` from `source` until full or end of input; returns the bytes read.
+async fn fill<R: AsyncRead + Unpin>(source: &mut R, buf: &mut [u8]) -> io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match source.read(&mut buf[filled..]).await? {
+            0 => break,
+            n => filled += n,
+        }
+    }
+    Ok(filled)
+}
+
+async fn pump_writes<R>(sftp: &SftpChannel, handle: &str, temp: &str, source: &mut R) -> Result<u64>
+where
+    R: AsyncRead + Unpin + Send,
+{
+    let mut inflight: FuturesUnordered<_> = FuturesUnordered::new();
+    let mut offset: u64 = 0;
+    loop {
+        let mut buf = vec![0u8; WRITE_CHUNK];
+        let n = fill(source, &mut buf).await.map_err(|e| Error::io("reading the data to upload", e))?;
+        if n == 0 {
+            break;
+        }
+        buf.truncate(n);
+        while inflight.len() >= WRITES_IN_FLIGHT {
+            let done: Option<std::result::Result<(), SftpClientError>> = inflight.next().await;
+            if let Some(done) = done {
+                done.map_err(|e| sftp_error("write", temp, e))?;
+            }
+        }
+        let raw = sftp.raw.clone();
+        let handle = handle.to_string();
+        let at = offset;
+        inflight.push(async move {
+            raw.write(handle, at, buf).await.map(|_| ())
+        });
+        offset += n as u64;
+        // Poll once so the request leaves now, while the next chunk is being read.
+        while let Some(Some(done)) = inflight.next().now_or_never() {
+            done.map_err(|e| sftp_error("write", temp, e))?;
+        }
+        if n < WRITE_CHUNK {
+            break;
+        }
+    }
+    while let Some(done) = inflight.next().await {
+        done.map_err(|e| sftp_error("write", temp, e))?;
+    }
+    Ok(offset)
+}
+
+async fn write_atomic<R>(
+    sftp: &SftpChannel,
+    path: &str,
+    parent: &str,
+    name: &str,
+    mut source: R,
+    options: &WriteOptions,
+) -> Result<u64>
+where
+    R: AsyncRead + Unpin + Send,
+{
+    if options.create_parents {
+        super::sftp::mkdir_all(sftp, parent).await?;
+    }
+    // Keep the mode of the file being replaced unless told otherwise.
+    let mode = match options.mode {
+        Some(mode) => Some(mode),
+        None => match sftp.raw.stat(path).await {
+            Ok(attrs) => {
+                let meta = RemoteMetadata::from_attrs(&attrs.attrs);
+                if meta.is_dir() {
+                    return Err(SshError::Sftp {
+                        op: "write",
+                        path: path.to_string(),
+                        kind: super::error::SftpErrorKind::Failure,
+                        message: "is a directory".to_string(),
+                    }
+                    .into());
+                }
+                Some(meta.mode)
+            }
+            Err(e) => {
+                let err = sftp_error("stat", path, e);
+                if !err.is_not_found() {
+                    return Err(err.into());
+                }
+                None
+            }
+        },
+    };
+    let dir = parent.trim_end_matches('/');
+    let temp = format!("{dir}/.{name}.cos-{:016x}.tmp", rand::random::<u64>());
+    let attrs = FileAttributes { permissions: mode, ..FileAttributes::empty() };
+    let flags = OpenFlags::CREATE | OpenFlags::TRUNCATE | OpenFlags::WRITE | OpenFlags::EXCLUDE;
+    let handle = sftp.raw.open(temp.as_str(), flags, attrs).await.map_err(|e| sftp_error("create", &temp, e))?.handle;
+    let written = async {
+        let n = pump_writes(sftp, &handle, &temp, &mut source).await?;
+        if let Some(mode) = mode {
+            // The open attributes went through the guest's umask; set the exact bits.
+            let exact = FileAttributes { permissions: Some(mode), ..FileAttributes::empty() };
+            sftp.raw.fsetstat(handle.as_str(), exact).await.map_err(|e| sftp_error("chmod", &temp, e))?;
+        }
+        if sftp.supports(FSYNC) {
+            sftp.raw.fsync(handle.as_str()).await.map_err(|e| sftp_error("fsync", &temp, e))?;
+        }
+        Ok::<u64, Error>(n)
+    }
+    .await;
+    let closed = sftp.raw.close(handle).await.map_err(|e| Error::from(sftp_error("close", &temp, e)));
+    let renamed = match (written, closed) {
+        (Ok(n), Ok(_)) => rename_replacing(sftp, &temp, path).await.map(|()| n).map_err(Error::from),
+        (Err(e), _) | (Ok(_), Err(e)) => Err(e),
+    };
+    if renamed.is_err() {
+        let _ = sftp.raw.remove(temp.as_str()).await;
+    }
+    renamed
+}
