@@ -29,11 +29,13 @@ pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod guest;
+pub mod mcp;
 pub mod pty;
 pub mod snapshot;
 pub mod ssh;
 pub mod stream;
 pub mod transport;
+pub mod tools;
 pub mod tunnel;
 pub mod validate;
 

@@ -7,6 +7,7 @@ mod exec;
 mod files;
 mod fs;
 mod interactive;
+mod mcp;
 mod output;
 mod process;
 mod resolve;
@@ -122,6 +123,8 @@ enum Command {
     Usage(resources::UsageArgs),
     /// Desktop control of a `desktop:1` sandbox.
     Computer(computer::ComputerArgs),
+    /// Serve the `sandbox_*` agent tools over MCP on stdio (one sandbox per session).
+    Mcp(mcp::McpArgs),
 }
 
 /// What every command gets: the client and the printer.
@@ -231,6 +234,7 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<ExitCode> {
         Command::Device(c) => ok(resources::device(ctx, c).await),
         Command::Usage(a) => ok(resources::usage(ctx, a).await),
         Command::Computer(a) => ok(computer::computer(ctx, a).await),
+        Command::Mcp(a) => ok(mcp::mcp(ctx, a).await),
     }
 }
 

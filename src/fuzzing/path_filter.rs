@@ -52,16 +52,13 @@ pub fn path_filter(data: &[u8]) {
 
     // What to ask about: the names, every directory above them, and the paths that the
     // literal excludes and submodules must remove.
-    let mut queries: Vec<Vec<u8>> = Vec::new();
-    for name in &names {
-        queries.extend(ancestors(name).map(<[u8]>::to_vec));
-        queries.push(name.clone());
-    }
     let literals: Vec<(Vec<u8>, bool)> = patterns.iter().filter_map(|p| literal_exclude(p)).collect();
     let links: Vec<Vec<u8>> = gitlinks.iter().filter(|g| safe(g)).cloned().collect();
-    for path in literals.iter().map(|(path, _)| path).chain(&links) {
-        queries.push(path.clone());
-        queries.push(below(path));
+    let mut queries: Vec<Vec<u8>> = Vec::new();
+    let paths = literals.iter().map(|(path, _)| path).chain(&links);
+    for path in names.iter().cloned().chain(paths.flat_map(|p| [p.clone(), below(p)])) {
+        queries.extend(ancestors(&path).map(<[u8]>::to_vec));
+        queries.push(path);
     }
     let refs: Vec<&[u8]> = queries.iter().map(Vec::as_slice).collect();
     let context = || format!("patterns {patterns:?}, submodules {gitlinks:?}, data {}", show(data));

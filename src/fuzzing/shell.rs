@@ -2,7 +2,7 @@
 //! (`[type: u8][length: u32 BE][payload]`; 0 = data, 1 = resize with rows/cols u16 BE).
 //!
 //! Both take `[limit][seed: u16][…]`: `limit` with its top bit set keeps the default frame limit
-//! ([`MAX_FRAME`]), otherwise the limit is 1–32 bytes; `seed` draws the read splits.
+//! ([`MAX_FRAME`]), otherwise the limit is 4–35 bytes; `seed` draws the read splits.
 
 use bytes::{Bytes, BytesMut};
 use tokio_util::codec::{Decoder, Encoder};
@@ -28,7 +28,9 @@ fn codec_and_limit(limit: u8) -> (ShellCodec, usize) {
     if limit & 0x80 != 0 {
         (ShellCodec::default(), MAX_FRAME)
     } else {
-        let max = 1 + usize::from(limit) % 32;
+        // From 4 up: below the 4-byte resize payload a codec refuses the resize frames it
+        // encodes itself.
+        let max = 4 + usize::from(limit) % 32;
         (ShellCodec::with_max_frame(max), max)
     }
 }

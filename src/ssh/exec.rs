@@ -307,7 +307,7 @@ mod tests {
 
     #[test]
     fn stderr_cap_keeps_the_tail() {
-        let mut out = Vec::new();
+        let mut out: Vec<u8> = Vec::new();
         let mut sinks = Sinks { stdout: &mut out, stderr: Vec::new(), stderr_cap: Some(4) };
         sinks.push_stderr(b"abc");
         sinks.push_stderr(b"defg");

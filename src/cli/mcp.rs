@@ -1,0 +1,50 @@
+//! `cos mcp`: serve the agent tools over MCP on stdio.
+
+use std::path::PathBuf;
+
+use anyhow::{Context as _, Result};
+use clap::Args;
+use serde_json::{Map, Value};
+
+use createos_sandbox::tools::store::BindingStore;
+use createos_sandbox::tools::{Runtime, ToolsConfig};
+
+use super::Ctx;
+
+/// Options of `cos mcp`.
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// Session used by calls whose `_meta` names none (`createos/session`).
+    #[arg(long, default_value = "default", env = "CREATEOS_MCP_SESSION")]
+    session: String,
+    /// Host project directory the session bindings are keyed by (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    project: Option<PathBuf>,
+    /// Where bindings are kept (default: the user's state directory, else data directory).
+    #[arg(long, value_name = "DIR", env = "CREATEOS_STATE_DIR")]
+    state_dir: Option<PathBuf>,
+    /// Tool options as a JSON object: shape, rootfs, cwd, network, autoPause, persist, timeout.
+    /// Environment variables (CREATEOS_SHAPE, …) override them; unknown keys are refused.
+    #[arg(long, value_name = "JSON", default_value = "{}")]
+    options: String,
+}
+
+pub async fn mcp(ctx: &Ctx, args: McpArgs) -> Result<()> {
+    let options: Map<String, Value> = match serde_json::from_str(&args.options).context("--options is not JSON")? {
+        Value::Object(map) => map,
+        _ => anyhow::bail!("--options must be a JSON object"),
+    };
+    let config = ToolsConfig::resolve(&options, |k| std::env::var(k).ok())?;
+    let project = match args.project {
+        Some(p) => p,
+        None => std::env::current_dir().context("reading the current directory")?,
+    };
+    let project = std::fs::canonicalize(&project).with_context(|| format!("project directory {}", project.display()))?;
+    let state_dir = match args.state_dir {
+        Some(dir) => dir,
+        None => BindingStore::default_state_dir().context("no state or data directory for this user; pass --state-dir")?,
+    };
+    let runtime = Runtime::new(ctx.client.clone(), config, state_dir, project);
+    createos_sandbox::mcp::serve_stdio(runtime, args.session).await?;
+    Ok(())
+}

@@ -1,0 +1,169 @@
+//! `cos mcp`: the agent tools over the Model Context Protocol on stdio (official `rmcp` SDK).
+//!
+//! Nothing but protocol goes to stdout; logs go to stderr. `tools/list` is the catalog,
+//! `tools/call` runs a tool through the session runtime, and `notifications/cancelled`
+//! cancels that call's token, which stops any remote process it started.
+//!
+//! Sessions: a call's session id is `_meta["createos/session"]` of the `tools/call` request,
+//! else the server's default session. Each session gets its own sandbox.
+
+use std::sync::Arc;
+
+use base64::Engine;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult, MetaObject,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use serde_json::Value;
+
+use crate::tools::{self, catalog, CallCtx, Part, Runtime, ToolError, ToolOutput};
+
+/// `_meta` key naming the session of a `tools/call`.
+pub const SESSION_META_KEY: &str = "createos/session";
+
+/// Why the server could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum McpServeError {
+    /// The client never completed the handshake (or stdin closed first).
+    #[error("MCP initialization failed: {0}")]
+    Initialize(String),
+    /// The service task crashed.
+    #[error("MCP service stopped abnormally: {0}")]
+    Service(String),
+}
+
+/// The MCP face of the tool runtime.
+pub struct McpServer {
+    runtime: Arc<Runtime>,
+    default_session: String,
+    tools: Vec<Tool>,
+}
+
+impl McpServer {
+    /// A server over `runtime`; calls without a session id use `default_session`.
+    pub fn new(runtime: Arc<Runtime>, default_session: impl Into<String>) -> Self {
+        let tools = catalog::catalog()
+            .into_iter()
+            .map(|def| {
+                let schema = match def.input_schema {
+                    Value::Object(map) => map,
+                    _ => Default::default(),
+                };
+                Tool::new(def.name, def.description, Arc::new(schema))
+            })
+            .collect();
+        McpServer { runtime, default_session: default_session.into(), tools }
+    }
+}
+
+const INSTRUCTIONS: &str = "CreateOS sandboxes: remote Linux machines. Each MCP session gets its own sandbox, created on the first call that needs it (sandbox_exec without sandbox_id) and kept across restarts; sandbox_release destroys it. Use sandbox_exec for a command that finishes, sandbox_process_start for servers and background work. Egress is unrestricted by default; sandbox_firewall takes IP/CIDR rules only. Preview URLs are unverified until you check them.";
+
+fn render(output: ToolOutput) -> CallToolResult {
+    let content = output
+        .content
+        .into_iter()
+        .map(|part| match part {
+            Part::Text(text) => ContentBlock::text(text),
+            Part::Json(value) => ContentBlock::text(serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string())),
+            Part::Png(bytes) => ContentBlock::image(base64::engine::general_purpose::STANDARD.encode(bytes), "image/png"),
+        })
+        .collect();
+    let meta = (!output.meta.is_empty()).then(|| MetaObject(output.meta));
+    CallToolResult::success(content).with_meta(meta)
+}
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("cos", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools.clone()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let session = context
+            .meta
+            .get(SESSION_META_KEY)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .unwrap_or(&self.default_session)
+            .to_string();
+        // The call's token: cancelled by notifications/cancelled or by shutdown.
+        let cancel = self.runtime.lifetime().child_token();
+        let link = {
+            let (peer, mine) = (context.ct.clone(), cancel.clone());
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = peer.cancelled() => mine.cancel(),
+                    _ = mine.cancelled() => {}
+                }
+            })
+        };
+        let name = request.name.to_string();
+        tracing::debug!(tool = %name, %session, "tools/call");
+        let result = tools::call(&self.runtime, &name, request.arguments, CallCtx { session, cancel: cancel.clone() }).await;
+        link.abort();
+        match result {
+            Ok(output) => Ok(render(output).into()),
+            Err(ToolError::UnknownTool(name)) => Err(ErrorData::invalid_params(format!("unknown tool {name:?}"), None)),
+            Err(err) => {
+                tracing::info!(tool = %name, error = %err, "tool call failed");
+                Ok(CallToolResult::error(vec![ContentBlock::text(err.to_string())]).into())
+            }
+        }
+    }
+}
+
+/// Serve `runtime` on stdin/stdout until the client disconnects or SIGINT/SIGTERM, then shut
+/// the runtime down (cancelling in-flight calls; destroying owned sandboxes without `persist`).
+pub async fn serve_stdio(runtime: Arc<Runtime>, default_session: String) -> Result<(), McpServeError> {
+    let server = McpServer::new(runtime.clone(), default_session);
+    let result = async {
+        let running = server.serve(rmcp::transport::stdio()).await.map_err(|e| McpServeError::Initialize(e.to_string()))?;
+        let token = running.cancellation_token();
+        let stop = async {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = terminate() => {}
+            }
+            tracing::info!("signal received; stopping the MCP server");
+            token.cancel();
+        };
+        tokio::select! {
+            quit = running.waiting() => { quit.map_err(|e| McpServeError::Service(e.to_string()))?; }
+            _ = stop => {}
+        }
+        Ok(())
+    }
+    .await;
+    runtime.shutdown().await;
+    result
+}
+
+#[cfg(unix)]
+async fn terminate() {
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(mut s) => {
+            s.recv().await;
+        }
+        Err(_) => std::future::pending().await,
+    }
+}
+
+#[cfg(not(unix))]
+async fn terminate() {
+    std::future::pending().await
+}

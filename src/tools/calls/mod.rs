@@ -1,0 +1,115 @@
+//! Tool calls: argument checking, in-flight accounting, deadlines and cancellation around
+//! one module per group of tools.
+
+mod desktop;
+mod exec;
+mod lifecycle;
+mod process;
+mod resources;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use super::args::Args;
+use super::catalog::{self, PREFIX};
+use super::runtime::Runtime;
+use super::{CallCtx, ToolError, ToolOutput};
+use crate::Sandbox;
+
+/// Run tool `name` with `arguments` for the caller described by `ctx`.
+pub async fn call(rt: &Arc<Runtime>, name: &str, arguments: Option<Map<String, Value>>, ctx: CallCtx) -> Result<ToolOutput, ToolError> {
+    let def = catalog::find(name).ok_or_else(|| ToolError::UnknownTool(name.to_string()))?;
+    let args = Args::check(&def.input_schema, arguments)?;
+    let short = &def.name[PREFIX.len()..];
+    if short == "status" {
+        return Ok(ToolOutput::json(rt.status(&ctx.session)));
+    }
+    if short == "release" {
+        // Not counted as in flight: release is refused while *other* calls run.
+        return lifecycle::release(rt, &args, &ctx).await;
+    }
+    let _in_flight = rt.begin(&ctx.session)?;
+    // exec and process_start handle cancellation themselves, so the remote process is
+    // stopped (awaited) rather than abandoned.
+    if short == "exec" {
+        return exec::exec(rt, &args, &ctx).await;
+    }
+    if short == "process_start" {
+        return process::start(rt, &args, &ctx).await;
+    }
+    let deadline = rt.config().timeout;
+    tokio::select! {
+        result = dispatch(rt, short, &args, &ctx) => result,
+        _ = ctx.cancel.cancelled() => Err(ToolError::Cancelled),
+        _ = sleep_or_forever(deadline) => Err(ToolError::Timeout(deadline.unwrap_or_default())),
+    }
+}
+
+async fn dispatch(rt: &Arc<Runtime>, short: &str, args: &Args, ctx: &CallCtx) -> Result<ToolOutput, ToolError> {
+    match short {
+        "create" => lifecycle::create(rt, args).await,
+        "info" => lifecycle::info(rt, args, ctx).await,
+        "list" => lifecycle::list(rt).await,
+        "pause" => lifecycle::pause(rt, args, ctx).await,
+        "resume" => lifecycle::resume(rt, args, ctx).await,
+        "fork" => lifecycle::fork(rt, args, ctx).await,
+        "destroy" => lifecycle::destroy(rt, args, ctx).await,
+        "shapes" => resources::shapes(rt).await,
+        "images" => resources::images(rt).await,
+        "ingress" => resources::ingress(rt, args).await,
+        "preview_url" => resources::preview_url(rt, args).await,
+        "firewall" => resources::firewall(rt, args).await,
+        "bandwidth" => resources::bandwidth(rt, args).await,
+        "network_create" => resources::network_create(rt, args).await,
+        "network_list" => resources::network_list(rt).await,
+        "network_show" => resources::network_show(rt, args).await,
+        "network_delete" => resources::network_delete(rt, args).await,
+        "network_attach" => resources::network_attach(rt, args, true).await,
+        "network_detach" => resources::network_attach(rt, args, false).await,
+        "process_list" => process::list(rt, args).await,
+        "process_get" => process::get(rt, args).await,
+        "process_output" => process::output(rt, args).await,
+        "process_stop" => process::stop(rt, args).await,
+        "process_input" => process::input(rt, args).await,
+        "process_close_stdin" => process::close_stdin(rt, args).await,
+        "screenshot" => desktop::screenshot(rt, args).await,
+        "computer" => desktop::computer(rt, args).await,
+        other => Err(ToolError::UnknownTool(format!("{PREFIX}{other}"))),
+    }
+}
+
+/// The sandbox a call targets: `sandbox_id`, else the session's (allocated on first use).
+/// The flag tells whether it is the session sandbox.
+async fn target(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<(Sandbox, bool), ToolError> {
+    match args.opt_str("sandbox_id") {
+        Some(id) => Ok((rt.client().sandbox(id)?, false)),
+        None => Ok((rt.session_sandbox(&ctx.session, &ctx.cancel).await?, true)),
+    }
+}
+
+/// An explicitly named sandbox.
+fn named(rt: &Runtime, args: &Args) -> Result<Sandbox, ToolError> {
+    Ok(rt.client().sandbox(args.str("sandbox_id")?)?)
+}
+
+fn to_json(value: impl serde::Serialize) -> Result<Value, ToolError> {
+    serde_json::to_value(value).map_err(|e| ToolError::Internal(format!("encoding a result: {e}")))
+}
+
+async fn sleep_or_forever(limit: Option<Duration>) {
+    match limit {
+        Some(d) => tokio::time::sleep(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Map the library's cancellation and timeout to the tool's.
+fn run_error(err: crate::Error) -> ToolError {
+    match err {
+        crate::Error::Cancelled => ToolError::Cancelled,
+        crate::Error::Timeout { after, .. } => ToolError::Timeout(after),
+        other => ToolError::Api(other),
+    }
+}

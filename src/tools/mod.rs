@@ -1,0 +1,95 @@
+//! The agent tools: the catalog of `sandbox_*` tools with their JSON Schemas ([`catalog`]),
+//! the session runtime ([`runtime`]: bindings, single-flight allocation, persistence,
+//! release), and the calls themselves ([`calls`]). Faces such as `cos mcp` only translate
+//! their protocol to [`call`].
+
+pub mod args;
+pub mod calls;
+pub mod catalog;
+pub mod config;
+pub mod runtime;
+pub mod store;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+
+pub use calls::call;
+pub use config::{ConfigError, ToolsConfig};
+pub use runtime::Runtime;
+
+/// Why a tool call failed. The message is what the agent sees.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    /// The arguments do not fit the tool's schema or rules.
+    #[error("invalid arguments: {0}")]
+    InvalidArgs(String),
+    /// No tool of that name.
+    #[error("unknown tool {0:?}")]
+    UnknownTool(String),
+    /// The runtime refused (release while busy, changed configuration, …).
+    #[error("{0}")]
+    Refused(String),
+    /// The caller cancelled; remote work was stopped.
+    #[error("cancelled")]
+    Cancelled,
+    /// The deadline passed; remote work was stopped.
+    #[error("timed out after {0:?}")]
+    Timeout(Duration),
+    /// The control plane or the transport failed.
+    #[error(transparent)]
+    Api(#[from] crate::Error),
+    /// Reading or writing the binding store failed.
+    #[error("session binding store: {0}")]
+    Store(#[from] std::io::Error),
+    /// A bug or a crashed task.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// One piece of a tool result.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Part {
+    /// Plain text.
+    Text(String),
+    /// A JSON value (rendered pretty-printed).
+    Json(Value),
+    /// A PNG image.
+    Png(Vec<u8>),
+}
+
+/// The result of a successful call: content plus metadata (sandbox id, exit code, truncated).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ToolOutput {
+    /// Content parts.
+    pub content: Vec<Part>,
+    /// Metadata for the client.
+    pub meta: Map<String, Value>,
+}
+
+impl ToolOutput {
+    /// A JSON result.
+    pub fn json(value: Value) -> Self {
+        ToolOutput { content: vec![Part::Json(value)], meta: Map::new() }
+    }
+
+    /// Add a metadata entry.
+    pub fn with(mut self, key: &str, value: impl Into<Value>) -> Self {
+        self.meta.insert(key.to_string(), value.into());
+        self
+    }
+}
+
+/// Who is calling and how to stop it.
+#[derive(Clone, Debug)]
+pub struct CallCtx {
+    /// Session id: each session gets its own sandbox.
+    pub session: String,
+    /// Cancelled when the caller gives up or the runtime shuts down.
+    pub cancel: CancellationToken,
+}
+
+/// Shared handle used by the faces.
+pub type SharedRuntime = Arc<Runtime>;

@@ -1,0 +1,165 @@
+//! A tar of chosen files of a local directory (the changed files of a sync), written on a
+//! blocking thread into a bounded channel. Symlinks are archived as links (never followed);
+//! every parent directory gets its own entry first, so unpacking replaces a guest symlink
+//! standing where a directory belongs instead of writing through it. A file that changes type
+//! or shrinks while being read fails the archive (the error reaches the reader).
+
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::{Bytes, BytesMut};
+use tar::{EntryType, Header};
+use tokio::sync::mpsc;
+use tokio_util::io::StreamReader;
+
+use super::remote::TarReader;
+
+const CHUNK: usize = 64 * 1024;
+
+/// The tar of `names` (relative `/`-separated paths of files or symlinks under `root`), as a
+/// reader for [`super::Remote::put_tar`].
+pub fn tar_of(root: PathBuf, mut names: Vec<String>) -> TarReader {
+    names.sort();
+    names.dedup();
+    let (tx, reader) = channel_reader(4);
+    let writer = ChannelWriter { tx: tx.clone(), buf: BytesMut::with_capacity(CHUNK) };
+    std::thread::spawn(move || {
+        if let Err(e) = write_tar(&root, &names, writer) {
+            let _ = tx.blocking_send(Err(e));
+        }
+    });
+    reader
+}
+
+fn write_tar(root: &Path, names: &[String], out: ChannelWriter) -> io::Result<()> {
+    let mut builder = tar::Builder::new(out);
+    let mut done_dirs: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+    for name in names {
+        let mut prefix = String::new();
+        let parts: Vec<&str> = name.split('/').collect();
+        for part in &parts[..parts.len() - 1] {
+            if !prefix.is_empty() {
+                prefix.push('/');
+            }
+            prefix.push_str(part);
+            if done_dirs.insert(prefix.clone()) {
+                let meta = std::fs::symlink_metadata(root.join(&prefix))?;
+                if !meta.is_dir() {
+                    return Err(io::Error::other(format!("{prefix} is no longer a directory")));
+                }
+                let mut header = header_for(&meta, EntryType::Directory, 0);
+                builder.append_data(&mut header, format!("{prefix}/"), io::empty())?;
+            }
+        }
+        let full = root.join(name);
+        let meta = std::fs::symlink_metadata(&full)?;
+        if meta.file_type().is_symlink() {
+            let target = std::fs::read_link(&full)?;
+            let mut header = header_for(&meta, EntryType::Symlink, 0);
+            builder.append_link(&mut header, name, &target)?;
+        } else if meta.is_file() {
+            let file = File::open(&full)?;
+            let opened = file.metadata()?;
+            // the name must still be the file that was looked at (not swapped for a link)
+            if opened.ino() != meta.ino() || opened.dev() != meta.dev() || !opened.is_file() {
+                return Err(io::Error::other(format!("{name} changed while being archived")));
+            }
+            let len = opened.len();
+            let mut header = header_for(&opened, EntryType::Regular, len);
+            let reader = Exact { inner: file.take(len), left: len, name };
+            builder.append_data(&mut header, name, reader)?;
+        } else {
+            return Err(io::Error::other(format!("{name} is not a regular file or symlink")));
+        }
+    }
+    let mut out = builder.into_inner()?;
+    out.send()
+}
+
+fn header_for(meta: &std::fs::Metadata, kind: EntryType, size: u64) -> Header {
+    let mut header = Header::new_gnu();
+    header.set_entry_type(kind);
+    header.set_size(size);
+    header.set_mode(meta.permissions().mode() & 0o7777);
+    header.set_mtime(meta.mtime().max(0) as u64);
+    header.set_uid(0);
+    header.set_gid(0);
+    header
+}
+
+/// Reads exactly `left` bytes; an early end is an error (the file shrank).
+struct Exact<'a, R> {
+    inner: R,
+    left: u64,
+    name: &'a str,
+}
+
+impl<R: Read> Read for Exact<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.left == 0 {
+            return Ok(0);
+        }
+        let n = self.inner.read(buf)?;
+        if n == 0 {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, format!("{} shrank while being archived", self.name)));
+        }
+        self.left -= n as u64;
+        Ok(n)
+    }
+}
+
+/// `Write` into the channel in chunks.
+struct ChannelWriter {
+    tx: mpsc::Sender<io::Result<Bytes>>,
+    buf: BytesMut,
+}
+
+impl ChannelWriter {
+    fn send(&mut self) -> io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let chunk = std::mem::replace(&mut self.buf, BytesMut::with_capacity(CHUNK)).freeze();
+        self.tx
+            .blocking_send(Ok(chunk))
+            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the archive reader was dropped"))
+    }
+}
+
+impl Write for ChannelWriter {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        let n = data.len().min(CHUNK - self.buf.len());
+        self.buf.extend_from_slice(&data[..n]);
+        if self.buf.len() == CHUNK {
+            self.send()?;
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A bounded channel of chunks, read as an `AsyncRead`.
+fn channel_reader(capacity: usize) -> (mpsc::Sender<io::Result<Bytes>>, TarReader) {
+    let (tx, rx) = mpsc::channel(capacity);
+    (tx, Box::pin(StreamReader::new(ReceiverStream { rx })))
+}
+
+/// An mpsc receiver as a `Stream`.
+struct ReceiverStream {
+    rx: mpsc::Receiver<io::Result<Bytes>>,
+}
+
+impl futures::Stream for ReceiverStream {
+    type Item = io::Result<Bytes>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.rx.poll_recv(cx)
+    }
+}

@@ -1,0 +1,428 @@
+//! `cos mcp` end to end: the real binary over stdio, JSON-RPC written by hand, against the
+//! in-process emulator.
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use base64::Engine;
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+/// Upper bound for any single protocol answer; generous for a loaded 2-core machine.
+const ANSWER_LIMIT: Duration = Duration::from_secs(120);
+
+struct Mcp {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Lines<BufReader<ChildStdout>>,
+    next_id: u64,
+    stash: HashMap<u64, Value>,
+}
+
+struct Setup<'a> {
+    env: &'a common::Env,
+    state: &'a Path,
+    project: &'a Path,
+    options: &'a str,
+    extra_env: Vec<(&'static str, String)>,
+}
+
+impl<'a> Setup<'a> {
+    fn new(env: &'a common::Env, state: &'a Path, project: &'a Path) -> Self {
+        Setup { env, state, project, options: "{}", extra_env: Vec::new() }
+    }
+
+    fn command(&self) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cos"));
+        cmd.arg("mcp")
+            .arg("--state-dir")
+            .arg(self.state)
+            .arg("--project")
+            .arg(self.project)
+            .arg("--options")
+            .arg(self.options)
+            .env("CREATEOS_SANDBOX_BASE_URL", self.env.base_url())
+            .env("CREATEOS_API_KEY", self.env.mock.api_key())
+            .env("HOME", self.state)
+            .env("RUST_LOG", "warn");
+        for var in ["CREATEOS_SHAPE", "CREATEOS_ROOTFS", "CREATEOS_CWD", "CREATEOS_NETWORK", "CREATEOS_AUTO_PAUSE", "CREATEOS_PERSIST", "CREATEOS_TIMEOUT", "CREATEOS_MCP_SESSION", "CREATEOS_STATE_DIR"] {
+            cmd.env_remove(var);
+        }
+        for (k, v) in &self.extra_env {
+            cmd.env(k, v);
+        }
+        cmd
+    }
+
+    async fn start(&self) -> Mcp {
+        let mut child = self
+            .command()
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("cos mcp starts");
+        let stdin = child.stdin.take();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut mcp = Mcp { child, stdin, lines, next_id: 0, stash: HashMap::new() };
+        let init = mcp
+            .request("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}))
+            .await;
+        assert_eq!(init["result"]["serverInfo"]["name"], "cos", "{init}");
+        mcp.notify("notifications/initialized", json!({})).await;
+        mcp
+    }
+}
+
+impl Mcp {
+    async fn send(&mut self, message: Value) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        let mut line = serde_json::to_vec(&message).unwrap();
+        line.push(b'\n');
+        stdin.write_all(&line).await.unwrap();
+        stdin.flush().await.unwrap();
+    }
+
+    async fn notify(&mut self, method: &str, params: Value) {
+        self.send(json!({"jsonrpc": "2.0", "method": method, "params": params})).await;
+    }
+
+    /// Send a request; answer with its id.
+    async fn send_request(&mut self, method: &str, params: Value) -> u64 {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await;
+        id
+    }
+
+    /// The response to `id`, keeping others for later. Every stdout line must be JSON-RPC.
+    async fn response(&mut self, id: u64) -> Value {
+        if let Some(v) = self.stash.remove(&id) {
+            return v;
+        }
+        loop {
+            let line = tokio::time::timeout(ANSWER_LIMIT, self.lines.next_line())
+                .await
+                .expect("an answer in time")
+                .unwrap()
+                .expect("stdout open");
+            let msg: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("non-protocol output on stdout {line:?}: {e}"));
+            assert_eq!(msg["jsonrpc"], "2.0", "{msg}");
+            let Some(got) = msg["id"].as_u64() else { continue };
+            if got == id {
+                return msg;
+            }
+            self.stash.insert(got, msg);
+        }
+    }
+
+    async fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send_request(method, params).await;
+        self.response(id).await
+    }
+
+    fn call_params(name: &str, args: Value, session: Option<&str>) -> Value {
+        let mut params = json!({"name": name, "arguments": args});
+        if let Some(s) = session {
+            params["_meta"] = json!({"createos/session": s});
+        }
+        params
+    }
+
+    /// A tools/call result (the `result` member).
+    async fn call(&mut self, name: &str, args: Value, session: Option<&str>) -> Value {
+        let answer = self.request("tools/call", Self::call_params(name, args, session)).await;
+        answer.get("result").cloned().unwrap_or_else(|| panic!("no result: {answer}"))
+    }
+
+    /// Close stdin and wait for a clean exit.
+    async fn stop(mut self) {
+        drop(self.stdin.take());
+        let status = tokio::time::timeout(ANSWER_LIMIT, self.child.wait()).await.expect("exits in time").unwrap();
+        assert!(status.success(), "cos mcp exit status {status}");
+    }
+}
+
+fn ok_json(result: &Value) -> Value {
+    assert_ne!(result["isError"], true, "tool failed: {result}");
+    serde_json::from_str(result["content"][0]["text"].as_str().expect("text content")).expect("JSON text")
+}
+
+fn error_text(result: &Value) -> String {
+    assert_eq!(result["isError"], true, "expected a tool error: {result}");
+    result["content"][0]["text"].as_str().unwrap_or_default().to_string()
+}
+
+fn sandbox_of(result: &Value) -> String {
+    result["_meta"]["sandboxId"].as_str().unwrap_or_else(|| panic!("no sandboxId: {result}")).to_string()
+}
+
+async fn creates(env: &common::Env) -> u64 {
+    env.requests("createSandbox").await
+}
+
+async fn wait_live_processes(env: &common::Env, want_zero: bool) -> u64 {
+    let mut live = 0;
+    for _ in 0..600 {
+        live = env.stats().await["live_processes"].as_u64().unwrap_or(0);
+        if (live == 0) == want_zero {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    live
+}
+
+async fn sandbox_status(env: &common::Env, id: &str) -> String {
+    env.client.get_sandbox(id).await.unwrap().status().as_str().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn catalog_is_closed_and_listing_allocates_nothing() {
+    let env = common::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut mcp = Setup::new(&env, dir.path(), dir.path()).start().await;
+    let list = mcp.request("tools/list", json!({})).await;
+    let tools = list["result"]["tools"].as_array().expect("tools");
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    for want in ["sandbox_status", "sandbox_exec", "sandbox_process_start", "sandbox_screenshot", "sandbox_release", "sandbox_create"] {
+        assert!(names.contains(&want), "{want} missing from {names:?}");
+    }
+    for tool in tools {
+        let schema = &tool["inputSchema"];
+        assert_eq!(schema["type"], "object", "{tool}");
+        assert_eq!(schema["additionalProperties"], false, "{tool}");
+        assert!(tool["name"].as_str().unwrap().starts_with("sandbox_"));
+        assert!(tool["description"].as_str().is_some_and(|d| d.len() > 20), "{tool}");
+    }
+    // Arguments outside the schema are refused before anything runs.
+    let refused = mcp.call("sandbox_exec", json!({"command": "true", "bogus": 1}), None).await;
+    assert!(error_text(&refused).contains("bogus"));
+    let unknown = mcp.request("tools/call", Mcp::call_params("sandbox_nope", json!({}), None)).await;
+    assert!(unknown.get("error").is_some(), "{unknown}");
+    let status = ok_json(&mcp.call("sandbox_status", json!({}), None).await);
+    assert_eq!(status["sandbox"], Value::Null);
+    assert_eq!(creates(&env).await, 0);
+    mcp.stop().await;
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_first_calls_share_one_sandbox_and_sessions_do_not() {
+    let env = common::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut mcp = Setup::new(&env, dir.path(), dir.path()).start().await;
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        ids.push(mcp.send_request("tools/call", Mcp::call_params("sandbox_exec", json!({"command": format!("echo {i}")}), Some("s1"))).await);
+    }
+    let mut sandboxes = Vec::new();
+    for (i, id) in ids.into_iter().enumerate() {
+        let result = mcp.response(id).await["result"].clone();
+        assert_eq!(ok_json(&result)["stdout"], format!("{i}\n"));
+        sandboxes.push(sandbox_of(&result));
+    }
+    sandboxes.dedup();
+    assert_eq!(sandboxes.len(), 1, "{sandboxes:?}");
+    assert_eq!(creates(&env).await, 1);
+
+    let other = mcp.call("sandbox_exec", json!({"command": "true"}), Some("s2")).await;
+    assert_ne!(sandbox_of(&other), sandboxes[0]);
+    assert_eq!(creates(&env).await, 2);
+    mcp.stop().await;
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn exec_returns_output_exit_code_and_runs_in_the_session_cwd() {
+    let env = common::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut mcp = Setup::new(&env, dir.path(), dir.path()).start().await;
+    let result = mcp.call("sandbox_exec", json!({"command": "echo out; echo err >&2; pwd >&2; exit 3"}), None).await;
+    let body = ok_json(&result);
+    assert_eq!(body["stdout"], "out\n");
+    assert_eq!(body["stderr"], "err\n/root/workspace\n");
+    assert_eq!(body["code"], 3);
+    assert_eq!(body["truncated"], false);
+    assert_eq!(result["_meta"]["exitCode"], 3);
+    // Stdin is at EOF: a command that reads it does not hang.
+    let cat = ok_json(&mcp.call("sandbox_exec", json!({"command": "cat; echo done", "cwd": "/tmp"}), None).await);
+    assert_eq!(cat["stdout"], "done\n");
+    // Output beyond the bound is cut and flagged.
+    let big = ok_json(&mcp.call("sandbox_exec", json!({"command": "head -c 1100000 /dev/zero | tr '\\0' x"}), None).await);
+    assert_eq!(big["truncated"], true);
+    assert_eq!(big["stdout"].as_str().unwrap().len(), 1 << 20);
+    mcp.stop().await;
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cancelling_a_call_stops_the_remote_process_tree() {
+    let env = common::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut mcp = Setup::new(&env, dir.path(), dir.path()).start().await;
+    ok_json(&mcp.call("sandbox_exec", json!({"command": "true"}), None).await);
+    assert_eq!(wait_live_processes(&env, true).await, 0);
+    let id = mcp.send_request("tools/call", Mcp::call_params("sandbox_exec", json!({"command": "sleep 300 & sleep 300; wait", "timeout": 0}), None)).await;
+    assert!(wait_live_processes(&env, false).await > 0, "the exec never started");
+    // Release is refused while the session has a call in flight.
+    let refused = mcp.call("sandbox_release", json!({}), None).await;
+    assert!(error_text(&refused).contains("in flight"), "{refused}");
+    mcp.notify("notifications/cancelled", json!({"requestId": id, "reason": "test"})).await;
+    assert_eq!(wait_live_processes(&env, true).await, 0, "the remote tree survived the cancellation");
+    // The server stays usable.
+    ok_json(&mcp.call("sandbox_status", json!({}), None).await);
+    mcp.stop().await;
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_timeout_stops_the_remote_process_tree() {
+    let env = common::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut mcp = Setup::new(&env, dir.path(), dir.path()).start().await;
+    let result = mcp.call("sandbox_exec", json!({"command": "sleep 300", "timeout": 300}), None).await;
+    assert!(error_text(&result).contains("timed out"));
+    assert_eq!(wait_live_processes(&env, true).await, 0);
+    mcp.stop().await;
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn release_destroys_and_forget_keeps_the_sandbox() {
+    let env = common::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut mcp = Setup::new(&env, dir.path(), dir.path()).start().await;
+    let first = sandbox_of(&mcp.call("sandbox_exec", json!({"command": "true"}), None).await);
+    let forgot = ok_json(&mcp.call("sandbox_release", json!({"forget": true}), None).await);
+    assert_eq!(forgot["sandbox"], first);
+    assert_eq!(sandbox_status(&env, &first).await, "running");
+
+    let second = sandbox_of(&mcp.call("sandbox_exec", json!({"command": "true"}), None).await);
+    assert_ne!(first, second);
+    let released = ok_json(&mcp.call("sandbox_release", json!({}), None).await);
+    assert_eq!(released["destroyed"], true);
+    let status = sandbox_status(&env, &second).await;
+    assert!(status == "destroyed" || status == "destroying", "{status}");
+    let status = ok_json(&mcp.call("sandbox_status", json!({}), None).await);
+    assert_eq!(status["sandbox"], Value::Null);
+    // Nothing bound: a second release says so.
+    assert_eq!(ok_json(&mcp.call("sandbox_release", json!({}), None).await)["released"], false);
+    mcp.stop().await;
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bindings_survive_a_restart_unless_persist_is_off() {
+    let env = common::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let setup = Setup::new(&env, dir.path(), dir.path());
+    let mut mcp = setup.start().await;
+    let first = sandbox_of(&mcp.call("sandbox_exec", json!({"command": "touch /root/workspace/marker"}), Some("p")).await);
+    mcp.stop().await;
+    assert_eq!(sandbox_status(&env, &first).await, "running");
+
+    let mut mcp = setup.start().await;
+    let again = mcp.call("sandbox_exec", json!({"command": "ls /root/workspace"}), Some("p")).await;
+    assert_eq!(sandbox_of(&again), first);
+    assert_eq!(ok_json(&again)["stdout"], "marker\n");
+    assert_eq!(creates(&env).await, 1);
+    // A paused sandbox is resumed on reattach.
+    ok_json(&mcp.call("sandbox_pause", json!({}), Some("p")).await);
+    mcp.stop().await;
+    let mut mcp = setup.start().await;
+    assert_eq!(sandbox_of(&mcp.call("sandbox_exec", json!({"command": "true"}), Some("p")).await), first);
+    mcp.stop().await;
+
+    // persist: false destroys the session sandbox at shutdown and leaves explicit ones alone.
+    let other = tempfile::tempdir().unwrap();
+    let mut ephemeral = Setup::new(&env, other.path(), other.path());
+    ephemeral.options = r#"{"persist": false}"#;
+    let mut mcp = ephemeral.start().await;
+    let session_box = sandbox_of(&mcp.call("sandbox_exec", json!({"command": "true"}), None).await);
+    let explicit = ok_json(&mcp.call("sandbox_create", json!({}), None).await)["sandbox_id"].as_str().unwrap().to_string();
+    mcp.stop().await;
+    let status = sandbox_status(&env, &session_box).await;
+    assert!(status == "destroyed" || status == "destroying", "{status}");
+    assert_eq!(sandbox_status(&env, &explicit).await, "running");
+    assert_eq!(sandbox_status(&env, &first).await, "running");
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn invalid_configuration_is_refused_at_start() {
+    let env = common::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut setup = Setup::new(&env, dir.path(), dir.path());
+    setup.options = r#"{"shape": "s-2vcpu-2gb", "bogus": true}"#;
+    let out = setup.command().stdin(Stdio::null()).output().await.unwrap();
+    assert!(!out.status.success());
+    assert!(out.stdout.is_empty(), "stdout must stay protocol-only");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown option \"bogus\""), "{}", String::from_utf8_lossy(&out.stderr));
+
+    let mut setup = Setup::new(&env, dir.path(), dir.path());
+    setup.extra_env.push(("CREATEOS_PERSIST", "yes".into()));
+    let out = setup.command().stdin(Stdio::null()).output().await.unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("CREATEOS_PERSIST"));
+
+    // The environment wins over options.
+    let mut setup = Setup::new(&env, dir.path(), dir.path());
+    setup.options = r#"{"cwd": "/srv/a"}"#;
+    setup.extra_env.push(("CREATEOS_CWD", "/srv/b".into()));
+    let mut mcp = setup.start().await;
+    assert_eq!(ok_json(&mcp.call("sandbox_status", json!({}), None).await)["cwd"], "/srv/b");
+    mcp.stop().await;
+    assert_eq!(creates(&env).await, 0);
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn screenshot_is_an_inline_png_and_processes_run_in_the_background() {
+    let env = common::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut mcp = Setup::new(&env, dir.path(), dir.path()).start().await;
+    let desk = ok_json(&mcp.call("sandbox_create", json!({"rootfs": "desktop:1"}), None).await);
+    let id = desk["sandbox_id"].as_str().unwrap().to_string();
+    let shot = mcp.call("sandbox_screenshot", json!({"sandbox_id": id}), None).await;
+    assert_ne!(shot["isError"], true, "{shot}");
+    let part = &shot["content"][0];
+    assert_eq!(part["type"], "image");
+    assert_eq!(part["mimeType"], "image/png");
+    let png = base64::engine::general_purpose::STANDARD.decode(part["data"].as_str().unwrap()).unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    let screen = ok_json(&mcp.call("sandbox_computer", json!({"sandbox_id": id, "op": "screen"}), None).await);
+    assert!(screen["width"].as_u64().unwrap() > 0, "{screen}");
+
+    // A background process outlives its call; its output is readable; stop ends it.
+    let started = ok_json(&mcp.call("sandbox_process_start", json!({"sandbox_id": id, "command": "echo ready; read line; echo got $line; sleep 300"}), None).await);
+    let pid = started["process_id"].as_str().unwrap().to_string();
+    ok_json(&mcp.call("sandbox_process_input", json!({"sandbox_id": id, "process_id": pid, "text": "hello\n"}), None).await);
+    let mut seen = String::new();
+    for _ in 0..200 {
+        let out = ok_json(&mcp.call("sandbox_process_output", json!({"sandbox_id": id, "process_id": pid}), None).await);
+        seen = out["stdout"].as_str().unwrap().to_string();
+        if seen.contains("got hello") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(seen, "ready\ngot hello\n");
+    let listed = ok_json(&mcp.call("sandbox_process_list", json!({"sandbox_id": id}), None).await);
+    assert!(listed.as_array().unwrap().iter().any(|p| p["process_id"] == pid.as_str()));
+    ok_json(&mcp.call("sandbox_process_stop", json!({"sandbox_id": id, "process_id": pid}), None).await);
+    assert_eq!(wait_live_processes(&env, true).await, 0);
+
+    let refused = mcp.call("sandbox_firewall", json!({"sandbox_id": id, "rules": ["example.com"]}), None).await;
+    assert!(error_text(&refused).contains("IP"));
+    ok_json(&mcp.call("sandbox_firewall", json!({"sandbox_id": id, "rules": ["10.0.0.0/8"]}), None).await);
+    ok_json(&mcp.call("sandbox_destroy", json!({"sandbox_id": id}), None).await);
+    mcp.stop().await;
+    env.shutdown().await;
+}
