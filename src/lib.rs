@@ -34,6 +34,8 @@ pub mod pty;
 pub mod snapshot;
 pub mod ssh;
 pub mod stream;
+pub mod sync;
+pub mod transfer;
 pub mod transport;
 pub mod tools;
 pub mod tunnel;

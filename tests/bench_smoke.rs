@@ -17,7 +17,7 @@ mod stats;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use interleave::{alternate, round_order, Contender, Sample};
+use interleave::{alternate, round_orders, Contender, Sample, ORDER_SEED};
 use stats::{median, mib_per_s, percentile, ratio, verdict, Comparison, Goal, Measure, Side, Verdict};
 
 #[test]
@@ -202,11 +202,31 @@ fn machine_parsing() {
 }
 
 #[test]
-fn rounds_rotate_the_starting_contender() {
-    assert_eq!(round_order(0, 3), vec![0, 1, 2]);
-    assert_eq!(round_order(1, 3), vec![1, 2, 0]);
-    assert_eq!(round_order(5, 2), vec![1, 0]);
-    assert!(round_order(3, 0).is_empty());
+fn rounds_are_seeded_permutations_with_balanced_neighbours() {
+    let orders = round_orders(3, 600, ORDER_SEED);
+    assert_eq!(orders.len(), 600);
+    for order in &orders {
+        let mut sorted = order.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, vec![0, 1, 2]);
+    }
+    assert_eq!(orders, round_orders(3, 600, ORDER_SEED), "the same seed gives the same schedule");
+    assert_ne!(orders, round_orders(3, 600, ORDER_SEED + 1));
+    // Over the whole run every contender is sampled right after every other one, and none
+    // is stuck behind the same neighbour (a rotated order would always put 0 after 2).
+    let sequence: Vec<usize> = orders.concat();
+    let mut follows = [[0usize; 3]; 3];
+    for pair in sequence.windows(2) {
+        follows[pair[0]][pair[1]] += 1;
+    }
+    for (before, row) in follows.iter().enumerate() {
+        for (after, &count) in row.iter().enumerate() {
+            if before != after {
+                assert!(count > 150, "{after} followed {before} only {count} times: {follows:?}");
+            }
+        }
+    }
+    assert!(round_orders(0, 2, ORDER_SEED).iter().all(Vec::is_empty));
 }
 
 /// Records the global order of calls; its "duration" is its call count, so the test can check
@@ -238,7 +258,8 @@ async fn alternate_interleaves_and_drops_warmup() {
     let mut contenders: Vec<Box<dyn Contender>> =
         (0..2).map(|id| Box::new(Recorder { id, calls: 0, log: log.clone() }) as Box<dyn Contender>).collect();
     let samples = alternate(&mut contenders, 1, 3).await.unwrap();
-    assert_eq!(*log.lock().unwrap(), vec![0, 1, 1, 0, 0, 1, 1, 0]);
+    let expected: Vec<usize> = round_orders(2, 4, ORDER_SEED).concat();
+    assert_eq!(*log.lock().unwrap(), expected, "one sample of each per round, in the schedule's order");
     // the warm-up (call 1) is not kept
     let kept: Vec<u64> = samples[0].iter().map(|s| s.bytes).collect();
     assert_eq!(kept, vec![2, 3, 4]);

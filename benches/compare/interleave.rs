@@ -1,10 +1,18 @@
-//! Alternating sampling: every contender of a row takes one sample per round, in an order that
-//! rotates each round (A,B,C then B,C,A …), so drift in machine load, CPU frequency or cache
-//! state lands on all of them alike instead of on whichever ran last.
+//! Alternating sampling: every contender of a row takes one sample per round, so drift in
+//! machine load, CPU frequency or cache state lands on all of them alike. The order within a
+//! round is shuffled (seeded, so a run is repeatable): a fixed or merely rotated order would
+//! always sample the same contender right after the same neighbour — right after a heavy one
+//! such as a process spawn, say — and that neighbour's after-effects would bias it.
 
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+
+/// Seed of the round orders.
+pub const ORDER_SEED: u64 = 0x5eed_c0de;
 
 /// One measured operation: how long it took and how many payload bytes it moved (0 when only
 /// the time matters).
@@ -33,10 +41,17 @@ pub trait Contender: Send {
     }
 }
 
-/// The contender indices of round `round` among `count` contenders: all of them, starting at
-/// `round % count` and wrapping.
-pub fn round_order(round: usize, count: usize) -> Vec<usize> {
-    (0..count).map(|i| (round + i) % count).collect()
+/// The order of each of `rounds` rounds among `count` contenders: a fresh random permutation
+/// per round, the same for the same `seed`.
+pub fn round_orders(count: usize, rounds: usize, seed: u64) -> Vec<Vec<usize>> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    (0..rounds)
+        .map(|_| {
+            let mut order: Vec<usize> = (0..count).collect();
+            order.shuffle(&mut rng);
+            order
+        })
+        .collect()
 }
 
 /// Run `warmup` unrecorded rounds, then `rounds` recorded ones; returns the samples of each
@@ -47,8 +62,8 @@ pub async fn alternate(
     rounds: usize,
 ) -> anyhow::Result<Vec<Vec<Sample>>> {
     let mut samples: Vec<Vec<Sample>> = contenders.iter().map(|_| Vec::with_capacity(rounds)).collect();
-    for round in 0..warmup + rounds {
-        for index in round_order(round, contenders.len()) {
+    for (round, order) in round_orders(contenders.len(), warmup + rounds, ORDER_SEED).into_iter().enumerate() {
+        for index in order {
             let contender = &mut contenders[index];
             let sample = contender
                 .sample()

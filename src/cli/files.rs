@@ -1,30 +1,45 @@
-//! `cos push` and `cos pull`: one file through the files API, streamed from and to disk.
+//! `cos push` and `cos pull`: one file through the files API, streamed from and to disk, or a
+//! whole directory as one tar stream (push: through the snapshot filters).
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Context as _, Result};
+use anyhow::{Context as _, Result};
 use clap::Args;
 use serde_json::json;
 
-use createos_sandbox::api::files::UploadBody;
+use createos_sandbox::api::files::{UploadBody, UploadOptions};
+use createos_sandbox::snapshot::{GitMode, Snapshot, SnapshotOptions};
+use createos_sandbox::transfer::{self, ApiRemote};
+use createos_sandbox::Error;
 
-use super::{resolve, Ctx};
+use super::{progress, resolve, Ctx};
 
 #[derive(Debug, Args)]
 pub struct PushArgs {
     /// Sandbox id, name, or unique name prefix.
     pub sandbox: String,
-    /// Local file.
+    /// Local file or directory (a directory goes through the snapshot filters: Git listing,
+    /// credential deny-list, `--exclude`).
     #[arg(value_name = "LOCAL")]
     pub local_path: PathBuf,
-    /// Absolute path in the sandbox (a trailing `/` keeps the local file name).
+    /// Absolute path in the sandbox (a trailing `/` keeps the local file name; for a directory,
+    /// the directory its contents go into).
     pub remote: String,
+    /// Directories: leave out paths matching GLOB; repeatable.
+    #[arg(long = "exclude", value_name = "GLOB")]
+    pub excludes: Vec<String>,
+    /// Directories: walk instead of using Git's file list.
+    #[arg(long)]
+    pub no_git: bool,
+    /// Directories: allow one inside ~/.ssh, ~/.aws, ~/.config, ….
+    #[arg(long)]
+    pub force: bool,
 }
 
 pub async fn push(ctx: &Ctx, args: PushArgs) -> Result<()> {
     let meta = std::fs::metadata(&args.local_path).with_context(|| format!("reading {}", args.local_path.display()))?;
     if meta.is_dir() {
-        bail!("{} is a directory; push takes one file", args.local_path.display());
+        return push_dir(ctx, args).await;
     }
     let remote = if args.remote.ends_with('/') {
         let name = args.local_path.file_name().context("the local path has no file name")?;
@@ -34,9 +49,51 @@ pub async fn push(ctx: &Ctx, args: PushArgs) -> Result<()> {
     };
     createos_sandbox::validate::guest_path("remote path", &remote)?;
     let sb = resolve::sandbox(&ctx.client, &args.sandbox).await?;
-    sb.upload(&remote, UploadBody::file(&args.local_path)).await?;
+    let bar = progress::bytes_bar("push");
+    let mut options = UploadOptions::new();
+    if let Some((_, report)) = &bar {
+        let report = report.clone();
+        options = options.progress(move |done, total| report(done, total));
+    }
+    let sent = sb.upload_with(&remote, UploadBody::file(&args.local_path), options).await;
+    if let Some((bar, _)) = &bar {
+        bar.finish_and_clear();
+    }
+    sent?;
     let report = json!({ "sandbox": sb.id(), "path": remote, "bytes": meta.len() });
     ctx.out.show(&report, || format!("{} → {}:{} ({} bytes)", args.local_path.display(), sb.id(), remote, meta.len()));
+    Ok(())
+}
+
+async fn push_dir(ctx: &Ctx, args: PushArgs) -> Result<()> {
+    let remote = createos_sandbox::sync::safety::check_remote(&args.remote)?;
+    let options = SnapshotOptions {
+        excludes: args.excludes.clone(),
+        git: if args.no_git { GitMode::Off } else { GitMode::Auto },
+        home_dir: None,
+        allow_sensitive_root: args.force,
+    };
+    let snapshot = Snapshot::scan_async(args.local_path.clone(), options).await?;
+    let sb = resolve::sandbox(&ctx.client, &args.sandbox).await?;
+    let bar = progress::bytes_bar("push");
+    let sent = transfer::upload_snapshot(&ApiRemote::new(sb.clone()), &snapshot, &remote, bar.as_ref().map(|(_, r)| r.clone())).await;
+    if let Some((bar, _)) = &bar {
+        bar.finish_and_clear();
+    }
+    let sent = sent?;
+    let report = json!({ "sandbox": sb.id(), "path": remote, "files": sent.files, "bytes": sent.bytes,
+        "left_out": snapshot.dropped().len() });
+    ctx.out.show(&report, || {
+        format!(
+            "{} → {}:{} ({} files, {} bytes; {} paths left out, see `cos snapshot --list --explain`)",
+            snapshot.root().display(),
+            sb.id(),
+            remote,
+            sent.files,
+            sent.bytes,
+            snapshot.dropped().len()
+        )
+    });
     Ok(())
 }
 
@@ -44,9 +101,9 @@ pub async fn push(ctx: &Ctx, args: PushArgs) -> Result<()> {
 pub struct PullArgs {
     /// Sandbox id, name, or unique name prefix.
     pub sandbox: String,
-    /// Absolute path in the sandbox.
+    /// Absolute path in the sandbox (a file or a directory).
     pub remote: String,
-    /// Local destination (a directory keeps the remote file name).
+    /// Local destination (an existing directory keeps the remote name).
     #[arg(value_name = "LOCAL")]
     pub local_path: PathBuf,
 }
@@ -54,14 +111,47 @@ pub struct PullArgs {
 pub async fn pull(ctx: &Ctx, args: PullArgs) -> Result<()> {
     createos_sandbox::validate::guest_path("remote path", &args.remote)?;
     let target = if args.local_path.is_dir() {
-        let name = args.remote.rsplit('/').next().filter(|n| !n.is_empty()).context("the remote path has no file name")?;
+        let name = args.remote.trim_end_matches('/').rsplit('/').next().filter(|n| !n.is_empty()).context("the remote path has no file name")?;
         args.local_path.join(name)
     } else {
         args.local_path.clone()
     };
     let sb = resolve::sandbox(&ctx.client, &args.sandbox).await?;
-    let bytes = sb.download(&args.remote).await?.save_to(&target).await?;
+    let download = match sb.download(&args.remote).await {
+        Ok(download) => download,
+        // the files API refuses directories: fetch those as one archive
+        Err(Error::Validation(_)) => return pull_dir(ctx, &sb, &args.remote, target).await,
+        Err(e) => return Err(e.into()),
+    };
+    let bar = progress::bytes_bar("pull");
+    let download = match &bar {
+        Some((_, report)) => {
+            let report = report.clone();
+            download.progress(move |done, total| report(done, total))
+        }
+        None => download,
+    };
+    let bytes = download.save_to(&target).await;
+    if let Some((bar, _)) = &bar {
+        bar.finish_and_clear();
+    }
+    let bytes = bytes?;
     let report = json!({ "sandbox": sb.id(), "path": args.remote, "local": target, "bytes": bytes });
     ctx.out.show(&report, || format!("{}:{} → {} ({bytes} bytes)", sb.id(), args.remote, target.display()));
+    Ok(())
+}
+
+async fn pull_dir(ctx: &Ctx, sb: &createos_sandbox::Sandbox, remote: &str, target: PathBuf) -> Result<()> {
+    let bar = progress::bytes_bar("pull");
+    let got = transfer::download_dir(&ApiRemote::new(sb.clone()), remote, &target, bar.as_ref().map(|(_, r)| r.clone())).await;
+    if let Some((bar, _)) = &bar {
+        bar.finish_and_clear();
+    }
+    let got = got?;
+    let report = json!({ "sandbox": sb.id(), "path": remote, "local": target, "files": got.unpacked.files,
+        "symlinks": got.unpacked.symlinks, "skipped": got.unpacked.skipped, "bytes": got.bytes });
+    ctx.out.show(&report, || {
+        format!("{}:{} → {} ({} files, {} bytes)", sb.id(), remote, target.display(), got.unpacked.files + got.unpacked.symlinks, got.bytes)
+    });
     Ok(())
 }

@@ -10,9 +10,12 @@ mod interactive;
 mod mcp;
 mod output;
 mod process;
+mod progress;
 mod resolve;
 mod resources;
 mod sandbox;
+mod snapshot;
+mod sync;
 
 use std::process::ExitCode;
 
@@ -98,10 +101,14 @@ enum Command {
     /// Managed processes: start, ls, get, logs, input, signal, resize, wait, stop.
     #[command(subcommand)]
     Process(process::ProcessCmd),
-    /// Upload a file.
+    /// Upload a file, or a directory as one archive (through the snapshot filters).
     Push(files::PushArgs),
-    /// Download a file.
+    /// Download a file, or a directory as one archive.
     Pull(files::PullArgs),
+    /// Show which files an upload of a directory would send (`--list`) and what is left out and why (`--explain`).
+    Snapshot(snapshot::SnapshotArgs),
+    /// Keep a local directory and a sandbox directory in step: once, one-way, mirror or two-way, optionally watching.
+    Sync(sync::SyncArgs),
     /// Text file operations in a sandbox: read, write, edit, patch, glob, grep, ls, stat, mkdir, rm, mv.
     Fs(fs::FsArgs),
     /// Private networks.
@@ -226,6 +233,8 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<ExitCode> {
         Command::Process(c) => process::process(ctx, c).await,
         Command::Push(a) => ok(files::push(ctx, a).await),
         Command::Pull(a) => ok(files::pull(ctx, a).await),
+        Command::Snapshot(a) => ok(snapshot::snapshot(ctx, a).await),
+        Command::Sync(a) => ok(sync::sync(ctx, a).await),
         Command::Fs(a) => fs::fs(ctx, a).await,
         Command::Network(c) => ok(resources::network(ctx, c).await),
         Command::Disk(c) => ok(resources::disk(ctx, c).await),

@@ -27,11 +27,16 @@ pub fn tar_of(root: PathBuf, mut names: Vec<String>) -> TarReader {
     names.dedup();
     let (tx, reader) = channel_reader(4);
     let writer = ChannelWriter { tx: tx.clone(), buf: BytesMut::with_capacity(CHUNK) };
-    std::thread::spawn(move || {
+    let failed = tx.clone();
+    let spawned = std::thread::Builder::new().name("transfer-tar".into()).spawn(move || {
         if let Err(e) = write_tar(&root, &names, writer) {
+            // nobody listening any more is not worth reporting
             let _ = tx.blocking_send(Err(e));
         }
     });
+    if let Err(e) = spawned {
+        let _ = failed.try_send(Err(e));
+    }
     reader
 }
 

@@ -25,7 +25,7 @@ fn method(sizes: &Sizes) -> String {
     format!(
         "One buffered exec of `true` (`POST /v1/sandboxes/{{id}}/exec`, body `{{\"cmd\":\"true\"}}`) in one \
          sandbox of the emulator, which runs a real process each time. {warm} warm-up rounds, then {n} \
-         rounds; each round takes one sample of every contender, in an order that rotates every round.\n\n\
+         rounds; each round takes one sample of every contender, in an order shuffled every round.\n\n\
          - **createos_sandbox**: `Sandbox::exec(\"true\", [])` (reqwest + rustls client, pooled keep-alive \
          connection, typed decoding), timed around the call.\n\
          - **raw reqwest**: a `reqwest::Client` built like the crate's (rustls, 60 s idle pool, \

@@ -1,0 +1,397 @@
+//! One sync: scan both sides, compare, move what changed, delete what the mode says, record
+//! the state.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+
+use super::plan::{hash_candidates, plan, Plan};
+use super::state::{self, Meta, SyncState, Synced};
+use super::{safety, Conflict, SyncMode, SyncOptions, SyncReport};
+use crate::error::{Error, Result};
+use crate::guest::{FileType, ManifestOptions, PathMap};
+use crate::snapshot::{EntryKind, Snapshot, SnapshotOptions};
+use crate::transfer::{self, Remote};
+
+/// Delete the NUL-separated names on stdin under `$1`, then the now-empty directories `$2…`.
+const DELETE_REMOTE: &str = r#"cd -- "$1" || exit 1
+shift
+xargs -0 rm -f -- || exit 1
+for d in "$@"; do rmdir -- "$d" 2>/dev/null; done
+exit 0"#;
+
+/// A local directory kept in step with a guest directory (see the module docs).
+pub struct Syncer {
+    remote: Arc<dyn Remote>,
+    local: PathBuf,
+    remote_dir: String,
+    options: SyncOptions,
+    state_path: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for Syncer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Syncer")
+            .field("sandbox", &self.remote.sandbox().id())
+            .field("local", &self.local)
+            .field("remote", &self.remote_dir)
+            .field("options", &self.options)
+            .finish()
+    }
+}
+
+/// One side's files.
+struct Side {
+    files: BTreeMap<String, Meta>,
+    /// Local only: what the scan left out (a guest path at or below one is out of scope).
+    dropped: BTreeSet<String>,
+}
+
+impl Syncer {
+    /// Check both directories (nothing is sent for a refused one) and prepare a sync.
+    pub fn new(remote: Arc<dyn Remote>, local: &Path, remote_dir: &str, options: SyncOptions) -> Result<Syncer> {
+        let local = safety::check_local(local, options.home_dir.as_deref(), options.force)?;
+        let remote_dir = safety::check_remote(remote_dir)?;
+        let state_path = match options.mode {
+            SyncMode::TwoWay => {
+                let dir = options.state_dir.clone().or_else(state::default_state_dir).ok_or_else(|| {
+                    Error::invalid("state directory", "no state directory is known for this user; pass one")
+                })?;
+                Some(state::state_file(&dir, remote.sandbox().id(), &local, &remote_dir))
+            }
+            _ => None,
+        };
+        Ok(Syncer { remote, local, remote_dir, options, state_path })
+    }
+
+    /// The local directory (canonical).
+    pub fn local(&self) -> &Path {
+        &self.local
+    }
+
+    /// The guest directory (normalized).
+    pub fn remote_dir(&self) -> &str {
+        &self.remote_dir
+    }
+
+    /// The options.
+    pub fn options(&self) -> &SyncOptions {
+        &self.options
+    }
+
+    /// Where the two-way state is kept.
+    pub fn state_path(&self) -> Option<&Path> {
+        self.state_path.as_deref()
+    }
+
+    fn snapshot_options(&self) -> SnapshotOptions {
+        SnapshotOptions {
+            excludes: self.options.excludes.clone(),
+            git: self.options.git,
+            home_dir: self.options.home_dir.clone(),
+            allow_sensitive_root: self.options.force,
+        }
+    }
+
+    /// Run one sync.
+    pub async fn run(&self) -> Result<SyncReport> {
+        if self.options.mode == SyncMode::Once {
+            let snapshot = Snapshot::scan_async(self.local.clone(), self.snapshot_options()).await?;
+            let sent = transfer::upload_snapshot(&*self.remote, &snapshot, &self.remote_dir, self.options.progress.clone()).await?;
+            let pushed = snapshot.files().iter().map(|e| e.path.to_string_lossy().into_owned()).collect();
+            return Ok(SyncReport { pushed, bytes_sent: sent.bytes, ..SyncReport::default() });
+        }
+        let mut report = SyncReport::default();
+        let local = self.scan_local(&mut report).await?;
+        let mkdir = self.remote.run_sh(r#"mkdir -p -- "$1""#, vec![self.remote_dir.clone()], Vec::new()).await?;
+        if !mkdir.success() {
+            return Err(mkdir.failure("creating the remote directory"));
+        }
+        let remote = self.scan_remote(&local.dropped, &mut report).await?;
+        let equal_hash = self.equal_hashes(&local.files, &remote.files).await?;
+
+        let previous = match &self.state_path {
+            Some(path) => state::load(path)?.filter(|s| {
+                s.sandbox == self.remote.sandbox().id() && s.local == self.local && s.remote == self.remote_dir
+            }),
+            None => None,
+        };
+        let plan = plan(self.options.mode, &local.files, &remote.files, previous.as_ref().map(|s| &s.entries), &equal_hash);
+        let pushed = self.execute(&plan, &mut report).await?;
+
+        if let Some(path) = &self.state_path {
+            let after = self.scan_local(&mut SyncReport::default()).await?;
+            let entries = after
+                .files
+                .into_iter()
+                .filter_map(|(p, l)| {
+                    let r = if pushed.contains(&p) { Some(l.clone()) } else { remote.files.get(&p).cloned() }?;
+                    Some((p, Synced { local: l, remote: r }))
+                })
+                .collect();
+            let state = SyncState {
+                version: 1,
+                sandbox: self.remote.sandbox().id().to_string(),
+                local: self.local.clone(),
+                remote: self.remote_dir.clone(),
+                entries,
+            };
+            let path = path.clone();
+            tokio::task::spawn_blocking(move || state::save(&path, &state))
+                .await
+                .map_err(|e| Error::io("the state thread failed", std::io::Error::other(e.to_string())))??;
+        }
+        Ok(report)
+    }
+
+    async fn scan_local(&self, report: &mut SyncReport) -> Result<Side> {
+        let snapshot = match Snapshot::scan_async(self.local.clone(), self.snapshot_options()).await {
+            Ok(s) => s,
+            // an empty project is a valid side of a sync
+            Err(Error::InvalidInput { message, .. }) if message.starts_with("nothing to upload") => {
+                return Ok(Side { files: BTreeMap::new(), dropped: BTreeSet::new() })
+            }
+            Err(e) => return Err(e),
+        };
+        let mut files = BTreeMap::new();
+        for entry in snapshot.files() {
+            let Some(path) = entry.path.to_str() else {
+                report.skipped.push(entry.path.to_string_lossy().into_owned());
+                continue;
+            };
+            let link = match &entry.kind {
+                EntryKind::Symlink { target } => Some(target.to_string_lossy().into_owned()),
+                _ => None,
+            };
+            files.insert(path.to_string(), Meta { size: if link.is_some() { 0 } else { entry.size }, mtime: entry.mtime as i64, link });
+        }
+        let dropped = snapshot.dropped().iter().map(|(p, _)| p.to_string_lossy().into_owned()).collect();
+        Ok(Side { files, dropped })
+    }
+
+    /// The guest manifest, limited to the sync's scope.
+    async fn scan_remote(&self, local_dropped: &BTreeSet<String>, report: &mut SyncReport) -> Result<Side> {
+        let manifest = self.manifest(false).await?;
+        let mut candidates = Vec::new();
+        for entry in manifest.entries {
+            if entry.path_b64.is_some() || entry.target_b64.is_some() {
+                report.skipped.push(entry.path.clone());
+                continue;
+            }
+            let link = match entry.kind {
+                FileType::File => None,
+                FileType::Symlink => Some(entry.target.clone().unwrap_or_default()),
+                _ => continue,
+            };
+            let mtime = if entry.mtime_ns != 0 { entry.mtime_ns.div_euclid(1_000_000_000) } else { entry.mtime.floor() as i64 };
+            candidates.push((entry.path, Meta { size: if link.is_some() { 0 } else { entry.size }, mtime, link }));
+        }
+        let names: Vec<&[u8]> = candidates.iter().map(|(p, _)| p.as_bytes()).collect();
+        let verdicts = crate::snapshot::fuzz_name_filter(&self.options.excludes, &[], &names)?;
+        let mut files = BTreeMap::new();
+        for ((path, meta), (reason, _)) in candidates.into_iter().zip(verdicts) {
+            if reason.is_some() || out_of_scope(&path, local_dropped) {
+                continue;
+            }
+            files.insert(path, meta);
+        }
+        Ok(Side { files, dropped: BTreeSet::new() })
+    }
+
+    async fn manifest(&self, sha256: bool) -> Result<crate::guest::Manifest> {
+        let guest = self.remote.sandbox().guest(PathMap::new(&self.remote_dir)?);
+        let mut options = ManifestOptions::default().path(self.remote_dir.clone()).sha256(sha256);
+        for vcs in [".git", ".hg", ".svn"] {
+            options = options.exclude(vcs);
+        }
+        guest.manifest(options).await
+    }
+
+    /// Paths whose content is the same on both sides although their mtimes differ.
+    async fn equal_hashes(&self, local: &BTreeMap<String, Meta>, remote: &BTreeMap<String, Meta>) -> Result<BTreeSet<String>> {
+        let candidates = hash_candidates(local, remote);
+        if candidates.is_empty() {
+            return Ok(BTreeSet::new());
+        }
+        let root = self.local.clone();
+        let wanted = candidates.clone();
+        let local_hashes = tokio::task::spawn_blocking(move || {
+            wanted.into_iter().filter_map(|p| sha256_file(&root.join(&p)).map(|h| (p, h))).collect::<BTreeMap<_, _>>()
+        })
+        .await
+        .map_err(|e| Error::io("the hashing thread failed", std::io::Error::other(e.to_string())))?;
+        let remote_hashes: BTreeMap<String, String> = self
+            .manifest(true)
+            .await?
+            .entries
+            .into_iter()
+            .filter_map(|e| Some((e.path, e.sha256?)))
+            .collect();
+        Ok(candidates
+            .into_iter()
+            .filter(|p| matches!((local_hashes.get(p), remote_hashes.get(p)), (Some(a), Some(b)) if a.eq_ignore_ascii_case(b)))
+            .collect())
+    }
+
+    /// Carry out `plan`; returns every path sent to the guest.
+    async fn execute(&self, plan: &Plan, report: &mut SyncReport) -> Result<BTreeSet<String>> {
+        let progress = self.options.progress.clone();
+        // 1. guest → local: pulls, and the guest side of each conflict under its copy name
+        let copies = conflict_copies(&self.local, &plan.conflicts);
+        let fetch: Vec<String> = plan.pull.iter().chain(&plan.conflicts).cloned().collect();
+        if !fetch.is_empty() {
+            let renames = copies.clone();
+            let (_, bytes) = transfer::fetch_into(
+                &*self.remote,
+                &self.remote_dir,
+                Some(fetch),
+                &self.local,
+                progress.clone(),
+                move |staged| {
+                    for (path, copy) in &renames {
+                        std::fs::rename(staged.join(path), staged.join(copy))
+                            .map_err(|e| Error::io(format!("setting aside the guest version of {path}"), e))?;
+                    }
+                    Ok(())
+                },
+            )
+            .await?;
+            report.bytes_received += bytes;
+            report.pulled = plan.pull.clone();
+            report.conflicts =
+                copies.iter().map(|(path, copy)| Conflict { path: path.clone(), remote_copy: copy.clone() }).collect();
+        }
+        // 2. local → guest: pushes, conflicting local versions, and the conflict copies
+        let mut send: BTreeSet<String> = plan.push.iter().chain(&plan.conflicts).cloned().collect();
+        send.extend(copies.iter().map(|(_, copy)| copy.clone()));
+        if !send.is_empty() {
+            let reader = transfer::tar_of(self.local.clone(), send.iter().cloned().collect());
+            report.bytes_sent += self.remote.put_tar(&self.remote_dir, reader, None, progress).await?;
+            report.pushed = plan.push.clone();
+        }
+        // 3. deletions
+        if !plan.delete_remote.is_empty() {
+            let mut list = Vec::new();
+            for path in &plan.delete_remote {
+                list.extend_from_slice(path.as_bytes());
+                list.push(0);
+            }
+            let mut args = vec![self.remote_dir.clone()];
+            args.extend(parents_deepest_first(&plan.delete_remote));
+            let out = self.remote.run_sh(DELETE_REMOTE, args, list).await?;
+            if !out.success() {
+                return Err(out.failure("deleting files"));
+            }
+            report.deleted_remote = plan.delete_remote.clone();
+        }
+        if !plan.delete_local.is_empty() {
+            let root = self.local.clone();
+            let doomed = plan.delete_local.clone();
+            tokio::task::spawn_blocking(move || delete_local(&root, &doomed))
+                .await
+                .map_err(|e| Error::io("the deleting thread failed", std::io::Error::other(e.to_string())))??;
+            report.deleted_local = plan.delete_local.clone();
+        }
+        Ok(send)
+    }
+}
+
+/// Whether `path` is, or lies below, one of the locally dropped paths.
+fn out_of_scope(path: &str, dropped: &BTreeSet<String>) -> bool {
+    if dropped.contains(path) {
+        return true;
+    }
+    path.match_indices('/').any(|(i, _)| dropped.contains(&path[..i]))
+}
+
+/// `(path, copy name)` for each conflict: `<path>.remote-conflict-<unix seconds>`, made unique
+/// against what exists locally.
+fn conflict_copies(root: &Path, conflicts: &[String]) -> Vec<(String, String)> {
+    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    conflicts
+        .iter()
+        .map(|path| {
+            let mut copy = format!("{path}.remote-conflict-{stamp}");
+            let mut n = 1;
+            while std::fs::symlink_metadata(root.join(&copy)).is_ok() {
+                copy = format!("{path}.remote-conflict-{stamp}-{n}");
+                n += 1;
+            }
+            (path.clone(), copy)
+        })
+        .collect()
+}
+
+/// Every parent directory of `paths`, deepest first.
+fn parents_deepest_first(paths: &[String]) -> Vec<String> {
+    let mut dirs: BTreeSet<String> = BTreeSet::new();
+    for path in paths {
+        dirs.extend(path.match_indices('/').map(|(i, _)| path[..i].to_string()));
+    }
+    let mut dirs: Vec<String> = dirs.into_iter().collect();
+    dirs.sort_by_key(|d| std::cmp::Reverse(d.matches('/').count()));
+    dirs
+}
+
+/// Remove the files and links `paths` under `root` (never through a symlinked parent), then
+/// the directories they leave empty.
+fn delete_local(root: &Path, paths: &[String]) -> Result<()> {
+    for path in paths {
+        let mut at = root.to_path_buf();
+        let parts: Vec<&str> = path.split('/').collect();
+        let mut safe = true;
+        for part in &parts[..parts.len() - 1] {
+            at.push(part);
+            if !std::fs::symlink_metadata(&at).map(|m| m.is_dir()).unwrap_or(false) {
+                safe = false;
+                break;
+            }
+        }
+        if !safe {
+            continue;
+        }
+        let full = root.join(path);
+        match std::fs::symlink_metadata(&full) {
+            Ok(meta) if !meta.is_dir() => {
+                std::fs::remove_file(&full).map_err(|e| Error::io(format!("deleting {}", full.display()), e))?
+            }
+            _ => continue,
+        }
+    }
+    for dir in parents_deepest_first(paths) {
+        // only empty ones go; anything else stays
+        let _ = std::fs::remove_dir(root.join(dir));
+    }
+    Ok(())
+}
+
+fn sha256_file(path: &Path) -> Option<String> {
+    let mut file = std::fs::File::open(path).ok()?;
+    let mut hash = Sha256::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = file.read(&mut buf).ok()?;
+        if n == 0 {
+            break;
+        }
+        hash.update(&buf[..n]);
+    }
+    Some(hash.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scope_and_parents() {
+        let dropped: BTreeSet<String> = ["target".to_string(), "a/.env".to_string()].into();
+        assert!(out_of_scope("target/debug/x", &dropped));
+        assert!(out_of_scope("a/.env", &dropped));
+        assert!(!out_of_scope("targets/x", &dropped));
+        assert_eq!(parents_deepest_first(&["a/b/c".into(), "a/d".into(), "e".into()]), ["a/b", "a"]);
+    }
+}

@@ -1,0 +1,123 @@
+//! Moving whole directories between this machine and a sandbox as one tar stream.
+//!
+//! - [`upload_snapshot`]: a [`Snapshot`]'s archive goes up in one streamed request and is
+//!   unpacked in the guest (`tar -x -C <dest>`).
+//! - [`download_dir`]: the guest packs a directory, the archive streams back, is unpacked into
+//!   a fresh directory next to the destination (names checked, links never followed) and then
+//!   moved into place.
+//!
+//! The guest side is a [`Remote`]: [`ApiRemote`] (files API + exec; the temporary archive in
+//! the guest's `/tmp` is removed on success, failure and cancellation) or [`SshRemote`] (an
+//! SSH exec channel's stdin/stdout; nothing staged).
+//!
+//! ```no_run
+//! # async fn demo(sandbox: createos_sandbox::Sandbox) -> createos_sandbox::Result<()> {
+//! use createos_sandbox::snapshot::{Snapshot, SnapshotOptions};
+//! use createos_sandbox::transfer::{self, ApiRemote};
+//! let remote = ApiRemote::new(sandbox);
+//! let snapshot = Snapshot::scan_async("./my-app", SnapshotOptions::new()).await?;
+//! transfer::upload_snapshot(&remote, &snapshot, "/root/app", None).await?;
+//! transfer::download_dir(&remote, "/root/app/out", "./out".as_ref(), None).await?;
+//! # Ok(()) }
+//! ```
+
+mod archive;
+mod extract;
+mod remote;
+
+use std::path::Path;
+
+pub use archive::tar_of;
+pub use extract::{place, safe_name, unpack, Staging, Unpacked};
+pub use remote::{ApiRemote, Remote, ScriptOutput, SshRemote, TarReader, TarWriter};
+
+use crate::api::files::ProgressFn;
+use crate::error::{Error, Result};
+use crate::snapshot::{Compression, Snapshot};
+use crate::validate;
+
+/// What [`upload_snapshot`] sent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UploadedDir {
+    /// The guest directory.
+    pub dest: String,
+    /// Files and symlinks archived.
+    pub files: u64,
+    /// Archive bytes sent.
+    pub bytes: u64,
+}
+
+/// What [`download_dir`] received.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DownloadedDir {
+    /// The local directory written.
+    pub dest: std::path::PathBuf,
+    /// What was unpacked.
+    pub unpacked: Unpacked,
+    /// Archive bytes received.
+    pub bytes: u64,
+}
+
+/// Upload `snapshot` into the guest directory `dest` (absolute; created with its parents) as
+/// one uncompressed tar stream with a known length. Existing guest files not in the snapshot
+/// are kept.
+pub async fn upload_snapshot(
+    remote: &dyn Remote,
+    snapshot: &Snapshot,
+    dest: &str,
+    progress: Option<ProgressFn>,
+) -> Result<UploadedDir> {
+    validate::guest_path("destination", dest)?;
+    let length = snapshot.exact_size();
+    let reader: TarReader = Box::pin(snapshot.tar_stream(Compression::None).into_async_read());
+    let bytes = remote.put_tar(dest, reader, Some(length), progress).await?;
+    Ok(UploadedDir { dest: dest.to_string(), files: snapshot.files().len() as u64, bytes })
+}
+
+/// Download the guest directory `dir` (all of it) into the local directory `dest`: created when
+/// missing, merged into when it exists (files replace files; see [`place`]).
+pub async fn download_dir(
+    remote: &dyn Remote,
+    dir: &str,
+    dest: &Path,
+    progress: Option<ProgressFn>,
+) -> Result<DownloadedDir> {
+    validate::guest_path("remote directory", dir)?;
+    let (unpacked, bytes) = fetch_into(remote, dir, None, dest, progress, |_| Ok(())).await?;
+    Ok(DownloadedDir { dest: dest.to_path_buf(), unpacked, bytes })
+}
+
+/// Fetch a tar of `names` (or all) of guest `dir`, unpack it into a staging directory next to
+/// `dest`, let `adjust` rearrange the staged tree, then place it into `dest`.
+pub(crate) async fn fetch_into(
+    remote: &dyn Remote,
+    dir: &str,
+    names: Option<Vec<String>>,
+    dest: &Path,
+    progress: Option<ProgressFn>,
+    adjust: impl FnOnce(&Path) -> Result<()> + Send + 'static,
+) -> Result<(Unpacked, u64)> {
+    let staging = Staging::next_to(dest)?;
+    let archive_path = staging.path().join(".archive.tar");
+    let content = staging.path().join("content");
+    let bytes = {
+        let mut file = tokio::fs::File::create(&archive_path)
+            .await
+            .map_err(|e| Error::io(format!("creating {}", archive_path.display()), e))?;
+        remote.get_tar(dir, names, &mut file, progress).await?
+    };
+    let dest = dest.to_path_buf();
+    let unpacked = tokio::task::spawn_blocking(move || -> Result<Unpacked> {
+        std::fs::create_dir(&content).map_err(|e| Error::io(format!("creating {}", content.display()), e))?;
+        let file = std::fs::File::open(&archive_path)
+            .map_err(|e| Error::io(format!("opening {}", archive_path.display()), e))?;
+        let unpacked = unpack(std::io::BufReader::new(file), &content)?;
+        adjust(&content)?;
+        place(&content, &dest)?;
+        drop(staging);
+        Ok(unpacked)
+    })
+    .await
+    .map_err(|e| Error::io("the unpacking thread failed", std::io::Error::other(e.to_string())))??;
+    Ok((unpacked, bytes))
+}
