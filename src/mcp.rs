@@ -70,7 +70,7 @@ fn render(output: ToolOutput) -> CallToolResult {
             Part::Png(bytes) => ContentBlock::image(base64::engine::general_purpose::STANDARD.encode(bytes), "image/png"),
         })
         .collect();
-    let meta = (!output.meta.is_empty()).then(|| MetaObject(output.meta));
+    let meta = (!output.meta.is_empty()).then_some(MetaObject(output.meta));
     CallToolResult::success(content).with_meta(meta)
 }
 

@@ -419,10 +419,39 @@ async fn screenshot_is_an_inline_png_and_processes_run_in_the_background() {
     ok_json(&mcp.call("sandbox_process_stop", json!({"sandbox_id": id, "process_id": pid}), None).await);
     assert_eq!(wait_live_processes(&env, true).await, 0);
 
+    let desktop = ok_json(&mcp.call("sandbox_desktop", json!({"sandbox_id": id}), None).await);
+    assert_eq!(desktop["ingress_enabled"], true, "{desktop}");
+    assert!(desktop["novnc"]["port"].as_u64().is_some_and(|p| p > 0), "{desktop}");
+
     let refused = mcp.call("sandbox_firewall", json!({"sandbox_id": id, "rules": ["example.com"]}), None).await;
     assert!(error_text(&refused).contains("IP"));
     ok_json(&mcp.call("sandbox_firewall", json!({"sandbox_id": id, "rules": ["10.0.0.0/8"]}), None).await);
     ok_json(&mcp.call("sandbox_destroy", json!({"sandbox_id": id}), None).await);
+    mcp.stop().await;
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn disk_credentials_come_from_server_environment_variables() {
+    let env = common::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut setup = Setup::new(&env, dir.path(), dir.path());
+    setup.extra_env.push(("TEST_S3_ACCESS", "AKIATESTACCESS".into()));
+    setup.extra_env.push(("TEST_S3_SECRET", "very-secret-value".into()));
+    let mut mcp = setup.start().await;
+    let base = json!({"name": "data", "bucket": "b", "endpoint": "https://s3.example.test", "access_key_env": "TEST_S3_ACCESS"});
+    let mut missing = base.clone();
+    missing["secret_key_env"] = json!("TEST_S3_UNSET");
+    assert!(error_text(&mcp.call("sandbox_disk_create", missing, None).await).contains("TEST_S3_UNSET"));
+    let mut args = base.clone();
+    args["secret_key_env"] = json!("TEST_S3_SECRET");
+    let created = mcp.call("sandbox_disk_create", args, None).await;
+    let text = created["content"][0]["text"].as_str().unwrap_or_default().to_string();
+    assert!(!text.contains("very-secret-value") && !text.contains("AKIATESTACCESS"), "{text}");
+    assert_eq!(ok_json(&created)["name"], "data");
+    let listed = ok_json(&mcp.call("sandbox_disk_list", json!({}), None).await);
+    assert!(listed.as_array().unwrap().iter().any(|d| d["name"] == "data"), "{listed}");
+    ok_json(&mcp.call("sandbox_disk_delete", json!({"name": "data"}), None).await);
     mcp.stop().await;
     env.shutdown().await;
 }

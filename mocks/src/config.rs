@@ -138,6 +138,9 @@ pub struct MockConfig {
     pub desktop_startup: Duration,
     /// Screenshots per second per sandbox before 429 (0 = unlimited).
     pub screenshots_per_second: u32,
+    /// Also serve the SSH gateway (user = sandbox id, `direct-tcpip` to its port 22) on an
+    /// ephemeral port of the listen address; see `MockHandle::ssh_gateway_addr`.
+    pub ssh_gateway: bool,
 }
 
 impl Default for MockConfig {
@@ -157,6 +160,7 @@ impl Default for MockConfig {
             region: "local".to_string(),
             desktop_startup: Duration::ZERO,
             screenshots_per_second: crate::computer::DEFAULT_SCREENSHOTS_PER_SECOND,
+            ssh_gateway: false,
         }
     }
 }
@@ -212,6 +216,10 @@ impl MockConfig {
     }
     pub fn screenshots_per_second(mut self, limit: u32) -> Self {
         self.screenshots_per_second = limit;
+        self
+    }
+    pub fn ssh_gateway(mut self, on: bool) -> Self {
+        self.ssh_gateway = on;
         self
     }
 }

@@ -23,6 +23,7 @@ pub mod resources;
 pub mod routes;
 pub mod sandbox;
 pub mod server;
+pub mod ssh_gateway;
 pub mod stats;
 mod lifecycle_tasks;
 
@@ -41,6 +42,7 @@ pub use config::{IsolationMode, Latencies, MockConfig};
 pub struct MockHandle {
     state: AppState,
     addr: SocketAddr,
+    ssh_gateway: Option<ssh_gateway::SshGateway>,
     server: Option<JoinHandle<()>>,
     cleaned: Arc<AtomicBool>,
 }
@@ -68,6 +70,11 @@ impl MockHandle {
 
     pub fn state(&self) -> AppState {
         self.state.clone()
+    }
+
+    /// The SSH gateway's address, when started with `MockConfig::ssh_gateway`.
+    pub fn ssh_gateway_addr(&self) -> Option<SocketAddr> {
+        self.ssh_gateway.as_ref().map(|g| g.addr())
     }
 
     /// Stops serving, kills every sandbox process, removes cgroups and temp state.
@@ -153,9 +160,22 @@ pub async fn start(config: MockConfig) -> anyhow::Result<MockHandle> {
     let _ = mock.base_url.set(format!("http://{addr}"));
     let state = AppState(Arc::new(mock));
 
+    let ssh_gateway = if config.ssh_gateway {
+        let listen = SocketAddr::new(config.listen.ip(), 0);
+        match ssh_gateway::start(state.clone(), listen).await {
+            Ok(gateway) => Some(gateway),
+            Err(err) => {
+                state.shutdown.cancel();
+                cleanup(&state, &AtomicBool::new(false));
+                return Err(err.context("starting the SSH gateway"));
+            }
+        }
+    } else {
+        None
+    };
     lifecycle_tasks::spawn_background(&state);
     let router = app::build_router(state.clone());
     let server = tokio::spawn(server::serve(listener, router, state.shutdown.clone()));
     tracing::info!(base_url = %format!("http://{addr}"), "createos-mock listening");
-    Ok(MockHandle { state, addr, server: Some(server), cleaned: Arc::new(AtomicBool::new(false)) })
+    Ok(MockHandle { state, addr, ssh_gateway, server: Some(server), cleaned: Arc::new(AtomicBool::new(false)) })
 }

@@ -34,7 +34,8 @@ struct Args {
     /// Heartbeat interval of streams (e.g. 5s).
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     heartbeat: std::time::Duration,
-    /// auto|namespaces|none
+    /// auto|namespaces|none. Namespaces (root, Linux): private mounts and network per sandbox,
+    /// with outbound access over a veth link when `ip` (and nft/iptables for NAT) exist.
     #[arg(long, default_value = "auto")]
     isolation: IsolationMode,
     /// Answer the disks API with 503 "disks API not configured".
@@ -49,6 +50,10 @@ struct Args {
     /// Screenshots per second per sandbox before 429 (0 = unlimited).
     #[arg(long, default_value_t = DEFAULT_SCREENSHOTS_PER_SECOND)]
     screenshots_per_second: u32,
+    /// Also serve the SSH gateway (user = sandbox id; only direct-tcpip to its 127.0.0.1:22);
+    /// its address is added to the ready line as "ssh_gateway".
+    #[arg(long)]
+    ssh_gateway: bool,
 }
 
 #[tokio::main]
@@ -74,13 +79,17 @@ async fn main() -> anyhow::Result<()> {
         .disks_configured(!args.no_disks)
         .auto_pause_unit(args.auto_pause_unit)
         .desktop_startup(args.desktop_startup)
-        .screenshots_per_second(args.screenshots_per_second);
+        .screenshots_per_second(args.screenshots_per_second)
+        .ssh_gateway(args.ssh_gateway);
     config.api_keys = args.api_keys;
     config.state_dir = args.state_dir;
     config.faults = args.faults;
 
     let handle = createos_mock::start(config).await?;
-    let line = serde_json::json!({"base_url": handle.base_url(), "api_key": handle.api_key()});
+    let mut line = serde_json::json!({"base_url": handle.base_url(), "api_key": handle.api_key()});
+    if let Some(gateway) = handle.ssh_gateway_addr() {
+        line["ssh_gateway"] = serde_json::json!(gateway.to_string());
+    }
     {
         let mut out = std::io::stdout().lock();
         writeln!(out, "{line}")?;

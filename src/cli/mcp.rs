@@ -1,6 +1,7 @@
 //! `cos mcp`: serve the agent tools over MCP on stdio.
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use anyhow::{Context as _, Result};
 use clap::Args;
@@ -29,7 +30,19 @@ pub struct McpArgs {
     options: String,
 }
 
-pub async fn mcp(ctx: &Ctx, args: McpArgs) -> Result<()> {
+/// Run the server. Errors go to stderr, never stdout, which belongs to the protocol (even with
+/// `-o json`).
+pub async fn mcp(ctx: &Ctx, args: McpArgs) -> ExitCode {
+    match serve(ctx, args).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn serve(ctx: &Ctx, args: McpArgs) -> Result<()> {
     let options: Map<String, Value> = match serde_json::from_str(&args.options).context("--options is not JSON")? {
         Value::Object(map) => map,
         _ => anyhow::bail!("--options must be a JSON object"),

@@ -243,7 +243,7 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<ExitCode> {
         Command::Device(c) => ok(resources::device(ctx, c).await),
         Command::Usage(a) => ok(resources::usage(ctx, a).await),
         Command::Computer(a) => ok(computer::computer(ctx, a).await),
-        Command::Mcp(a) => ok(mcp::mcp(ctx, a).await),
+        Command::Mcp(a) => Ok(mcp::mcp(ctx, a).await),
     }
 }
 

@@ -80,7 +80,7 @@ impl ToolsConfig {
                 },
             };
             let origin = match &raw {
-                Raw::Env(_) => format!("{var}"),
+                Raw::Env(_) => var.to_string(),
                 Raw::Opt(_) => format!("option {key:?}"),
             };
             config.apply(key, raw).map_err(|msg| ConfigError(format!("{origin}: {msg}")))?;

@@ -91,6 +91,9 @@ const EXTRACT_STDIN: &str = r#"mkdir -p -- "$1" && tar -x -f - -C "$1""#;
 const CREATE_ALL_STDOUT: &str = r#"tar -c -f - -C "$1" ."#;
 const CREATE_LISTED_STDOUT: &str = r#"cd -- "$1" && tar -c -f - --no-recursion --null -T "$2""#;
 
+/// Run the script `$1` with the remaining arguments, its stdin decoded from base64.
+const DECODE_STDIN: &str = r#"s=$1; shift; base64 -d | sh -c "$s" sh "$@""#;
+
 /// Names as tar's `--null -T` list.
 fn nul_list(names: &[String]) -> Vec<u8> {
     let mut list = Vec::new();
@@ -119,12 +122,24 @@ impl ApiRemote {
     }
 
     async fn exec_sh(&self, script: &str, args: &[&str], stdin: Vec<u8>, limit: Duration) -> Result<ScriptOutput> {
-        let mut request = ExecRequest::new("sh").arg("-c").arg(script).arg("sh").args(args.iter().copied()).timeout(limit);
-        if !stdin.is_empty() {
-            let text = String::from_utf8(stdin)
-                .map_err(|_| Error::invalid("names", "a path to transfer is not valid UTF-8"))?;
-            request = request.stdin(text);
-        }
+        let text = (!stdin.contains(&0)).then(|| String::from_utf8(stdin.clone()).ok()).flatten();
+        let request = match text {
+            Some(text) => {
+                let request = ExecRequest::new("sh").arg("-c").arg(script).arg("sh").args(args.iter().copied());
+                if text.is_empty() { request } else { request.stdin(text) }
+            }
+            // exec's stdin is text without NUL: send binary input (NUL-separated name lists)
+            // as base64 and decode it in front of the script
+            None => {
+                use base64::Engine as _;
+                let encoded = base64::engine::general_purpose::STANDARD.encode(&stdin);
+                ExecRequest::new("sh")
+                    .args(["-c", DECODE_STDIN, "sh", script])
+                    .args(args.iter().copied())
+                    .stdin(encoded)
+            }
+        };
+        let request = request.timeout(limit);
         let out = self.sandbox.exec_with(request).await?;
         Ok(ScriptOutput { stdout: out.stdout, stderr: out.stderr, exit_code: out.exit_code })
     }

@@ -4,7 +4,9 @@
 //! * `namespaces` (Linux, root, cgroup v2): every command joins the sandbox's cgroup
 //!   (freeze = pause, `cgroup.kill` = destroy) and runs in a private mount + UTS
 //!   namespace where the sandbox's own `/root /work /workspace /tmp /home` directories
-//!   are bind-mounted over the host's, plus any attached disks.
+//!   are bind-mounted over the host's, plus any attached disks. Each sandbox has its own
+//!   network namespace; when the host allows it (`ip`, and `nft`/`iptables` for NAT) a
+//!   veth link gives it outbound access (`outbound.rs`), else it has loopback only.
 //! * `fallback` (elsewhere, or `--isolation none`): each command is its own session /
 //!   process group (pause = SIGSTOP, destroy = SIGKILL of every group), HOME and the
 //!   working directory point into the sandbox directory. Guest paths outside the

@@ -405,7 +405,7 @@ fn require_tcp_tunnel_upgrade(headers: &HeaderMap) -> Result<(), ApiError> {
 
 fn switching_protocols() -> Response {
     let mut resp = StatusCode::SWITCHING_PROTOCOLS.into_response();
-    resp.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+    resp.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
     resp.headers_mut().insert(header::UPGRADE, HeaderValue::from_static("tcp-tunnel"));
     resp
 }

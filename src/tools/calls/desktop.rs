@@ -76,3 +76,22 @@ pub(super) async fn computer(rt: &Arc<Runtime>, args: &Args) -> Result<ToolOutpu
     };
     Ok(ToolOutput::json(result).with("sandboxId", sandbox.id()))
 }
+
+/// How long the desktop may take to come up.
+const DESKTOP_READY: std::time::Duration = std::time::Duration::from_secs(180);
+
+pub(super) async fn desktop(rt: &Arc<Runtime>, args: &Args) -> Result<ToolOutput, ToolError> {
+    let sandbox = named(rt, args)?;
+    let view = sandbox.update(crate::UpdateSandbox { ingress_enabled: Some(true), ..Default::default() }).await?;
+    let pc = sandbox.computer();
+    let size = pc.wait_until_ready(DESKTOP_READY).await?;
+    let link = pc.connect_screen(pc.screen_id()).await?;
+    Ok(ToolOutput::json(json!({
+        "sandbox_id": view.id,
+        "ingress_enabled": view.ingress_enabled,
+        "screen": size,
+        "novnc": to_json(link)?,
+        "verified": false,
+    }))
+    .with("sandboxId", sandbox.id()))
+}

@@ -2,6 +2,7 @@
 //! one module per group of tools.
 
 mod desktop;
+mod disks;
 mod exec;
 mod lifecycle;
 mod process;
@@ -74,6 +75,13 @@ async fn dispatch(rt: &Arc<Runtime>, short: &str, args: &Args, ctx: &CallCtx) ->
         "process_stop" => process::stop(rt, args).await,
         "process_input" => process::input(rt, args).await,
         "process_close_stdin" => process::close_stdin(rt, args).await,
+        "disk_create" => disks::create(rt, args).await,
+        "disk_list" => disks::list(rt).await,
+        "disk_show" => disks::show(rt, args).await,
+        "disk_delete" => disks::delete(rt, args).await,
+        "disk_attach" => disks::attach(rt, args, true).await,
+        "disk_detach" => disks::attach(rt, args, false).await,
+        "desktop" => desktop::desktop(rt, args).await,
         "screenshot" => desktop::screenshot(rt, args).await,
         "computer" => desktop::computer(rt, args).await,
         other => Err(ToolError::UnknownTool(format!("{PREFIX}{other}"))),
