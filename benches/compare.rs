@@ -90,15 +90,13 @@ fn run() -> anyhow::Result<ExitCode> {
     }
 
     // The emulator gets a runtime (and threads) of its own, as it would as a separate server.
-    let emulator_rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("emulator")
-        .enable_all()
-        .build()?;
+    let emulator_rt =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).thread_name("emulator").enable_all().build()?;
     let config = createos_mock::MockConfig::default().journal_bytes(journal_bytes(&sizes));
     let mock = emulator_rt.block_on(createos_mock::start(config)).context("starting the emulator")?;
     let (base_url, api_key) = (mock.base_url(), mock.api_key());
 
+    let load_before = machine::current_load();
     let bench_rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let outcome = bench_rt.block_on(async {
         let bench = Bench::connect(sizes.clone(), tools.clone(), base_url, api_key).await?;
@@ -126,6 +124,7 @@ fn run() -> anyhow::Result<ExitCode> {
     drop(bench_rt);
     emulator_rt.block_on(mock.shutdown());
     let (comparisons, methods, failures) = outcome?;
+    let load_after = machine::current_load();
 
     println!();
     print!("{}", report::text_table(&comparisons));
@@ -153,7 +152,11 @@ fn run() -> anyhow::Result<ExitCode> {
         if let Some(only) = &settings.only {
             command = format!("COS_BENCH_ONLY={} {command}", only.join(","));
         }
-        let machine = machine::describe(&tools.python);
+        let mut machine = machine::describe(&tools.python);
+        machine.push((
+            "Load average (1/5/15 min)".to_string(),
+            format!("{load_before} before the run, {load_after} after (other work on the machine adds noise)"),
+        ));
         let doc = report::markdown_document(&Document {
             machine: &machine,
             command: &command,

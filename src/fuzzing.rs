@@ -27,9 +27,12 @@ pub use path_filter::path_filter;
 pub use shell::{shell_decode, shell_round_trip};
 pub use stream::ndjson;
 
+/// A property function: panics when the input shows a violation.
+pub type Property = fn(&[u8]);
+
 /// Every target: its name (the file `fuzz/fuzz_targets/<name>.rs` and the seed corpus
 /// `fuzz/corpus/<name>/`) and its property function.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Property)] = &[
     ("ndjson", ndjson),
     ("shell_decode", shell_decode),
     ("shell_round_trip", shell_round_trip),

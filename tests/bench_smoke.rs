@@ -87,7 +87,10 @@ fn comparison_ratio_uses_cost_for_both_kinds() {
     let mib = 1024 * 1024;
     let t = Comparison {
         what: "process output".to_string(),
-        ours: Side { label: "ours".into(), measure: Measure::throughput(&[(100 * mib, Duration::from_secs(1))]).unwrap() },
+        ours: Side {
+            label: "ours".into(),
+            measure: Measure::throughput(&[(100 * mib, Duration::from_secs(1))]).unwrap(),
+        },
         baseline: Side {
             label: "pipe".into(),
             measure: Measure::throughput(&[(400 * mib, Duration::from_secs(1)), (200 * mib, Duration::from_secs(1))])
@@ -191,11 +194,14 @@ fn document_lists_everything() {
 
 #[test]
 fn machine_parsing() {
-    let cpuinfo = "processor\t: 0\nmodel name\t: Example CPU @ 3.00GHz\n\nprocessor\t: 1\nmodel name\t: Example CPU @ 3.00GHz\n";
+    let cpuinfo =
+        "processor\t: 0\nmodel name\t: Example CPU @ 3.00GHz\n\nprocessor\t: 1\nmodel name\t: Example CPU @ 3.00GHz\n";
     assert_eq!(machine::cpu_summary(cpuinfo), Some(("Example CPU @ 3.00GHz".to_string(), 2)));
     assert_eq!(machine::cpu_summary("nothing here"), None);
     assert_eq!(machine::mem_total_kib("MemFree: 1 kB\nMemTotal:       24731520 kB\n"), Some(24_731_520));
     assert_eq!(machine::mem_total_kib(""), None);
+    assert_eq!(machine::load_average("0.52 1.10 2.00 3/400 12345\n"), Some("0.52 / 1.10 / 2.00".to_string()));
+    assert_eq!(machine::load_average("garbage"), None);
     assert_eq!(machine::utc_timestamp(0), "1970-01-01 00:00 UTC");
     assert_eq!(machine::utc_timestamp(951_782_400), "2000-02-29 00:00 UTC");
     assert_eq!(machine::utc_timestamp(1_764_483_300), "2025-11-30 06:15 UTC");

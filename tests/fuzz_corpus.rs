@@ -6,7 +6,7 @@
 use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 
-use createos_sandbox::fuzzing::TARGETS;
+use createos_sandbox::fuzzing::{Property, TARGETS};
 
 /// Mutated inputs per target.
 const ITERATIONS: usize = 2500;
@@ -138,7 +138,7 @@ fn escaped(input: &[u8]) -> String {
 
 /// Run `property` on `input`; on a violation, fail naming the input so it can be saved into
 /// the corpus and replayed with `cargo fuzz run <target> <file>`.
-fn check(target: &str, label: &str, property: fn(&[u8]), input: &[u8]) {
+fn check(target: &str, label: &str, property: Property, input: &[u8]) {
     if panic::catch_unwind(AssertUnwindSafe(|| property(input))).is_err() {
         panic!("fuzz property `{target}` failed on {label}: b\"{}\"", escaped(input));
     }

@@ -439,7 +439,7 @@ async fn disk_credentials_come_from_server_environment_variables() {
     setup.extra_env.push(("TEST_S3_ACCESS", "AKIATESTACCESS".into()));
     setup.extra_env.push(("TEST_S3_SECRET", "very-secret-value".into()));
     let mut mcp = setup.start().await;
-    let base = json!({"name": "data", "bucket": "b", "endpoint": "https://s3.example.test", "access_key_env": "TEST_S3_ACCESS"});
+    let base = json!({"name": "data", "bucket": "data-bucket", "endpoint": "https://s3.example.test", "access_key_env": "TEST_S3_ACCESS"});
     let mut missing = base.clone();
     missing["secret_key_env"] = json!("TEST_S3_UNSET");
     assert!(error_text(&mcp.call("sandbox_disk_create", missing, None).await).contains("TEST_S3_UNSET"));

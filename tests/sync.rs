@@ -241,3 +241,37 @@ async fn watch_mode_sends_local_edits() {
     cancel.cancel();
     task.await.unwrap().unwrap();
 }
+
+fn cos(f: &Fixture, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_cos"))
+        .args(["--endpoint", &f.env.base_url(), "--api-key", &f.env.mock.api_key(), "-o", "json"])
+        .args(args)
+        .env_remove("CREATEOS_API_KEY")
+        .env_remove("CREATEOS_SANDBOX_BASE_URL")
+        .env_remove("XDG_STATE_HOME")
+        .env("HOME", f.tmp.path().join("home"))
+        .output()
+        .expect("cos runs")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cos_sync_runs_and_refuses_unsafe_paths() {
+    let f = fixture().await;
+    std::fs::create_dir_all(f.tmp.path().join("home")).unwrap();
+    f.write("a.txt", "A");
+    let local = f.local.to_str().unwrap().to_string();
+    f.env.reset_stats().await;
+    let out = cos(&f, &["sync", f.sb.id(), "--local", &local, "--remote", "/etc/app", "--mode", "mirror"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("system directory"), "{}", String::from_utf8_lossy(&out.stderr));
+    let stats = f.env.stats().await;
+    let sent: u64 = stats["requests"].as_object().unwrap().values().filter_map(|v| v.as_u64()).sum();
+    assert_eq!(sent, 0, "nothing reached the emulator: {stats}");
+
+    let out = cos(&f, &["sync", f.sb.id(), "--local", &local, "--remote", "/root/cli", "--mode", "two-way", "--exclude", "*.tmp"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(v["mode"], "two-way");
+    assert_eq!(v["report"]["pushed"], serde_json::json!(["a.txt"]));
+    assert_eq!(f.remote("/root/cli/a.txt").await.as_deref(), Some("A"));
+}

@@ -69,7 +69,8 @@ pub struct Tools {
     pub cos: PathBuf,
 }
 
-const SETUP_HINT: &str = "run `bash benches/setup.sh` (it installs the pinned SDKs into interop/ the way interop/run.sh does)";
+const SETUP_HINT: &str =
+    "run `bash benches/setup.sh` (it installs the pinned SDKs into interop/ the way interop/run.sh does)";
 
 impl Tools {
     /// Find everything, or fail saying what is missing and how to get it.

@@ -65,10 +65,7 @@ pub async fn alternate(
     for (round, order) in round_orders(contenders.len(), warmup + rounds, ORDER_SEED).into_iter().enumerate() {
         for index in order {
             let contender = &mut contenders[index];
-            let sample = contender
-                .sample()
-                .await
-                .map_err(|e| e.context(format!("sampling {}", contender.label())))?;
+            let sample = contender.sample().await.map_err(|e| e.context(format!("sampling {}", contender.label())))?;
             if round >= warmup {
                 samples[index].push(sample);
             }

@@ -23,6 +23,17 @@ pub fn mem_total_kib(meminfo: &str) -> Option<u64> {
     })
 }
 
+/// The 1, 5 and 15 minute load averages from the text of `/proc/loadavg`.
+pub fn load_average(loadavg: &str) -> Option<String> {
+    let fields: Vec<&str> = loadavg.split_whitespace().take(3).collect();
+    (fields.len() == 3 && fields.iter().all(|f| f.parse::<f64>().is_ok())).then(|| fields.join(" / "))
+}
+
+/// The current load averages, or `unknown`.
+pub fn current_load() -> String {
+    load_average(&std::fs::read_to_string("/proc/loadavg").unwrap_or_default()).unwrap_or_else(|| "unknown".into())
+}
+
 /// A calendar date `YYYY-MM-DD HH:MM UTC` from seconds since the Unix epoch (days → civil
 /// date after Howard Hinnant's algorithm).
 pub fn utc_timestamp(secs: u64) -> String {

@@ -6,8 +6,18 @@ use std::fmt::Write as _;
 use crate::stats::{Comparison, Measure, Verdict};
 
 /// Column headers, shared by both renderings.
-const HEADERS: [&str; 10] =
-    ["benchmark", "ours", "baseline", "n", "ours median", "ours tail", "baseline median", "baseline tail", "ratio", "goal"];
+const HEADERS: [&str; 10] = [
+    "benchmark",
+    "ours",
+    "baseline",
+    "n",
+    "ours median",
+    "ours tail",
+    "baseline median",
+    "baseline tail",
+    "ratio",
+    "goal",
+];
 
 /// A number with three significant digits (more integer digits are kept as they are).
 pub fn sig3(value: f64) -> String {

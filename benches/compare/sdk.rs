@@ -44,7 +44,10 @@ impl Worker {
 
     /// Send one request line and return the answer's payload after `expect` (e.g. `ok`).
     pub async fn ask(&mut self, request: &str, expect: &str) -> anyhow::Result<String> {
-        self.stdin.write_all(format!("{request}\n").as_bytes()).await.with_context(|| format!("writing to the {} worker", self.name))?;
+        self.stdin
+            .write_all(format!("{request}\n").as_bytes())
+            .await
+            .with_context(|| format!("writing to the {} worker", self.name))?;
         self.stdin.flush().await?;
         let line = tokio::time::timeout(ANSWER_TIMEOUT, self.lines.next_line())
             .await
@@ -69,7 +72,8 @@ impl Worker {
     /// One `exec true`, as timed inside the worker.
     pub async fn exec(&mut self) -> anyhow::Result<Duration> {
         let nanos = self.ask("exec", "ok").await?;
-        let nanos: u64 = nanos.trim().parse().with_context(|| format!("the {} worker's timing {nanos:?}", self.name))?;
+        let nanos: u64 =
+            nanos.trim().parse().with_context(|| format!("the {} worker's timing {nanos:?}", self.name))?;
         Ok(Duration::from_nanos(nanos))
     }
 

@@ -54,17 +54,9 @@ pub fn millis(samples: &[Duration]) -> Vec<f64> {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Measure {
     /// Time per operation, in milliseconds (lower is better).
-    Latency {
-        median_ms: f64,
-        p99_ms: f64,
-        samples: usize,
-    },
+    Latency { median_ms: f64, p99_ms: f64, samples: usize },
     /// Bytes per second, in MiB/s (higher is better); `worst` is the slowest sample.
-    Throughput {
-        median_mib_s: f64,
-        worst_mib_s: f64,
-        samples: usize,
-    },
+    Throughput { median_mib_s: f64, worst_mib_s: f64, samples: usize },
 }
 
 impl Measure {
@@ -145,8 +137,20 @@ pub fn verdict(goal: Goal, ratio: Option<f64>) -> Verdict {
     match (goal, ratio) {
         (Goal::None, _) => Verdict::Info,
         (_, None) => Verdict::Miss,
-        (Goal::AtMost(factor), Some(r)) => if r <= factor { Verdict::Pass } else { Verdict::Miss },
-        (Goal::Faster, Some(r)) => if r < 1.0 { Verdict::Pass } else { Verdict::Miss },
+        (Goal::AtMost(factor), Some(r)) => {
+            if r <= factor {
+                Verdict::Pass
+            } else {
+                Verdict::Miss
+            }
+        }
+        (Goal::Faster, Some(r)) => {
+            if r < 1.0 {
+                Verdict::Pass
+            } else {
+                Verdict::Miss
+            }
+        }
     }
 }
 

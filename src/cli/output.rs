@@ -65,9 +65,13 @@ impl Out {
     }
 }
 
-/// Stable error codes of the JSON error envelope.
-pub fn error_code(err: &anyhow::Error) -> &'static str {
-    match err.downcast_ref::<Error>() {
+/// Stable error codes of the JSON error envelope (a guest file operation's own code, e.g.
+/// `ambiguous`, passes through).
+pub fn error_code(err: &anyhow::Error) -> String {
+    if let Some(Error::Guest(g)) = err.downcast_ref::<Error>() {
+        return g.code.to_string();
+    }
+    let code = match err.downcast_ref::<Error>() {
         Some(Error::Validation(_)) | Some(Error::InvalidInput { .. }) => "bad_request",
         Some(Error::Auth(_)) | Some(Error::NotSignedIn(_)) | Some(Error::Credentials { .. }) => "unauthorized",
         Some(Error::Permission(_)) => "forbidden",
@@ -81,7 +85,8 @@ pub fn error_code(err: &anyhow::Error) -> &'static str {
         Some(Error::Cancelled) => "cancelled",
         Some(_) => "api_error",
         None => "error",
-    }
+    };
+    code.to_string()
 }
 
 /// Report a failure in the chosen format.

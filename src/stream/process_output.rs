@@ -69,13 +69,12 @@ pub enum OutputEvent {
     /// delivered; the stream continues with `to_seq + 1`.
     ///
     /// `lost_bytes` is the exact payload size of those chunks, or `None` when it cannot be
-    /// known. Sequence numbers count chunks, not bytes, and the spec's output window only gives
-    /// the *retained* byte count, so the byte count needs the window's `total_bytes` (bytes
-    /// ever written; a proposed extension a server may send) and a known starting offset (the
-    /// stream began at `after = 0`, or an earlier gap re-anchored it). With both,
-    /// `lost_bytes = (total_bytes − bytes) − bytes delivered so far`, taken from a
-    /// [`Process::info`] call made right after the expiry, and the stream resumes from that
-    /// window's `oldest_seq`, so the figure is exact rather than estimated.
+    /// known. Sequence numbers count chunks, not bytes, so the count needs byte offsets: this
+    /// project's emulator sends each data event's `offset` and the expired error's
+    /// `oldest_available_offset` (an extension; see `api-spec/openapi.yaml`), and a server that
+    /// reports the window's `total_bytes` allows the same computation from [`Process::info`].
+    /// Without either (or when resuming from an arbitrary `after` before any byte arrived),
+    /// the gap still names the exact sequence range.
     Gap {
         /// First lost sequence.
         from_seq: u64,
@@ -143,6 +142,14 @@ struct WireEvent {
     error: Option<String>,
     #[serde(default)]
     oldest_available_seq: Option<u64>,
+    /// Byte offset of a data event's first byte in the process's whole output (an extension
+    /// of this project's emulator; absent from servers that do not send it).
+    #[serde(default)]
+    offset: Option<u64>,
+    /// Byte offset of the oldest retained chunk, next to `oldest_available_seq` (same
+    /// extension).
+    #[serde(default)]
+    oldest_available_offset: Option<u64>,
 }
 
 /// Counters shared between the stream and its handle.
@@ -328,7 +335,7 @@ impl Follower {
                     self.progressed = false;
                 }
                 Err(err) => match expired_answer(&err) {
-                    Some(oldest) => self.expired(oldest).await,
+                    Some(oldest) => self.expired(oldest, None).await,
                     None if is_transient(&err) => {
                         self.failures += 1;
                         self.last_error = Some(err);
@@ -353,7 +360,7 @@ impl Follower {
                 let message = event.error.unwrap_or_default();
                 if mentions_expired(&message) {
                     self.frames = None;
-                    self.expired(event.oldest_available_seq).await;
+                    self.expired(event.oldest_available_seq, event.oldest_available_offset).await;
                 } else {
                     self.last_error = Some(lost(&format!("server error event: {message}")));
                     self.pending.push_back(OutputEvent::Error(message));
@@ -385,7 +392,8 @@ impl Follower {
             self.offset = None;
         }
         self.advance(seq);
-        self.offset = self.offset.map(|o| o + bytes.len() as u64);
+        // A server that says where the chunk starts re-anchors the byte count exactly.
+        self.offset = event.offset.or(self.offset).map(|o| o + bytes.len() as u64);
         self.progressed = true;
         let stream = StreamKind::from(event.stream.as_deref().unwrap_or("stdout"));
         self.pending.push_back(OutputEvent::Data { seq, stream, bytes });
@@ -398,7 +406,7 @@ impl Follower {
 
     /// The server no longer has the chunks after `last_seq`: yield a gap and resume from the
     /// oldest retained chunk (the newer of the server's hint and a fresh window).
-    async fn expired(&mut self, hint: Option<u64>) {
+    async fn expired(&mut self, hint: Option<u64>, hint_offset: Option<u64>) {
         let window: Option<OutputWindow> = match self.process.info().await {
             Ok(details) => Some(details.output),
             Err(err) => {
@@ -423,8 +431,13 @@ impl Follower {
             self.last_error = Some(lost(&format!("output offset expired, but seq {} is retained", self.last_seq + 1)));
             return;
         }
-        // Exact only when this window starts at the resume point and reports total bytes.
-        let start_of_oldest = window.filter(|w| w.oldest_seq == oldest).and_then(|w| w.total_bytes.map(|t| t.saturating_sub(w.bytes)));
+        // Exact when the server said where the oldest retained chunk starts, or when a window
+        // starting at the resume point reports its total bytes.
+        let from_hint = hint_offset.filter(|_| hint == Some(oldest));
+        let from_window = window
+            .filter(|w| w.oldest_seq == oldest)
+            .and_then(|w| w.total_bytes.map(|t| t.saturating_sub(w.bytes)));
+        let start_of_oldest = from_hint.or(from_window);
         let lost_bytes = match (start_of_oldest, self.offset) {
             (Some(start), Some(delivered)) => Some(start.saturating_sub(delivered)),
             _ => None,

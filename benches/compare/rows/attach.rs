@@ -151,7 +151,8 @@ impl Contender for Attached {
         let mut this = *self;
         Box::pin(async move {
             this.keyboard.write_all(&[DETACH_KEY]).await?;
-            let outcome = tokio::time::timeout(ECHO_TIMEOUT, &mut this.task).await.context("attach did not detach")???;
+            let outcome =
+                tokio::time::timeout(ECHO_TIMEOUT, &mut this.task).await.context("attach did not detach")???;
             ensure!(matches!(outcome, AttachOutcome::Detached { .. }), "attach ended with {outcome:?}");
             this.process.stop(Some(Duration::ZERO)).await?;
             Ok(())
@@ -265,7 +266,10 @@ impl Contender for LocalPty {
             // Blocking calls on a blocking thread; the clock runs inside, around write + read only.
             let echo = tokio::task::spawn_blocking(move || {
                 let started = Instant::now();
-                let result = master.write_all(&[byte]).map_err(anyhow::Error::from).and_then(|()| read_master_until(&mut master, byte));
+                let result = master
+                    .write_all(&[byte])
+                    .map_err(anyhow::Error::from)
+                    .and_then(|()| read_master_until(&mut master, byte));
                 (master, result.map(|()| started.elapsed()))
             });
             match tokio::time::timeout(ECHO_TIMEOUT, echo).await {

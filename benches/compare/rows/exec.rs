@@ -54,13 +54,8 @@ async fn run(bench: &Bench) -> anyhow::Result<Vec<Comparison>> {
     )
     .await?;
     let ts_version = node.init(bench.sandbox.id()).await?;
-    let mut python = Worker::spawn(
-        "python",
-        &tools.python,
-        &[OsString::from(tools.worker_script("exec_worker.py"))],
-        bench,
-    )
-    .await?;
+    let mut python =
+        Worker::spawn("python", &tools.python, &[OsString::from(tools.worker_script("exec_worker.py"))], bench).await?;
     let py_version = python.init(bench.sandbox.id()).await?;
 
     let labels = [

@@ -37,10 +37,7 @@ pub const PENDING: &[Pending] = &[
         title: "upload / download over SFTP vs `scp`",
         why: "needs the SSH/SFTP client (`ssh/`), which is not built yet",
     },
-    Pending {
-        title: "sync vs `rsync`",
-        why: "needs the sync engine (`sync/`), which is not built yet",
-    },
+    Pending { title: "sync vs `rsync`", why: "needs the sync engine (`sync/`), which is not built yet" },
     Pending {
         title: "`cos mcp` resident memory and tool-call latency",
         why: "needs the MCP server (`cos mcp`), which is not built yet",

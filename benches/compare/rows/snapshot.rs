@@ -155,7 +155,11 @@ impl Contender for Ours {
                 snapshot.write_tar(BufWriter::with_capacity(WRITE_BUFFER, writer))?;
                 let bytes = join_drain(drained)?;
                 let elapsed = started.elapsed();
-                ensure!(snapshot.files().len() == expected, "snapshot holds {} files, expected {expected}", snapshot.files().len());
+                ensure!(
+                    snapshot.files().len() == expected,
+                    "snapshot holds {} files, expected {expected}",
+                    snapshot.files().len()
+                );
                 ensure!(bytes == snapshot.exact_size(), "archive of {bytes} bytes, expected {}", snapshot.exact_size());
                 Ok(Sample { elapsed, bytes })
             })

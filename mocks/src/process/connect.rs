@@ -82,12 +82,13 @@ async fn next_batch(st: &mut Follow) -> Option<Bytes> {
     loop {
         let view = st.proc.stream_view(st.cursor, REPLAY_BATCH_BYTES);
         match view.replay {
-            Replay::Expired { oldest_available } => {
+            Replay::Expired { oldest_available, oldest_offset } => {
                 st.finished = true;
                 return Some(Bytes::from(line(json!({
                     "type": "error",
                     "error": "output offset expired",
                     "oldest_available_seq": oldest_available,
+                    "oldest_available_offset": oldest_offset,
                 }))));
             }
             Replay::Chunks(chunks) if !chunks.is_empty() => {
@@ -98,6 +99,7 @@ async fn next_batch(st: &mut Follow) -> Option<Bytes> {
                         "type": "data",
                         "seq": chunk.seq,
                         "stream": chunk.stream.as_str(),
+                        "offset": chunk.offset,
                         "data_base64": base64::engine::general_purpose::STANDARD.encode(&chunk.data),
                     })));
                 }

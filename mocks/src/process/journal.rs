@@ -29,6 +29,8 @@ impl OutputStream {
 pub struct Chunk {
     pub seq: u64,
     pub stream: OutputStream,
+    /// Byte offset of the chunk's first byte in the process's whole output.
+    pub offset: u64,
     pub data: Bytes,
 }
 
@@ -38,6 +40,8 @@ pub struct Window {
     pub oldest_seq: u64,
     pub newest_seq: u64,
     pub bytes: u64,
+    /// Bytes ever written (this project's extension of the output window).
+    pub total_bytes: u64,
 }
 
 /// What a reader asking for output after some sequence gets.
@@ -45,8 +49,9 @@ pub struct Window {
 pub enum Replay {
     /// Chunks with `seq > after` (possibly empty when nothing new was written yet).
     Chunks(Vec<Chunk>),
-    /// Some output after `after` was already evicted; resume from `oldest_available`.
-    Expired { oldest_available: u64 },
+    /// Some output after `after` was already evicted; resume from `oldest_available`, whose
+    /// first byte is at `oldest_offset` (so a reader knows exactly how many bytes it lost).
+    Expired { oldest_available: u64, oldest_offset: u64 },
 }
 
 /// Bounded chunk buffer. A chunk is never larger than the budget (callers read at most
@@ -57,6 +62,8 @@ pub struct Journal {
     retained_bytes: usize,
     budget: usize,
     last_seq: u64,
+    /// Bytes ever written (the offset of the next chunk).
+    total_bytes: u64,
 }
 
 /// Upper bound of one read from a process's output.
@@ -65,7 +72,7 @@ const READ_SIZE: usize = 64 * 1024;
 impl Journal {
     /// A journal keeping at most `budget` bytes (at least 1).
     pub fn new(budget: usize) -> Self {
-        Journal { chunks: VecDeque::new(), retained_bytes: 0, budget: budget.max(1), last_seq: 0 }
+        Journal { chunks: VecDeque::new(), retained_bytes: 0, budget: budget.max(1), last_seq: 0, total_bytes: 0 }
     }
 
     /// Largest chunk the journal accepts: one read's worth, never above the budget.
@@ -82,7 +89,9 @@ impl Journal {
             let piece = rest.split_to(rest.len().min(max));
             self.last_seq += 1;
             self.retained_bytes += piece.len();
-            self.chunks.push_back(Chunk { seq: self.last_seq, stream, data: piece });
+            let offset = self.total_bytes;
+            self.total_bytes += piece.len() as u64;
+            self.chunks.push_back(Chunk { seq: self.last_seq, stream, offset, data: piece });
         }
         while self.retained_bytes > self.budget && self.chunks.len() > 1 {
             if let Some(old) = self.chunks.pop_front() {
@@ -100,7 +109,7 @@ impl Journal {
     /// Bounds of the retained window; `0/0/0` before any output.
     pub fn window(&self) -> Window {
         let oldest_seq = self.chunks.front().map(|c| c.seq).unwrap_or(self.last_seq);
-        Window { oldest_seq, newest_seq: self.last_seq, bytes: self.retained_bytes as u64 }
+        Window { oldest_seq, newest_seq: self.last_seq, bytes: self.retained_bytes as u64, total_bytes: self.total_bytes }
     }
 
     /// Chunks after `after`, at most `limit_bytes` of payload (always at least one chunk
@@ -110,7 +119,7 @@ impl Journal {
             return Replay::Chunks(Vec::new());
         };
         if after + 1 < front.seq {
-            return Replay::Expired { oldest_available: front.seq };
+            return Replay::Expired { oldest_available: front.seq, oldest_offset: front.offset };
         }
         // Sequence numbers are contiguous in the deque, so the start index is arithmetic.
         let start = (after + 1 - front.seq) as usize;
@@ -134,21 +143,21 @@ mod tests {
     fn seqs(r: Replay) -> Vec<u64> {
         match r {
             Replay::Chunks(c) => c.iter().map(|c| c.seq).collect(),
-            Replay::Expired { oldest_available } => vec![1000 + oldest_available],
+            Replay::Expired { oldest_available, .. } => vec![1000 + oldest_available],
         }
     }
 
     #[test]
     fn sequences_start_at_one_and_replay_after() {
         let mut j = Journal::new(1024);
-        assert_eq!(j.window(), Window { oldest_seq: 0, newest_seq: 0, bytes: 0 });
+        assert_eq!(j.window(), Window { oldest_seq: 0, newest_seq: 0, bytes: 0, total_bytes: 0 });
         assert_eq!(j.push(OutputStream::Stdout, Bytes::from_static(b"ab")), 1);
         assert_eq!(j.push(OutputStream::Stderr, Bytes::from_static(b"cd")), 2);
         assert_eq!(seqs(j.after(0, usize::MAX)), vec![1, 2]);
         assert_eq!(seqs(j.after(1, usize::MAX)), vec![2]);
         assert!(seqs(j.after(2, usize::MAX)).is_empty());
         assert!(seqs(j.after(7, usize::MAX)).is_empty());
-        assert_eq!(j.window(), Window { oldest_seq: 1, newest_seq: 2, bytes: 4 });
+        assert_eq!(j.window(), Window { oldest_seq: 1, newest_seq: 2, bytes: 4, total_bytes: 4 });
     }
 
     #[test]
@@ -158,9 +167,9 @@ mod tests {
             j.push(OutputStream::Stdout, Bytes::from_static(b"xxxx"));
         }
         let w = j.window();
-        assert_eq!(w, Window { oldest_seq: 4, newest_seq: 5, bytes: 8 });
-        assert!(matches!(j.after(0, usize::MAX), Replay::Expired { oldest_available: 4 }));
-        assert!(matches!(j.after(2, usize::MAX), Replay::Expired { oldest_available: 4 }));
+        assert_eq!(w, Window { oldest_seq: 4, newest_seq: 5, bytes: 8, total_bytes: 20 });
+        assert!(matches!(j.after(0, usize::MAX), Replay::Expired { oldest_available: 4, oldest_offset: 12 }));
+        assert!(matches!(j.after(2, usize::MAX), Replay::Expired { oldest_available: 4, oldest_offset: 12 }));
         assert_eq!(seqs(j.after(3, usize::MAX)), vec![4, 5]);
         assert_eq!(seqs(j.after(4, usize::MAX)), vec![5]);
     }
@@ -170,7 +179,7 @@ mod tests {
         let mut j = Journal::new(4);
         let last = j.push(OutputStream::Pty, Bytes::from_static(b"0123456789"));
         assert_eq!(last, 3);
-        assert_eq!(j.window(), Window { oldest_seq: 3, newest_seq: 3, bytes: 2 });
+        assert_eq!(j.window(), Window { oldest_seq: 3, newest_seq: 3, bytes: 2, total_bytes: 10 });
         let mut j = Journal::new(100);
         for _ in 0..4 {
             j.push(OutputStream::Stdout, Bytes::from_static(b"12345"));

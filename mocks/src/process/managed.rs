@@ -138,6 +138,8 @@ pub struct OutputWindow {
     pub oldest_seq: u64,
     pub newest_seq: u64,
     pub bytes: u64,
+    /// Bytes ever written (this project's extension; see the spec).
+    pub total_bytes: u64,
 }
 
 /// The wire shape of a process (E21–E24, E30).
@@ -407,7 +409,7 @@ impl ManagedProcess {
             (st.phase, st.leader.clone(), st.tree_exited, st.finished_at.clone(), st.journal.window())
         };
         let foreground = if tree_exited { None } else { self.foreground() };
-        let Window { oldest_seq, newest_seq, bytes } = window;
+        let Window { oldest_seq, newest_seq, bytes, total_bytes } = window;
         ProcessDetails {
             process_id: self.id.clone(),
             kind: self.kind.as_str(),
@@ -423,7 +425,7 @@ impl ManagedProcess {
             finished_at,
             exit_code: leader.as_ref().and_then(|l| l.code),
             signal: leader.and_then(|l| l.signal),
-            output: OutputWindow { oldest_seq, newest_seq, bytes },
+            output: OutputWindow { oldest_seq, newest_seq, bytes, total_bytes },
         }
     }
 
