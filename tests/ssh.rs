@@ -131,6 +131,43 @@ async fn exec_over_the_tunnel_keeps_streams_apart_and_reports_status() {
     env.shutdown().await;
 }
 
+#[tokio::test]
+async fn dropping_a_command_stops_it_and_frees_its_channel() {
+    require_sshd();
+    let env = common::start().await;
+    let sb = sandbox(&env).await;
+    let dir = tempfile::tempdir().unwrap();
+    let ssh = guarded("connect", SshSession::connect(&sb, options(&dir))).await.expect("ssh connect");
+
+    // More abandoned commands than OpenSSH allows sessions per connection (10): if their
+    // channels leaked, the last ones could not even open.
+    for round in 0..2 {
+        let commands = (0..6).map(|i| {
+            let ssh = ssh.clone();
+            let n = round * 6 + i;
+            async move {
+                let run = ssh.exec(&format!("echo $$ > /root/pid-{n}; while :; do sleep 0.05; done"));
+                tokio::time::timeout(Duration::from_millis(1500), run).await
+            }
+        });
+        for outcome in futures::future::join_all(commands).await {
+            assert!(outcome.is_err(), "the endless command was abandoned by its caller");
+        }
+    }
+    let probe = r#"n=0; for f in /root/pid-*; do n=$((n+1)); kill -0 "$(cat "$f")" 2>/dev/null && echo alive; done; echo files=$n"#;
+    let mut report = String::new();
+    for _ in 0..100 {
+        report = guarded("probe", ssh.exec(probe)).await.expect("channels are free again").stdout_text().into_owned();
+        if !report.contains("alive") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(report.trim(), "files=12", "every abandoned command started and was stopped");
+    assert_eq!(ssh.connects(), 1);
+    env.shutdown().await;
+}
+
 // --------------------------------------------------------------------------- SFTP
 
 #[tokio::test]

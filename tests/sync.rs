@@ -263,7 +263,8 @@ async fn cos_sync_runs_and_refuses_unsafe_paths() {
     f.env.reset_stats().await;
     let out = cos(&f, &["sync", f.sb.id(), "--local", &local, "--remote", "/etc/app", "--mode", "mirror"]);
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("system directory"), "{}", String::from_utf8_lossy(&out.stderr));
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(said.contains("system directory"), "{said}");
     let stats = f.env.stats().await;
     let sent: u64 = stats["requests"].as_object().unwrap().values().filter_map(|v| v.as_u64()).sum();
     assert_eq!(sent, 0, "nothing reached the emulator: {stats}");

@@ -7,10 +7,11 @@
 
 use std::borrow::Cow;
 use std::io::Cursor;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use russh::client::Msg;
-use russh::{Channel, ChannelMsg};
+use russh::{Channel, ChannelMsg, ChannelWriteHalf};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use crate::error::{Error, Result};
@@ -150,6 +151,9 @@ where
     W: AsyncWrite + Unpin + Send,
 {
     let (mut read, write) = channel.split();
+    let write = Arc::new(write);
+    // Until the command ends, dropping this future stops it (TERM) and frees the channel.
+    let mut abandon = AbandonGuard { write: Some(write.clone()) };
     write
         .exec(true, command.as_bytes())
         .await
@@ -196,6 +200,7 @@ where
             }
         }
     }
+    abandon.disarm();
     sinks.stdout.flush().await.map_err(|e| Error::io("writing the command's stdout", e))?;
     if exit.exit_status.is_none() && exit.exit_signal.is_none() {
         return Err(SshError::protocol(
@@ -206,6 +211,30 @@ where
     }
     exit.stderr = std::mem::take(&mut sinks.stderr);
     Ok(exit)
+}
+
+/// Stops a command whose caller went away (future dropped, error on our side): a TERM
+/// signal to the command, then the channel is closed so the server frees the session slot.
+struct AbandonGuard {
+    write: Option<Arc<ChannelWriteHalf<Msg>>>,
+}
+
+impl AbandonGuard {
+    fn disarm(&mut self) {
+        self.write = None;
+    }
+}
+
+impl Drop for AbandonGuard {
+    fn drop(&mut self) {
+        let Some(write) = self.write.take() else { return };
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = write.signal(russh::Sig::TERM).await;
+                let _ = write.close().await;
+            });
+        }
+    }
 }
 
 fn signal_name_of(sig: &russh::Sig) -> String {
