@@ -136,7 +136,7 @@ fn run() -> anyhow::Result<ExitCode> {
         println!("FAILED  {row}: {err}");
     }
     if !rows::PENDING.is_empty() {
-        println!("\npending rows (not measured yet):");
+        println!("\npending rows:");
         for p in rows::PENDING {
             println!("  {} — {}", p.title, p.why);
         }

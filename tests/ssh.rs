@@ -146,12 +146,12 @@ async fn dropping_a_command_stops_it_and_frees_its_channel() {
             let ssh = ssh.clone();
             let n = round * 6 + i;
             async move {
-                let run = ssh.exec(&format!("echo $$ > /root/pid-{n}; while :; do sleep 0.05; done"));
-                tokio::time::timeout(Duration::from_millis(1500), run).await
+                let command = format!("echo $$ > /root/pid-{n}; while :; do sleep 0.05; done");
+                tokio::time::timeout(Duration::from_millis(1500), ssh.exec(&command)).await
             }
         });
         for outcome in futures::future::join_all(commands).await {
-            assert!(outcome.is_err(), "the endless command was abandoned by its caller");
+            assert!(outcome.is_err(), "the endless command was abandoned by its caller: {outcome:?}");
         }
     }
     let probe = r#"n=0; for f in /root/pid-*; do n=$((n+1)); kill -0 "$(cat "$f")" 2>/dev/null && echo alive; done; echo files=$n"#;

@@ -144,7 +144,11 @@ pub struct Ctx {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging();
-    let out = Out::new(cli.output);
+    // `cos mcp` owns stdout for the protocol: its errors go to stderr whatever the format.
+    let out = match cli.command {
+        Command::Mcp(_) => Out { json: false, explicit_json: false },
+        _ => Out::new(cli.output),
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {

@@ -35,11 +35,14 @@ pub fn all() -> Vec<Row> {
 pub const PENDING: &[Pending] = &[
     Pending {
         title: "upload / download over SFTP vs `scp`",
-        why: "needs the SSH/SFTP client (`ssh/`), which is not built yet",
+        why: "not measured yet: the row comes with the SSH/SFTP transfer path, which is still being built",
     },
-    Pending { title: "sync vs `rsync`", why: "needs the sync engine (`sync/`), which is not built yet" },
+    Pending {
+        title: "sync vs `rsync`",
+        why: "not measured yet: the row comes with the sync engine, which is still being built",
+    },
     Pending {
         title: "`cos mcp` resident memory and tool-call latency",
-        why: "needs the MCP server (`cos mcp`), which is not built yet",
+        why: "not measured yet: the row comes with the MCP server (`cos mcp`), which is still being built",
     },
 ];

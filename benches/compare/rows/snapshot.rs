@@ -40,7 +40,8 @@ fn method(sizes: &Sizes) -> String {
          from a pipe the same way.\n\n\
          Both archives go into a pipe rather than straight to `/dev/null`: GNU tar notices when its \
          archive *is* `/dev/null` and then skips reading the files, which would time a different job. \
-         The file count of the snapshot and the size of both archives are checked every round.",
+         Every round checks the snapshot's file count and that its archive has exactly the size \
+         computed from the headers, and that tar succeeded with a non-empty archive.",
         files = sizes.snapshot_files,
         per = FILES_PER_DIR,
         mib = (sizes.snapshot_files as u64 * 2200) / (1024 * 1024),
