@@ -156,7 +156,7 @@ pub(crate) fn read_oauth(path: &Path) -> Result<Option<OAuthSession>, Error> {
     }
 }
 
-/// Fuzzing entry (see `crate::fuzzing`): parse `.oauth` contents exactly as [`read_oauth`]
+/// Fuzzing entry (see `crate::fuzzing`): parse `.oauth` contents exactly as `read_oauth`
 /// does and give the session's `Debug` text, or the reason it was refused. Only the text leaves,
 /// so a harness can compare it across inputs that differ in their token values.
 #[doc(hidden)]

@@ -44,7 +44,8 @@ impl Default for ShellCodec {
 impl ShellCodec {
     /// A codec with a smaller frame limit (at most [`MAX_FRAME`]).
     pub fn with_max_frame(max_frame: usize) -> Self {
-        ShellCodec { max_frame: max_frame.clamp(1, MAX_FRAME) }
+        // At least 4: the resize frame it encodes itself carries 4 bytes.
+        ShellCodec { max_frame: max_frame.clamp(4, MAX_FRAME) }
     }
 }
 

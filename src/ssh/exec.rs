@@ -8,16 +8,18 @@
 use std::borrow::Cow;
 use std::io::Cursor;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use russh::client::Msg;
-use russh::{Channel, ChannelMsg, ChannelWriteHalf};
+use russh::{ChannelMsg, ChannelReadHalf, ChannelWriteHalf};
+use tokio::sync::OwnedSemaphorePermit;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use crate::error::{Error, Result};
 
 use super::error::SshError;
-use super::session::SshSession;
+use super::session::{OpenChannel, SshSession};
 
 /// Most stderr kept by the streaming calls (the tail is kept).
 pub const MAX_STREAMING_STDERR: usize = 1024 * 1024;
@@ -144,16 +146,23 @@ impl<W> Sinks<'_, W> {
     }
 }
 
-/// Run `command` on `channel`: feed `stdin` (then EOF), route output, wait for the close.
-async fn drive<R, W>(channel: Channel<Msg>, command: &str, stdin: Option<R>, sinks: &mut Sinks<'_, W>) -> Result<SshExit>
+/// How long an abandoned command may take to end before its slot is given back anyway.
+const ABANDON_WAIT: Duration = Duration::from_secs(10);
+
+/// Run `command` on `open`: feed `stdin` (then EOF), route output, wait for the close.
+async fn drive<R, W>(open: OpenChannel, command: &str, stdin: Option<R>, sinks: &mut Sinks<'_, W>) -> Result<SshExit>
 where
     R: AsyncRead + Unpin + Send,
     W: AsyncWrite + Unpin + Send,
 {
-    let (mut read, write) = channel.split();
+    let (read, write) = open.channel.split();
     let write = Arc::new(write);
-    // Until the command ends, dropping this future stops it (TERM) and frees the channel.
-    let mut abandon = AbandonGuard { write: Some(write.clone()) };
+    // Until the command ends, dropping this future stops it and frees the channel.
+    let mut running = Running { read: Some(read), write: write.clone(), slot: Some(open.slot), finished: false };
+    let read = running
+        .read
+        .as_mut()
+        .ok_or_else(|| SshError::protocol("running a command", "the channel was released early"))?;
     write
         .exec(true, command.as_bytes())
         .await
@@ -200,7 +209,7 @@ where
             }
         }
     }
-    abandon.disarm();
+    running.finished = true;
     sinks.stdout.flush().await.map_err(|e| Error::io("writing the command's stdout", e))?;
     if exit.exit_status.is_none() && exit.exit_signal.is_none() {
         return Err(SshError::protocol(
@@ -213,27 +222,40 @@ where
     Ok(exit)
 }
 
-/// Stops a command whose caller went away (future dropped, error on our side): a TERM
-/// signal to the command, then the channel is closed so the server frees the session slot.
-struct AbandonGuard {
-    write: Option<Arc<ChannelWriteHalf<Msg>>>,
+/// A command in progress. If it is dropped before the command ended (the caller's future
+/// was dropped, or we gave up on an error of ours), the command gets a TERM signal and the
+/// channel is closed; the channel's slot is given back once the server confirms the close
+/// (OpenSSH keeps a session until its command exits, and allows only 10 per connection).
+struct Running {
+    read: Option<ChannelReadHalf>,
+    write: Arc<ChannelWriteHalf<Msg>>,
+    slot: Option<OwnedSemaphorePermit>,
+    finished: bool,
 }
 
-impl AbandonGuard {
-    fn disarm(&mut self) {
-        self.write = None;
-    }
-}
-
-impl Drop for AbandonGuard {
+impl Drop for Running {
     fn drop(&mut self) {
-        let Some(write) = self.write.take() else { return };
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
-                let _ = write.signal(russh::Sig::TERM).await;
-                let _ = write.close().await;
-            });
+        if self.finished {
+            return;
         }
+        let (read, write, slot) = (self.read.take(), self.write.clone(), self.slot.take());
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        runtime.spawn(async move {
+            let _ = write.signal(russh::Sig::TERM).await;
+            let _ = write.eof().await;
+            let _ = write.close().await;
+            if let Some(mut read) = read {
+                let closed = async {
+                    while let Some(msg) = read.wait().await {
+                        if matches!(msg, ChannelMsg::Close) {
+                            break;
+                        }
+                    }
+                };
+                let _ = tokio::time::timeout(ABANDON_WAIT, closed).await;
+            }
+            drop(slot);
+        });
     }
 }
 
@@ -286,7 +308,7 @@ impl SshSession {
         let open = self.open_channel().await?;
         let mut stdout = Vec::new();
         let mut sinks = Sinks { stdout: &mut stdout, stderr: Vec::new(), stderr_cap: None };
-        let exit = drive(open.channel, command, Some(stdin), &mut sinks).await?;
+        let exit = drive(open, command, Some(stdin), &mut sinks).await?;
         Ok(SshOutput { stdout, stderr: exit.stderr, exit_status: exit.exit_status, exit_signal: exit.exit_signal })
     }
 
@@ -316,7 +338,7 @@ impl SshSession {
         check_command(command)?;
         let open = self.open_channel().await?;
         let mut sinks = Sinks { stdout: &mut stdout, stderr: Vec::new(), stderr_cap: Some(MAX_STREAMING_STDERR) };
-        drive(open.channel, command, Some(stdin), &mut sinks).await
+        drive(open, command, Some(stdin), &mut sinks).await
     }
 }
 

@@ -81,7 +81,7 @@ impl std::fmt::Debug for SshSession {
 /// A channel with its slot and the connection it belongs to.
 pub(crate) struct OpenChannel {
     pub(crate) channel: Channel<Msg>,
-    _slot: OwnedSemaphorePermit,
+    pub(crate) slot: OwnedSemaphorePermit,
 }
 
 impl SshSession {
@@ -230,7 +230,7 @@ impl SshSession {
         for _ in 0..2 {
             let conn = self.connection().await?;
             match open_session_channel(&conn.guest).await {
-                Ok(channel) => return Ok(OpenChannel { channel, _slot: slot }),
+                Ok(channel) => return Ok(OpenChannel { channel, slot }),
                 Err(err) if err.is_connection_lost() => {
                     tracing::debug!(sandbox = %self.inner.sandbox.id(), error = %err, "channel open failed; reconnecting");
                     self.invalidate(&conn).await;

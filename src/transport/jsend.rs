@@ -135,7 +135,8 @@ pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     }
     if let Ok(secs) = raw.parse::<f64>() {
         if secs.is_finite() && secs >= 0.0 {
-            return Some(Duration::from_secs_f64(secs));
+            // try_: a huge value (e.g. `1e300`) must not panic the client.
+            return Duration::try_from_secs_f64(secs).ok();
         }
     }
     let when = httpdate::parse_http_date(raw).ok()?;
