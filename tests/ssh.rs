@@ -479,6 +479,18 @@ impl Drop for CuttableProxy {
     }
 }
 
+/// Kill every sshd of this sandbox (those in its network namespace; other sandboxes run
+/// sshd too) and wait until port 22 is free.
+const KILL_SANDBOX_SSHD: &str = r#"me=$(readlink /proc/self/ns/net)
+for d in /proc/[0-9]*; do
+  [ "$(cat "$d/comm" 2>/dev/null)" = sshd ] || continue
+  [ "$(readlink "$d/ns/net" 2>/dev/null)" = "$me" ] || continue
+  kill "${d#/proc/}" 2>/dev/null
+done
+i=0
+while grep -q ":0016 00000000:0000 0A" /proc/net/tcp; do i=$((i+1)); [ $i -lt 100 ] || exit 2; sleep 0.05; done
+"#;
+
 #[tokio::test]
 async fn a_dropped_connection_is_reconnected_transparently() {
     require_sshd();
@@ -508,6 +520,13 @@ async fn a_dropped_connection_is_reconnected_transparently() {
     assert_eq!(ssh.connects(), 3);
     // The session handed out by the pool is the same one.
     assert_eq!(pool.session(&sb).await.unwrap().connects(), 3);
+
+    // sshd itself dies (every sshd of this sandbox, so our connection too): the reconnect
+    // finds nothing listening on port 22, starts sshd again and goes on.
+    api_sh(&sb, KILL_SANDBOX_SSHD).await;
+    let revived = guarded("exec after sshd died", ssh.exec("echo revived")).await.expect("sshd restarted");
+    assert_eq!(revived.stdout_text(), "revived\n");
+    assert_eq!(ssh.connects(), 4);
     env.shutdown().await;
 }
 

@@ -144,9 +144,17 @@ async fn journal_eviction_reports_expired_offset() {
 
     let mut expired = api.connect(&sb, &id, 0).await;
     let first = expired.next().await.unwrap();
+    // The oldest retained byte sits after everything evicted: total written minus retained.
+    let total = done["output"]["total_bytes"].as_u64().unwrap();
+    let retained = done["output"]["bytes"].as_u64().unwrap();
     assert_eq!(
         first,
-        json!({"type": "error", "error": "output offset expired", "oldest_available_seq": oldest})
+        json!({
+            "type": "error",
+            "error": "output offset expired",
+            "oldest_available_seq": oldest,
+            "oldest_available_offset": total - retained,
+        })
     );
     assert!(expired.next().await.is_none(), "stream ends after the error");
     assert!(expired.clean_end);

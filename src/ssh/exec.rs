@@ -7,18 +7,15 @@
 
 use std::borrow::Cow;
 use std::io::Cursor;
-use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
-use russh::client::Msg;
-use russh::{ChannelMsg, ChannelReadHalf, ChannelWriteHalf};
-use tokio::sync::OwnedSemaphorePermit;
+use russh::ChannelMsg;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use crate::error::{Error, Result};
 
 use super::error::SshError;
+use super::reaper::Running;
 use super::session::{OpenChannel, SshSession};
 
 /// Most stderr kept by the streaming calls (the tail is kept).
@@ -146,25 +143,19 @@ impl<W> Sinks<'_, W> {
     }
 }
 
-/// How long an abandoned command may take to end before its slot is given back anyway.
-const ABANDON_WAIT: Duration = Duration::from_secs(10);
-
 /// Run `command` on `open`: feed `stdin` (then EOF), route output, wait for the close.
 async fn drive<R, W>(open: OpenChannel, command: &str, stdin: Option<R>, sinks: &mut Sinks<'_, W>) -> Result<SshExit>
 where
     R: AsyncRead + Unpin + Send,
     W: AsyncWrite + Unpin + Send,
 {
-    let (read, write) = open.channel.split();
-    let write = Arc::new(write);
     // Until the command ends, dropping this future stops it and frees the channel.
-    let mut running = Running { read: Some(read), write: write.clone(), slot: Some(open.slot), finished: false };
-    let read = running
-        .read
-        .as_mut()
-        .ok_or_else(|| SshError::protocol("running a command", "the channel was released early"))?;
+    let mut running = Running::new(open);
+    let write = running.writer();
+    let wrapped = running.wrapped(command);
+    let read = running.reader()?;
     write
-        .exec(true, command.as_bytes())
+        .exec(true, wrapped.as_bytes())
         .await
         .map_err(|e| SshError::protocol("sending a command", e))?;
     let pump = async {
@@ -209,7 +200,7 @@ where
             }
         }
     }
-    running.finished = true;
+    running.finished();
     sinks.stdout.flush().await.map_err(|e| Error::io("writing the command's stdout", e))?;
     if exit.exit_status.is_none() && exit.exit_signal.is_none() {
         return Err(SshError::protocol(
@@ -220,43 +211,6 @@ where
     }
     exit.stderr = std::mem::take(&mut sinks.stderr);
     Ok(exit)
-}
-
-/// A command in progress. If it is dropped before the command ended (the caller's future
-/// was dropped, or we gave up on an error of ours), the command gets a TERM signal and the
-/// channel is closed; the channel's slot is given back once the server confirms the close
-/// (OpenSSH keeps a session until its command exits, and allows only 10 per connection).
-struct Running {
-    read: Option<ChannelReadHalf>,
-    write: Arc<ChannelWriteHalf<Msg>>,
-    slot: Option<OwnedSemaphorePermit>,
-    finished: bool,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if self.finished {
-            return;
-        }
-        let (read, write, slot) = (self.read.take(), self.write.clone(), self.slot.take());
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
-        runtime.spawn(async move {
-            let _ = write.signal(russh::Sig::TERM).await;
-            let _ = write.eof().await;
-            let _ = write.close().await;
-            if let Some(mut read) = read {
-                let closed = async {
-                    while let Some(msg) = read.wait().await {
-                        if matches!(msg, ChannelMsg::Close) {
-                            break;
-                        }
-                    }
-                };
-                let _ = tokio::time::timeout(ABANDON_WAIT, closed).await;
-            }
-            drop(slot);
-        });
-    }
 }
 
 fn signal_name_of(sig: &russh::Sig) -> String {

@@ -36,6 +36,10 @@ pub(crate) struct Connection {
     gateway: Option<Handle<HostKeyCheck>>,
     generation: u64,
     pub(crate) sftp: Mutex<Option<Arc<SftpChannel>>>,
+    /// One clean-up command at a time per connection, and the tokens waiting for it (see
+    /// `reaper`).
+    pub(crate) reaper: Mutex<()>,
+    pub(crate) reap_queue: std::sync::Mutex<Vec<String>>,
 }
 
 impl Connection {
@@ -82,6 +86,7 @@ impl std::fmt::Debug for SshSession {
 pub(crate) struct OpenChannel {
     pub(crate) channel: Channel<Msg>,
     pub(crate) slot: OwnedSemaphorePermit,
+    pub(crate) conn: Arc<Connection>,
 }
 
 impl SshSession {
@@ -196,6 +201,8 @@ impl SshSession {
             gateway: established.gateway,
             generation: state.generation,
             sftp: Mutex::new(None),
+            reaper: Mutex::new(()),
+            reap_queue: std::sync::Mutex::new(Vec::new()),
         });
         state.conn = Some(conn.clone());
         Ok(conn)
@@ -230,7 +237,7 @@ impl SshSession {
         for _ in 0..2 {
             let conn = self.connection().await?;
             match open_session_channel(&conn.guest).await {
-                Ok(channel) => return Ok(OpenChannel { channel, slot }),
+                Ok(channel) => return Ok(OpenChannel { channel, slot, conn }),
                 Err(err) if err.is_connection_lost() => {
                     tracing::debug!(sandbox = %self.inner.sandbox.id(), error = %err, "channel open failed; reconnecting");
                     self.invalidate(&conn).await;
@@ -255,7 +262,9 @@ pub(crate) async fn open_session_channel(handle: &Handle<HostKeyCheck>) -> std::
     }
 }
 
-/// A 502 from the tunnel route: the guest's port 22 refused the connection.
+/// Port 22 of the guest refused the connection: a 502 from the tunnel route, a refused
+/// forward from the gateway.
 fn nothing_listening(err: &Error) -> bool {
     matches!(err.status(), Some(502))
+        || matches!(err.ssh(), Some(SshError::ChannelRefused { kind, .. }) if kind.starts_with("direct-tcpip"))
 }

@@ -289,7 +289,8 @@ impl SshSession {
         if path.trim_end_matches('/').is_empty() {
             return Err(Error::invalid("path", "refusing to remove /"));
         }
-        self.with_sftp(true, |sftp| async move { remove_tree(&sftp, path).await }).await
+        // Not retried: a retry after a partial removal would report the path as missing.
+        self.with_sftp(false, |sftp| async move { remove_tree(&sftp, path).await }).await
     }
 }
 

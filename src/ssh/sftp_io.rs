@@ -202,8 +202,20 @@ impl SshSession {
     {
         check_path("path", path)?;
         let (parent, name) = split_parent(path).ok_or_else(|| Error::invalid("path", "must name a file, not /"))?;
-        let (sftp, conn) = self.sftp_channel().await?;
-        let result = write_atomic(&sftp, path, &parent, &name, source, &options).await;
+        // Opening is retried once on a fresh connection; the transfer itself is not.
+        let mut attempt = 0;
+        let (sftp, conn, open) = loop {
+            let (sftp, conn) = self.sftp_channel().await?;
+            match open_temp(&sftp, path, &parent, &name, &options).await {
+                Ok(open) => break (sftp, conn, open),
+                Err(err) if err.is_connection_lost() && attempt == 0 => {
+                    self.sftp_failed(&sftp, &conn).await;
+                    attempt += 1;
+                }
+                Err(err) => return Err(err.into()),
+            }
+        };
+        let result = finish_write(&sftp, path, open, source).await;
         if let Err(Error::Ssh(e)) = &result {
             if e.is_connection_lost() {
                 self.sftp_failed(&sftp, &conn).await;
@@ -328,17 +340,22 @@ where
     Ok(offset)
 }
 
-async fn write_atomic<R>(
+/// A temporary file opened for writing, next to its target.
+struct OpenTemp {
+    temp: String,
+    handle: String,
+    mode: Option<u32>,
+}
+
+/// Everything before the first byte is sent: parents, the mode to keep, the temporary file.
+/// Nothing of the source is consumed yet, so this part may be retried.
+async fn open_temp(
     sftp: &SftpChannel,
     path: &str,
     parent: &str,
     name: &str,
-    mut source: R,
     options: &WriteOptions,
-) -> Result<u64>
-where
-    R: AsyncRead + Unpin + Send,
-{
+) -> std::result::Result<OpenTemp, SshError> {
     if options.create_parents {
         super::sftp::mkdir_all(sftp, parent).await?;
     }
@@ -354,15 +371,14 @@ where
                         path: path.to_string(),
                         kind: super::error::SftpErrorKind::Failure,
                         message: "is a directory".to_string(),
-                    }
-                    .into());
+                    });
                 }
                 Some(meta.mode)
             }
             Err(e) => {
                 let err = sftp_error("stat", path, e);
                 if !err.is_not_found() {
-                    return Err(err.into());
+                    return Err(err);
                 }
                 None
             }
@@ -373,6 +389,15 @@ where
     let attrs = FileAttributes { permissions: mode, ..FileAttributes::empty() };
     let flags = OpenFlags::CREATE | OpenFlags::TRUNCATE | OpenFlags::WRITE | OpenFlags::EXCLUDE;
     let handle = sftp.raw.open(temp.as_str(), flags, attrs).await.map_err(|e| sftp_error("create", &temp, e))?.handle;
+    Ok(OpenTemp { temp, handle, mode })
+}
+
+/// Stream `source` into the open temporary file, then put it in place of `path`.
+async fn finish_write<R>(sftp: &SftpChannel, path: &str, open: OpenTemp, mut source: R) -> Result<u64>
+where
+    R: AsyncRead + Unpin + Send,
+{
+    let OpenTemp { temp, handle, mode } = open;
     let written = async {
         let n = pump_writes(sftp, &handle, &temp, &mut source).await?;
         if let Some(mode) = mode {
