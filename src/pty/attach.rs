@@ -24,13 +24,14 @@ pub struct AttachOptions {
     pub after: u64,
     /// The byte that detaches (`None`: no detach key).
     pub detach_key: Option<u8>,
-    /// Longest time input is held to batch keystrokes into one request.
+    /// Longest time input is held to batch keystrokes into one request. Zero (the default)
+    /// sends a keystroke at once and only batches what has already arrived (a paste).
     pub input_batch: Duration,
 }
 
 impl Default for AttachOptions {
     fn default() -> Self {
-        AttachOptions { after: 0, detach_key: Some(DETACH_KEY), input_batch: Duration::from_millis(2) }
+        AttachOptions { after: 0, detach_key: Some(DETACH_KEY), input_batch: Duration::ZERO }
     }
 }
 
