@@ -3,7 +3,9 @@
 //! into any `AsyncWrite` (how the sync engine pipes tar archives).
 //!
 //! The command line is run by the guest user's shell, as with `ssh host <command>`; build
-//! one from an argv with [`shell_quote`] / [`command_line`].
+//! one from an argv with [`shell_quote`] / [`command_line`]. Each command also carries
+//! [`super::EXEC_MARKER`] in its environment, so that a command whose caller went away
+//! (future dropped) can be found and stopped; its channel is then given back.
 
 use std::borrow::Cow;
 use std::io::Cursor;
