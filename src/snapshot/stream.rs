@@ -170,7 +170,7 @@ mod tests {
     use futures::StreamExt;
 
     /// However slow the consumer, the producer never gets more than the channel's capacity
-    /// ahead: memory stays bounded by `CAPACITY * CHUNK`, not by the archive's size.
+    /// ahead: memory stays bounded by `(CAPACITY + 1) * CHUNK`, not by the archive's size.
     #[test]
     fn a_slow_consumer_bounds_what_is_in_flight() {
         let tmp = tempfile::TempDir::new().expect("tmp");
