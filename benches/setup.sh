@@ -2,8 +2,15 @@
 # Installs what `cargo bench --bench compare` compares against: the official TypeScript SDK
 # (@nodeops-createos/sandbox, npm ci in interop/ts) and the official Python SDK
 # (createos-sandbox, a venv in interop/python/.venv), at the versions interop/ pins, exactly the
-# way interop/run.sh installs them. Nothing is installed globally. An install that already
-# matches the pins is left alone, so running this while the interop suites run is harmless.
+# way interop/run.sh installs them. The SDKs are never installed globally. An install that
+# already matches the pins is left alone, so running this while the interop suites run is
+# harmless.
+#
+# The SSH rows also need OpenSSH (server `/usr/sbin/sshd`, which the emulator runs inside each
+# sandbox, and the `ssh`/`scp` clients) and `rsync` on the host (the sandboxes see the host's
+# /usr, so the same rsync serves the remote end). On Debian/Ubuntu, when run as root, missing
+# ones are installed with `apt-get install -y openssh-server openssh-client rsync`; otherwise
+# the script stops and says what to install.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -22,6 +29,22 @@ if (( node_major < 20 )); then
   log "node >= 20 is required (found $(node --version))"
   exit 2
 fi
+
+# ── OpenSSH and rsync (transfer and sync rows) ──────────────────────────────
+missing_pkgs=()
+[[ -x /usr/sbin/sshd ]] || missing_pkgs+=(openssh-server)
+{ command -v ssh >/dev/null 2>&1 && command -v scp >/dev/null 2>&1; } || missing_pkgs+=(openssh-client)
+command -v rsync >/dev/null 2>&1 || missing_pkgs+=(rsync)
+if (( ${#missing_pkgs[@]} > 0 )); then
+  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+    log "installing ${missing_pkgs[*]} (apt-get)"
+    apt-get install -y "${missing_pkgs[@]}" >&2 || { apt-get update >&2 && apt-get install -y "${missing_pkgs[@]}" >&2; }
+  else
+    log "missing: ${missing_pkgs[*]} — install them (e.g. sudo apt-get install -y ${missing_pkgs[*]})"
+    exit 2
+  fi
+fi
+log "$(rsync --version | head -n 1)"
 
 # ── TypeScript SDK ───────────────────────────────────────────────────────────
 ts_pin="$(cd "$TS_DIR" && node -p 'require("./package.json").dependencies["@nodeops-createos/sandbox"]')"

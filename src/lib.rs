@@ -29,6 +29,8 @@ pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod guest;
+pub mod herdr;
+pub mod jobs;
 pub mod mcp;
 pub mod pty;
 pub mod snapshot;

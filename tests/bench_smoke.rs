@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use interleave::{alternate, round_orders, Contender, Sample, ORDER_SEED};
-use stats::{median, mib_per_s, percentile, ratio, verdict, Comparison, Goal, Measure, Side, Verdict};
+use stats::{median, mib_per_s, percentile, ratio, verdict, verdict_of, Comparison, Goal, Measure, Side, Verdict};
 
 #[test]
 fn median_of_odd_and_even_counts() {
@@ -62,6 +62,37 @@ fn verdicts_follow_the_goal() {
     assert_eq!(verdict(Goal::Faster, Some(1.0)), Verdict::Miss);
     assert_eq!(verdict(Goal::Faster, None), Verdict::Miss);
     assert_eq!(verdict(Goal::None, Some(50.0)), Verdict::Info);
+}
+
+#[test]
+fn absolute_goals_judge_ours_alone() {
+    assert_eq!(verdict_of(Goal::Below(15.0), Some(9.0), 14.9), Verdict::Pass);
+    assert_eq!(verdict_of(Goal::Below(15.0), Some(0.1), 15.0), Verdict::Miss);
+    assert_eq!(verdict_of(Goal::Below(15.0), None, f64::NAN), Verdict::Miss);
+    // ratio goals are untouched by ours' own value
+    assert_eq!(verdict_of(Goal::AtMost(0.1), Some(0.09), 1e9), Verdict::Pass);
+    assert_eq!(verdict_of(Goal::AtMost(0.1), Some(0.11), 0.0), Verdict::Miss);
+}
+
+#[test]
+fn memory_rows_report_median_and_peak_in_mib() {
+    let mib = 1024 * 1024;
+    let measure = Measure::memory(&[10 * mib, 12 * mib, 11 * mib]).unwrap();
+    assert_eq!(measure, Measure::Memory { median_mib: 11.0, peak_mib: 12.0, samples: 3 });
+    assert_eq!(Measure::memory(&[]), None);
+    let row = Comparison {
+        what: "`cos mcp` idle RSS".to_string(),
+        ours: Side { label: "cos mcp".to_string(), measure },
+        baseline: Side { label: "node".to_string(), measure: Measure::memory(&[44 * mib]).unwrap() },
+        goal: Goal::Below(15.0),
+    };
+    assert_eq!(row.verdict(), Verdict::Pass);
+    let cells = report::cells(&row);
+    assert_eq!(cells[4], "11.0 MiB");
+    assert_eq!(cells[5], "peak 12.0 MiB");
+    assert_eq!(cells[9], "< 15 (absolute) PASS");
+    let lines = report::goal_lines(&[row]);
+    assert_eq!(lines, vec!["PASS  `cos mcp` idle RSS: cos mcp — median 11.0 MiB (goal < 15 (absolute))".to_string()]);
 }
 
 fn ms(values: &[u64]) -> Vec<Duration> {
@@ -168,7 +199,7 @@ fn document_lists_everything() {
     let machine = vec![("CPU".to_string(), "Test CPU — 2 logical CPU(s)".to_string())];
     let methods = vec![report::MethodNote { title: "exec round trip".into(), method: "How.".into() }];
     let failures = vec![("attach".to_string(), "no echo".to_string())];
-    let pending = [report::Pending { title: "sync vs rsync", why: "not built yet" }];
+    let pending = [report::Pending { title: "sync vs rsync".into(), why: "not built yet".into() }];
     let doc = report::markdown_document(&report::Document {
         machine: &machine,
         command: "cargo bench --bench compare",

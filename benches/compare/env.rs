@@ -7,6 +7,8 @@ use std::process::Command;
 use anyhow::{bail, Context as _};
 use createos_sandbox::{Client, CreateSandbox, Sandbox};
 
+use crate::report::Pending;
+
 /// Sample counts and sizes of one run.
 #[derive(Clone, Debug)]
 pub struct Sizes {
@@ -20,6 +22,14 @@ pub struct Sizes {
     pub snapshot_files: usize,
     pub snapshot_warmup: usize,
     pub snapshot_rounds: usize,
+    pub transfer_bytes: u64,
+    pub transfer_warmup: usize,
+    pub transfer_rounds: usize,
+    pub sync_files: usize,
+    pub sync_changed: usize,
+    pub sync_warmup: usize,
+    pub sync_initial_rounds: usize,
+    pub sync_incremental_rounds: usize,
 }
 
 impl Sizes {
@@ -36,6 +46,14 @@ impl Sizes {
             snapshot_files: 20_000,
             snapshot_warmup: 1,
             snapshot_rounds: 7,
+            transfer_bytes: 500_000_000,
+            transfer_warmup: 1,
+            transfer_rounds: 3,
+            sync_files: 20_000,
+            sync_changed: 10,
+            sync_warmup: 1,
+            sync_initial_rounds: 3,
+            sync_incremental_rounds: 5,
         }
     }
 
@@ -52,6 +70,14 @@ impl Sizes {
             snapshot_files: 500,
             snapshot_warmup: 0,
             snapshot_rounds: 3,
+            transfer_bytes: 8_000_000,
+            transfer_warmup: 0,
+            transfer_rounds: 2,
+            sync_files: 300,
+            sync_changed: 10,
+            sync_warmup: 0,
+            sync_initial_rounds: 2,
+            sync_incremental_rounds: 2,
         }
     }
 }
@@ -112,7 +138,7 @@ fn runs(cmd: &mut Command) -> bool {
         .unwrap_or(false)
 }
 
-fn on_path(program: &str) -> bool {
+pub fn on_path(program: &str) -> bool {
     std::env::var_os("PATH")
         .map(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
         .unwrap_or(false)
@@ -126,6 +152,8 @@ pub struct Bench {
     pub sandbox: Sandbox,
     base_url: String,
     api_key: String,
+    /// Measurements a row found it could not take in this run (listed as pending).
+    pending: std::sync::Mutex<Vec<Pending>>,
 }
 
 impl Bench {
@@ -137,7 +165,22 @@ impl Bench {
             .build()
             .context("building the client")?;
         let sandbox = client.create_sandbox(CreateSandbox::new("s-1vcpu-1gb")).await.context("creating the sandbox")?;
-        Ok(Bench { sizes, tools, sandbox, base_url, api_key })
+        Ok(Bench { sizes, tools, sandbox, base_url, api_key, pending: Default::default() })
+    }
+
+    /// Record that `title` could not be measured in this run, and why (printed as
+    /// `pending: …` and listed under "Pending rows").
+    pub fn note_pending(&self, title: impl Into<String>, why: impl Into<String>) {
+        let (title, why) = (title.into(), why.into());
+        eprintln!("[bench] pending: {why}");
+        if let Ok(mut pending) = self.pending.lock() {
+            pending.push(Pending { title, why });
+        }
+    }
+
+    /// The pending notes recorded so far.
+    pub fn take_pending(&self) -> Vec<Pending> {
+        self.pending.lock().map(|mut p| std::mem::take(&mut *p)).unwrap_or_default()
     }
 
     pub fn base_url(&self) -> &str {

@@ -76,12 +76,15 @@ pub fn describe(python: &Path) -> Vec<(String, String)> {
         std::env::consts::ARCH
     );
     out.push(("Kernel".to_string(), kernel));
-    let tools: [(&str, Option<String>); 5] = [
+    let tools: [(&str, Option<String>); 8] = [
         ("Rust", first_line_of("rustc", &["--version"])),
         ("Node.js", first_line_of("node", &["--version"])),
         ("Python", first_line_of(&python.to_string_lossy(), &["--version"])),
         ("Git", first_line_of("git", &["--version"])),
         ("tar", first_line_of("tar", &["--version"])),
+        ("gzip", first_line_of("gzip", &["--version"])),
+        ("OpenSSH", first_line_of("ssh", &["-V"])),
+        ("rsync", first_line_of("rsync", &["--version"])),
     ];
     for (name, version) in tools {
         out.push((name.to_string(), version.unwrap_or_else(|| "not found".to_string())));

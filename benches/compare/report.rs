@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::stats::{Comparison, Measure, Verdict};
+use crate::stats::{Comparison, Goal, Measure, Verdict};
 
 /// Column headers, shared by both renderings.
 const HEADERS: [&str; 10] = [
@@ -43,14 +43,16 @@ pub fn median_cell(measure: &Measure) -> String {
     match *measure {
         Measure::Latency { median_ms, .. } => format!("{} ms", sig3(median_ms)),
         Measure::Throughput { median_mib_s, .. } => format!("{} MiB/s", sig3(median_mib_s)),
+        Measure::Memory { median_mib, .. } => format!("{} MiB", sig3(median_mib)),
     }
 }
 
-/// The tail of a side: p99 for latencies, the slowest sample for throughput.
+/// The tail of a side: p99 for latencies, the slowest sample for throughput, the peak for memory.
 pub fn tail_cell(measure: &Measure) -> String {
     match *measure {
         Measure::Latency { p99_ms, .. } => format!("p99 {} ms", sig3(p99_ms)),
         Measure::Throughput { worst_mib_s, .. } => format!("min {} MiB/s", sig3(worst_mib_s)),
+        Measure::Memory { peak_mib, .. } => format!("peak {} MiB", sig3(peak_mib)),
     }
 }
 
@@ -151,8 +153,16 @@ pub fn markdown_table(rows: &[Comparison]) -> String {
 pub fn goal_lines(rows: &[Comparison]) -> Vec<String> {
     rows.iter()
         .filter(|c| c.verdict() != Verdict::Info)
-        .map(|c| {
-            format!(
+        .map(|c| match c.goal {
+            Goal::Below(_) => format!(
+                "{}  {}: {} — median {} (goal {})",
+                c.verdict().label(),
+                c.what,
+                c.ours.label,
+                median_cell(&c.ours.measure),
+                c.goal.describe()
+            ),
+            _ => format!(
                 "{}  {}: {} vs {} — ratio {} (goal {})",
                 c.verdict().label(),
                 c.what,
@@ -160,7 +170,7 @@ pub fn goal_lines(rows: &[Comparison]) -> Vec<String> {
                 c.baseline.label,
                 ratio_cell(c.ratio()),
                 c.goal.describe()
-            )
+            ),
         })
         .collect()
 }
@@ -173,8 +183,8 @@ pub struct MethodNote {
 
 /// A row that is not measured yet, and why.
 pub struct Pending {
-    pub title: &'static str,
-    pub why: &'static str,
+    pub title: String,
+    pub why: String,
 }
 
 /// Everything BENCHMARKS.md holds.
@@ -204,10 +214,11 @@ pub fn markdown_document(doc: &Document<'_>) -> String {
     }
     out.push_str("\n## Results\n\n");
     out.push_str(
-        "*ratio* is ours ÷ baseline of the median **cost** (time per operation, or time per MiB for \
-         throughput rows): below 1× ours is faster. *tail* is the p99 for latencies (nearest rank; \
-         with fewer than 100 samples that is the slowest one) and the slowest sample for \
-         throughput.\n\n",
+        "*ratio* is ours ÷ baseline of the median **cost** (time per operation, time per MiB for \
+         throughput rows, MiB resident for memory rows): below 1× ours is cheaper. *tail* is the p99 \
+         for latencies (nearest rank; with fewer than 100 samples that is the slowest one), the \
+         slowest sample for throughput and the largest sample for memory. A goal marked *absolute* \
+         holds ours' median to a fixed limit, whatever the baseline does.\n\n",
     );
     out.push_str(&markdown_table(doc.comparisons));
     out.push_str("\n### Goals\n\n");

@@ -42,6 +42,11 @@ impl Worker {
         Ok(Worker { name: name.to_string(), child, stdin, lines: BufReader::new(stdout).lines() })
     }
 
+    /// The worker's process id (while it runs).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
     /// Send one request line and return the answer's payload after `expect` (e.g. `ok`).
     pub async fn ask(&mut self, request: &str, expect: &str) -> anyhow::Result<String> {
         self.stdin

@@ -57,6 +57,8 @@ pub enum Measure {
     Latency { median_ms: f64, p99_ms: f64, samples: usize },
     /// Bytes per second, in MiB/s (higher is better); `worst` is the slowest sample.
     Throughput { median_mib_s: f64, worst_mib_s: f64, samples: usize },
+    /// Resident memory, in MiB (lower is better); `peak` is the largest sample.
+    Memory { median_mib: f64, peak_mib: f64, samples: usize },
 }
 
 impl Measure {
@@ -73,19 +75,29 @@ impl Measure {
         Some(Measure::Throughput { median_mib_s: median(&rates)?, worst_mib_s: worst, samples: rates.len() })
     }
 
+    /// Summarise resident-set samples given in bytes.
+    pub fn memory(samples_bytes: &[u64]) -> Option<Measure> {
+        let mib: Vec<f64> = samples_bytes.iter().map(|b| *b as f64 / MIB).collect();
+        let peak = sorted(&mib)?.last().copied()?;
+        Some(Measure::Memory { median_mib: median(&mib)?, peak_mib: peak, samples: mib.len() })
+    }
+
     /// The median expressed as a cost (higher is worse), so ratios read the same way for every
-    /// kind of row: milliseconds per operation, or seconds per MiB.
+    /// kind of row: milliseconds per operation, seconds per MiB, or MiB resident.
     pub fn median_cost(&self) -> f64 {
         match *self {
             Measure::Latency { median_ms, .. } => median_ms,
             Measure::Throughput { median_mib_s, .. } => 1.0 / median_mib_s,
+            Measure::Memory { median_mib, .. } => median_mib,
         }
     }
 
     /// Number of samples summarised.
     pub fn samples(&self) -> usize {
         match *self {
-            Measure::Latency { samples, .. } | Measure::Throughput { samples, .. } => samples,
+            Measure::Latency { samples, .. }
+            | Measure::Throughput { samples, .. }
+            | Measure::Memory { samples, .. } => samples,
         }
     }
 }
@@ -99,6 +111,9 @@ pub enum Goal {
     AtMost(f64),
     /// Ours must cost less than the baseline (median).
     Faster,
+    /// Ours' median must stay below this absolute amount, in its own unit (MiB for memory,
+    /// ms for latency), whatever the baseline does.
+    Below(f64),
 }
 
 impl Goal {
@@ -108,6 +123,7 @@ impl Goal {
             Goal::None => "report".to_string(),
             Goal::AtMost(factor) => format!("≤ {factor}×"),
             Goal::Faster => "< 1× (faster)".to_string(),
+            Goal::Below(limit) => format!("< {limit} (absolute)"),
         }
     }
 }
@@ -132,10 +148,11 @@ impl Verdict {
 }
 
 /// Judge a cost ratio (ours / baseline) against `goal`. A ratio that could not be computed
-/// misses any real goal.
+/// misses any real goal. [`Goal::Below`] is about ours alone: see [`verdict_of`].
 pub fn verdict(goal: Goal, ratio: Option<f64>) -> Verdict {
     match (goal, ratio) {
         (Goal::None, _) => Verdict::Info,
+        (Goal::Below(_), _) => Verdict::Miss,
         (_, None) => Verdict::Miss,
         (Goal::AtMost(factor), Some(r)) => {
             if r <= factor {
@@ -151,6 +168,15 @@ pub fn verdict(goal: Goal, ratio: Option<f64>) -> Verdict {
                 Verdict::Miss
             }
         }
+    }
+}
+
+/// Judge a comparison: ratio goals by `ratio`, [`Goal::Below`] by ours' own median cost.
+pub fn verdict_of(goal: Goal, ratio: Option<f64>, ours_median: f64) -> Verdict {
+    match goal {
+        Goal::Below(limit) if ours_median.is_finite() && ours_median < limit => Verdict::Pass,
+        Goal::Below(_) => Verdict::Miss,
+        _ => verdict(goal, ratio),
     }
 }
 
@@ -179,6 +205,6 @@ impl Comparison {
     }
 
     pub fn verdict(&self) -> Verdict {
-        verdict(self.goal, self.ratio())
+        verdict_of(self.goal, self.ratio(), self.ours.measure.median_cost())
     }
 }

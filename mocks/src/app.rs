@@ -37,6 +37,8 @@ pub struct Mock {
     pub computer: crate::computer::Desktops,
     /// Managed processes (module `process`).
     pub processes: crate::process::ProcessTable,
+    /// What listens on port 22 in each sandbox (module `guest_sshd`).
+    pub guest_sshd: crate::guest_sshd::GuestSshds,
     /// `http://127.0.0.1:PORT`, set once the listener is bound.
     pub base_url: OnceLock<String>,
     /// Cancelled when the mock shuts down (streams and background tasks stop).
@@ -71,6 +73,8 @@ impl Mock {
         let computer = crate::computer::Desktops::default();
         computer.set_startup_delay(config.desktop_startup);
         computer.set_screenshots_per_second(config.screenshots_per_second);
+        let guest_sshd = crate::guest_sshd::GuestSshds::default();
+        guest_sshd.set_mode(config.guest_sshd);
         Mock {
             config,
             state_dir,
@@ -83,6 +87,7 @@ impl Mock {
             faults: Faults::default(),
             computer,
             processes: Default::default(),
+            guest_sshd,
             base_url: OnceLock::new(),
             shutdown: CancellationToken::new(),
             operation_ids,
@@ -157,6 +162,7 @@ pub fn build_router(state: AppState) -> Router {
         .merge(crate::oauth::routes())
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), crate::middleware::traffic));
     api.merge(crate::mock_api::routes())
+        .merge(crate::guest_sshd::routes())
         .fallback(|| async { ApiError::not_found("route", "no such route").into_response() })
         .method_not_allowed_fallback(|| async {
             ApiError::fail(StatusCode::METHOD_NOT_ALLOWED, serde_json::json!({"method": "method not allowed"}))

@@ -30,6 +30,62 @@ impl FromStr for IsolationMode {
     }
 }
 
+/// What answers on port 22 inside each sandbox's network view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GuestSshd {
+    /// `OpenSsh` when the host has `/usr/sbin/sshd`, else `Embedded`.
+    #[default]
+    Auto,
+    /// Like an image that ships OpenSSH: nothing listens at boot; the client starts the
+    /// host's real `/usr/sbin/sshd` inside the sandbox through the exec API.
+    OpenSsh,
+    /// An in-process SSH server (exec, SFTP, direct-tcpip) listens on port 22 of every
+    /// running sandbox from boot, as if the image's sshd were running.
+    Embedded,
+    /// An image without sshd: nothing listens and no sshd binary is visible in the guest.
+    Absent,
+}
+
+/// Env var that selects [`GuestSshd`] for `MockConfig::default()` (and so for the binary).
+pub const GUEST_SSHD_ENV: &str = "CREATEOS_MOCK_GUEST_SSHD";
+
+/// Where OpenSSH's server lives on the host (and, through the host filesystem, in guests).
+pub const HOST_SSHD_PATH: &str = "/usr/sbin/sshd";
+
+impl GuestSshd {
+    /// `Auto` resolved against this host.
+    pub fn resolve(self) -> GuestSshd {
+        match self {
+            GuestSshd::Auto if std::path::Path::new(HOST_SSHD_PATH).exists() => GuestSshd::OpenSsh,
+            GuestSshd::Auto => GuestSshd::Embedded,
+            other => other,
+        }
+    }
+
+    /// The value of `CREATEOS_MOCK_GUEST_SSHD`: `None` when unset or empty, an error naming
+    /// the accepted values when it is not one of them.
+    pub fn from_env() -> Result<Option<GuestSshd>, String> {
+        match std::env::var(GUEST_SSHD_ENV) {
+            Ok(raw) if raw.trim().is_empty() => Ok(None),
+            Ok(raw) => raw.parse().map(Some).map_err(|e| format!("{GUEST_SSHD_ENV}: {e}")),
+            Err(_) => Ok(None),
+        }
+    }
+}
+
+impl FromStr for GuestSshd {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(Self::Auto),
+            "openssh" => Ok(Self::OpenSsh),
+            "embedded" => Ok(Self::Embedded),
+            "absent" | "none" => Ok(Self::Absent),
+            other => Err(format!("unknown guest sshd mode {other:?} (auto|openssh|embedded|absent)")),
+        }
+    }
+}
+
 /// Simulated durations of slow control-plane operations.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Latencies {
@@ -141,6 +197,8 @@ pub struct MockConfig {
     /// Also serve the SSH gateway (user = sandbox id, `direct-tcpip` to its port 22) on an
     /// ephemeral port of the listen address; see `MockHandle::ssh_gateway_addr`.
     pub ssh_gateway: bool,
+    /// What listens on port 22 in each sandbox (default: `CREATEOS_MOCK_GUEST_SSHD`, else auto).
+    pub guest_sshd: GuestSshd,
 }
 
 impl Default for MockConfig {
@@ -161,6 +219,8 @@ impl Default for MockConfig {
             desktop_startup: Duration::ZERO,
             screenshots_per_second: crate::computer::DEFAULT_SCREENSHOTS_PER_SECOND,
             ssh_gateway: false,
+            // An invalid value is reported by `start` (see `GuestSshd::from_env`).
+            guest_sshd: GuestSshd::from_env().ok().flatten().unwrap_or_default(),
         }
     }
 }
@@ -222,6 +282,10 @@ impl MockConfig {
         self.ssh_gateway = on;
         self
     }
+    pub fn guest_sshd(mut self, mode: GuestSshd) -> Self {
+        self.guest_sshd = mode;
+        self
+    }
 }
 
 #[cfg(test)]
@@ -235,6 +299,16 @@ mod tests {
         assert_eq!(parse_duration("15").unwrap(), Duration::from_millis(15));
         assert!(parse_duration("x").is_err());
         assert!(parse_duration("3days").is_err());
+    }
+
+    #[test]
+    fn guest_sshd_modes_parse() {
+        assert_eq!("embedded".parse::<GuestSshd>().unwrap(), GuestSshd::Embedded);
+        assert_eq!("OpenSSH".parse::<GuestSshd>().unwrap(), GuestSshd::OpenSsh);
+        assert_eq!("absent".parse::<GuestSshd>().unwrap(), GuestSshd::Absent);
+        assert!("dropbear".parse::<GuestSshd>().is_err());
+        assert_ne!(GuestSshd::Auto.resolve(), GuestSshd::Auto);
+        assert_eq!(GuestSshd::Absent.resolve(), GuestSshd::Absent);
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod exec;
 pub mod faults;
 pub mod files;
 pub mod fsutil;
+pub mod guest_sshd;
 pub mod ids;
 pub mod isolation;
 pub mod middleware;
@@ -35,7 +36,7 @@ use std::sync::Arc;
 use tokio::task::JoinHandle;
 
 pub use app::{AppState, Mock};
-pub use config::{IsolationMode, Latencies, MockConfig};
+pub use config::{GuestSshd, IsolationMode, Latencies, MockConfig};
 
 /// A running emulator. Call [`MockHandle::shutdown`] to stop it; dropping the handle
 /// also kills every process it started (synchronously, best effort).
@@ -101,6 +102,7 @@ fn cleanup(state: &AppState, cleaned: &AtomicBool) {
     if cleaned.swap(true, Ordering::SeqCst) {
         return;
     }
+    state.guest_sshd.stop_all();
     state.processes.kill_all();
     for sandbox in state.sandboxes.all() {
         state.processes.kill_sandbox(&sandbox.id);
@@ -124,6 +126,7 @@ pub async fn start(config: MockConfig) -> anyhow::Result<MockHandle> {
     for rule in &config.faults {
         faults.add(rule).map_err(|e| anyhow::anyhow!("--fault {rule:?}: {e}"))?;
     }
+    config::GuestSshd::from_env().map_err(anyhow::Error::msg)?;
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let addr = listener.local_addr()?;
     let (state_dir, owns) = match &config.state_dir {

@@ -7,13 +7,11 @@ use std::time::Duration;
 
 use anyhow::{bail, Context as _, Result};
 use clap::{Args, Subcommand};
-use serde_json::json;
 
 use createos_sandbox::guest::{
     FileType, GlobOptions, GrepOptions, Guest, GuestOptions, ListOptions, ManifestOptions, PatchAction, PathMap,
     ReadOptions, ReadResult,
 };
-use createos_sandbox::Error;
 
 use super::output::table;
 use super::{resolve, Ctx};
@@ -150,24 +148,6 @@ pub enum FsCmd {
 }
 
 pub async fn fs(ctx: &Ctx, args: FsArgs) -> Result<ExitCode> {
-    match run(ctx, args).await {
-        Err(err) if ctx.out.json => match err.downcast_ref::<Error>().and_then(Error::guest) {
-            // The helper's code (exists, ambiguous, patch_failed, …) is what a script needs.
-            Some(g) => {
-                let mut body = json!({ "code": g.code, "op": g.op, "message": g.message });
-                if let Some(details) = &g.details {
-                    body["details"] = details.clone();
-                }
-                println!("{}", serde_json::to_string(&json!({ "error": body })).unwrap_or_default());
-                Ok(ExitCode::from(1))
-            }
-            None => Err(err),
-        },
-        other => other,
-    }
-}
-
-async fn run(ctx: &Ctx, args: FsArgs) -> Result<ExitCode> {
     let paths = PathMap::new(&args.cwd)?;
     // Local inputs first: a bad --file fails before the sandbox is looked up.
     let input = match &args.cmd {

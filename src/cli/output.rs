@@ -102,6 +102,15 @@ pub fn report_error(out: Out, err: &anyhow::Error) {
                 body["fields"] = json!(api.fields);
             }
         }
+        // A guest helper's failure: its own code (exists, ambiguous, patch_failed, …), the
+        // operation and its details are what a script acts on.
+        if let Some(g) = err.downcast_ref::<Error>().and_then(Error::guest) {
+            body["op"] = json!(g.op);
+            body["message"] = json!(g.message);
+            if let Some(details) = &g.details {
+                body["details"] = details.clone();
+            }
+        }
         let doc: Value = json!({ "error": body });
         println!("{}", serde_json::to_string(&doc).unwrap_or_default());
     } else {

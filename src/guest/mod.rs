@@ -3,9 +3,10 @@
 //! plugins' semantics (plugins.md §2.8): 1 MiB UTF-8 text limit, atomic writes, unique-match
 //! edits, validate-everything-first patches.
 //!
-//! A [`Guest`] runs each operation as one `python3` process in the sandbox (a managed process
-//! by default; see [`GuestTransport`] for other channels): the JSON request goes to its stdin,
-//! exactly one JSON answer comes back on stdout. The helper is uploaded once per sandbox under
+//! A [`Guest`] runs each operation as one `python3` process in the sandbox: over an exec
+//! channel of the sandbox's SSH connection when that connection is up, else as a managed
+//! process (see [`GuestChannel`]; other channels plug in through [`GuestTransport`]). The JSON
+//! request goes to its stdin, exactly one JSON answer comes back on stdout. The helper is uploaded once per sandbox under
 //! a content-hashed path and re-uploaded only when it is missing or a different version is
 //! wanted. Operations on one sandbox are serialized across every `Guest` of this process, so an
 //! edit's read-modify-write never interleaves with another file operation (shell commands run
@@ -27,6 +28,7 @@ mod helper;
 mod models;
 mod ops;
 mod paths;
+mod ssh_transport;
 mod transport;
 
 use std::collections::HashMap;
@@ -43,10 +45,12 @@ pub use error::{GuestError, GuestErrorCode};
 pub use helper::{HelperLocation, EMBEDDED_SOURCE, INSTALL_ROOT};
 pub use models::*;
 pub use paths::PathMap;
+pub use ssh_transport::SshTransport;
 pub use transport::{GuestTransport, ProcessTransport, TransportOutput, DEFAULT_MAX_OUTPUT};
 
 use crate::api::sandboxes::Sandbox;
 use crate::error::{Error, Result};
+use crate::ssh::{SshPool, SshSession};
 use error::WireError;
 use helper::Helper;
 
@@ -56,6 +60,19 @@ pub const PROTOCOL_VERSION: i64 = 1;
 /// Default time limit of one operation: 120 s.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// Which channel runs the helper.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GuestChannel {
+    /// An exec channel of the sandbox's SSH session when that session is connected at the
+    /// time of the call, else a managed process. No SSH connection is opened for this.
+    #[default]
+    Auto,
+    /// Always a managed process.
+    Process,
+    /// Always SSH, connecting (and preparing the guest's sshd) when needed.
+    Ssh,
+}
+
 /// Settings of a [`Guest`].
 #[derive(Clone)]
 pub struct GuestOptions {
@@ -63,11 +80,20 @@ pub struct GuestOptions {
     max_output: usize,
     python: String,
     helper_source: Option<Arc<str>>,
+    channel: GuestChannel,
+    ssh: Option<SshSession>,
 }
 
 impl Default for GuestOptions {
     fn default() -> Self {
-        GuestOptions { timeout: Some(DEFAULT_TIMEOUT), max_output: DEFAULT_MAX_OUTPUT, python: "python3".into(), helper_source: None }
+        GuestOptions {
+            timeout: Some(DEFAULT_TIMEOUT),
+            max_output: DEFAULT_MAX_OUTPUT,
+            python: "python3".into(),
+            helper_source: None,
+            channel: GuestChannel::Auto,
+            ssh: None,
+        }
     }
 }
 
@@ -78,6 +104,8 @@ impl fmt::Debug for GuestOptions {
             .field("max_output", &self.max_output)
             .field("python", &self.python)
             .field("custom_helper", &self.helper_source.is_some())
+            .field("channel", &self.channel)
+            .field("ssh", &self.ssh.as_ref().map(|s| s.sandbox().id().to_string()))
             .finish()
     }
 }
@@ -113,6 +141,19 @@ impl GuestOptions {
         self.helper_source = Some(Arc::from(source.into()));
         self
     }
+
+    /// Which channel runs the helper (default [`GuestChannel::Auto`]).
+    pub fn channel(mut self, channel: GuestChannel) -> Self {
+        self.channel = channel;
+        self
+    }
+
+    /// The SSH session of the sandbox to use (default: the sandbox's session in
+    /// [`SshPool::global`], if there is one).
+    pub fn ssh_session(mut self, session: SshSession) -> Self {
+        self.ssh = Some(session);
+        self
+    }
 }
 
 /// File operations in one sandbox. Cheap to clone; clones (and every other `Guest` of the same
@@ -121,7 +162,12 @@ impl GuestOptions {
 pub struct Guest {
     sandbox: Sandbox,
     paths: PathMap,
-    transport: Arc<dyn GuestTransport>,
+    process: Arc<ProcessTransport>,
+    /// Set by [`Guest::with_transport`]: used for every call.
+    custom: Option<Arc<dyn GuestTransport>>,
+    channel: GuestChannel,
+    ssh: Option<SshSession>,
+    max_output: usize,
     helper: Arc<Helper>,
     timeout: Option<Duration>,
     python: String,
@@ -133,6 +179,8 @@ impl fmt::Debug for Guest {
         f.debug_struct("Guest")
             .field("sandbox", &self.sandbox.id())
             .field("paths", &self.paths)
+            .field("channel", &self.channel)
+            .field("custom_transport", &self.custom.is_some())
             .field("helper", &self.helper.location.file)
             .field("timeout", &self.timeout)
             .finish()
@@ -148,18 +196,22 @@ impl Sandbox {
 }
 
 impl Guest {
-    /// File operations in `sandbox` over managed processes.
+    /// File operations in `sandbox`, over the channel `options` choose.
     pub fn new(sandbox: Sandbox, paths: PathMap, options: GuestOptions) -> Self {
         let helper = match options.helper_source {
             Some(source) => Helper::new(source),
             None => Helper::embedded(),
         };
-        let transport = Arc::new(ProcessTransport::new(sandbox.clone()).max_output(options.max_output));
+        let process = Arc::new(ProcessTransport::new(sandbox.clone()).max_output(options.max_output));
         let slot = slot_for(&sandbox);
         Guest {
             sandbox,
             paths,
-            transport,
+            process,
+            custom: None,
+            channel: options.channel,
+            ssh: options.ssh,
+            max_output: options.max_output,
             helper: Arc::new(helper),
             timeout: options.timeout,
             python: options.python,
@@ -167,11 +219,52 @@ impl Guest {
         }
     }
 
-    /// Run the helper over another channel (e.g. an SSH exec channel) instead of managed
-    /// processes. Operations stay serialized with every other `Guest` of the sandbox.
+    /// Run the helper over `transport` for every call, whatever the channel setting.
+    /// Operations stay serialized with every other `Guest` of the sandbox.
     pub fn with_transport(mut self, transport: Arc<dyn GuestTransport>) -> Self {
-        self.transport = transport;
+        self.custom = Some(transport);
         self
+    }
+
+    /// The channel setting.
+    pub fn channel(&self) -> GuestChannel {
+        self.channel
+    }
+
+    /// Whether the next operation would run over SSH (for [`GuestChannel::Auto`]: whether the
+    /// sandbox's SSH session is connected right now).
+    pub async fn uses_ssh(&self) -> bool {
+        self.custom.is_none() && self.ssh_now().await.is_some()
+    }
+
+    /// The SSH session to run over now, if any (see [`GuestChannel`]).
+    async fn ssh_now(&self) -> Option<SshSession> {
+        let pooled = || SshPool::global().existing(self.sandbox.id());
+        match self.channel {
+            GuestChannel::Process => None,
+            GuestChannel::Ssh => self.ssh.clone().or_else(pooled),
+            GuestChannel::Auto => {
+                let session = self.ssh.clone().or_else(pooled)?;
+                session.is_connected().await.then_some(session)
+            }
+        }
+    }
+
+    /// The transport of one call (its run and, if needed, the install use the same one).
+    async fn transport(&self) -> Result<Arc<dyn GuestTransport>> {
+        if let Some(custom) = &self.custom {
+            return Ok(custom.clone());
+        }
+        let session = match self.ssh_now().await {
+            Some(session) => Some(session),
+            // asked for SSH and no session known yet: the pool's (connects on first use)
+            None if self.channel == GuestChannel::Ssh => Some(SshPool::global().entry(&self.sandbox)?),
+            None => None,
+        };
+        Ok(match session {
+            Some(session) => Arc::new(SshTransport::new(session).max_output(self.max_output)),
+            None => self.process.clone(),
+        })
     }
 
     /// The sandbox.
@@ -199,15 +292,16 @@ impl Guest {
         let request = json!({ "v": PROTOCOL_VERSION, "op": op, "cwd": self.paths.guest_root, "args": args });
         let stdin = serde_json::to_vec(&request).map_err(|e| Error::invalid("arguments", e.to_string()))?;
         let _turn = self.slot.turn.lock().await;
+        let transport = self.transport().await?;
         let mut uploaded = false;
         loop {
-            let out = self.transport.run(self.helper.argv(&self.python), stdin.clone(), self.timeout).await?;
+            let out = transport.run(self.helper.argv(&self.python), stdin.clone(), self.timeout).await?;
             match interpret(op, &out) {
                 Outcome::Answer(answer) => return answer,
                 Outcome::Missing if !uploaded => {
                     tracing::debug!(sandbox = %self.sandbox.id(), file = %self.helper.location.file, "uploading the file helper");
                     let content = Bytes::copy_from_slice(self.helper.source.as_bytes());
-                    self.transport.install(&self.helper.location, content).await?;
+                    transport.install(&self.helper.location, content).await?;
                     uploaded = true;
                 }
                 Outcome::Missing => {

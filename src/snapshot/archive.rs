@@ -21,6 +21,8 @@ use std::path::{Path, PathBuf};
 
 use tar::{EntryType, Header};
 
+use super::gzip::{self, ParallelGzip};
+use super::inspect::FileId;
 use super::relpath::{ancestors, display, join, path_bytes};
 use super::types::{Compression, Entry, EntryKind};
 use crate::error::Error;
@@ -35,6 +37,8 @@ pub(crate) struct Plan {
     pub root: PathBuf,
     pub files: Vec<Entry>,
     pub dirs: Vec<Entry>,
+    /// The identity each of `files` had at the scan (same index).
+    ids: Vec<FileId>,
     order: Vec<Item>,
 }
 
@@ -45,8 +49,10 @@ enum Item {
 }
 
 impl Plan {
-    /// `files` sorted by name; `dirs` must hold every ancestor of every file.
-    pub(crate) fn new(root: PathBuf, files: Vec<Entry>, dirs: Vec<Entry>) -> Self {
+    /// `files` sorted by name, with the identity each had at the scan (`ids`, same order);
+    /// `dirs` must hold every ancestor of every file.
+    pub(crate) fn new(root: PathBuf, files: Vec<(Entry, FileId)>, dirs: Vec<Entry>) -> Self {
+        let (files, ids): (Vec<Entry>, Vec<FileId>) = files.into_iter().unzip();
         let dir_index: HashMap<&[u8], usize> = dirs.iter().enumerate().map(|(i, d)| (raw_name(&d.path), i)).collect();
         let mut emitted = vec![false; dirs.len()];
         let mut order = Vec::with_capacity(files.len() + dirs.len());
@@ -62,13 +68,18 @@ impl Plan {
             order.push(Item::File(i));
         }
         drop(dir_index);
-        Plan { root, files, dirs, order }
+        Plan { root, files, dirs, ids, order }
     }
 
     fn items(&self) -> impl Iterator<Item = &Entry> {
+        self.items_with_ids().map(|(entry, _)| entry)
+    }
+
+    /// The entries in archive order; files come with their identity at the scan.
+    fn items_with_ids(&self) -> impl Iterator<Item = (&Entry, Option<FileId>)> {
         self.order.iter().map(|item| match *item {
-            Item::Dir(i) => &self.dirs[i],
-            Item::File(i) => &self.files[i],
+            Item::Dir(i) => (&self.dirs[i], None),
+            Item::File(i) => (&self.files[i], self.ids.get(i).copied()),
         })
     }
 
@@ -150,20 +161,26 @@ pub(crate) fn write<W: Write>(plan: &Plan, out: W, compression: Compression) -> 
     let sink_error = |e: io::Error| Error::io("writing the archive", e);
     match compression {
         Compression::None => Ok(write_entries(plan, sink, &flags)?.inner),
-        Compression::Gzip { level } => {
-            let gz = flate2::GzBuilder::new().write(sink, flate2::Compression::new(level.min(9)));
+        // deflate runs on worker threads while this one reads the files and writes the tar
+        Compression::Gzip { level } => std::thread::scope(|scope| {
+            let workers = gzip::default_workers();
+            let jobs = gzip::spawn_workers(scope, workers, level);
+            let gz = ParallelGzip::new(sink, jobs, workers, level);
             let gz = write_entries(plan, gz, &flags)?;
-            let sink = gz.finish().map_err(sink_error)?;
+            let sink = gz.finish().map_err(|e| {
+                flags.aborted.set(true);
+                sink_error(e)
+            })?;
             Ok(sink.inner)
-        }
+        }),
     }
 }
 
 fn write_entries<W: Write>(plan: &Plan, out: W, flags: &Flags) -> Result<W, Error> {
     let mut builder = tar::Builder::new(out);
     let mut result = Ok(());
-    for entry in plan.items() {
-        if let Err(e) = append(&mut builder, &plan.root, entry) {
+    for (entry, id) in plan.items_with_ids() {
+        if let Err(e) = append(&mut builder, &plan.root, entry, id) {
             let context = if flags.sink_failed.get() {
                 "writing the archive".to_string()
             } else {
@@ -184,7 +201,7 @@ fn write_entries<W: Write>(plan: &Plan, out: W, flags: &Flags) -> Result<W, Erro
     })
 }
 
-fn append<W: Write>(builder: &mut tar::Builder<W>, root: &Path, entry: &Entry) -> io::Result<()> {
+fn append<W: Write>(builder: &mut tar::Builder<W>, root: &Path, entry: &Entry, id: Option<FileId>) -> io::Result<()> {
     let name = tar_name(entry);
     let target = link_target(entry);
     if name.len() > NAME_FIELD {
@@ -214,7 +231,7 @@ fn append<W: Write>(builder: &mut tar::Builder<W>, root: &Path, entry: &Entry) -
 
     match entry.kind {
         EntryKind::File => {
-            let reader = ExactReader::open(&join(root, raw_name(&entry.path)), entry.size)?;
+            let reader = ExactReader::open(&join(root, raw_name(&entry.path)), entry.size, id)?;
             builder.append(&header, reader)
         }
         EntryKind::Symlink { ref target } => {
@@ -260,26 +277,47 @@ pub(crate) struct ExactReader<R> {
 }
 
 impl ExactReader<File> {
-    /// Open `path`, checking it is still the regular file of the scan (not swapped for a symlink
-    /// or another file) and still `size` bytes long.
-    fn open(path: &Path, size: u64) -> io::Result<Self> {
-        let before = std::fs::symlink_metadata(path)?;
-        if !before.file_type().is_file() {
+    /// Open `path` once and check, through the handle, that it is still the regular file of
+    /// the scan (`id`: not replaced, not swapped for a symlink) and still `size` bytes long.
+    fn open(path: &Path, size: u64, id: Option<FileId>) -> io::Result<Self> {
+        let file = open_no_follow(path)?;
+        let meta = file.metadata()?;
+        if !meta.file_type().is_file() {
             return Err(io::Error::other("it is no longer a regular file; scan again"));
         }
-        let file = File::open(path)?;
-        let opened = file.metadata()?;
-        if !same_file(&before, &opened) {
-            return Err(io::Error::other("it was replaced while being archived; scan again"));
+        if id.is_some_and(|id| id != FileId::of(&meta)) {
+            return Err(io::Error::other("it was replaced since the scan; scan again"));
         }
-        if opened.len() != size {
+        if meta.len() != size {
             return Err(io::Error::other(format!(
                 "its size changed since the scan ({size} -> {} bytes); scan again",
-                opened.len()
+                meta.len()
             )));
         }
         Ok(ExactReader::new(file, size))
     }
+}
+
+/// Open without following a final symlink, and without blocking should the name now be a
+/// fifo (the non-blocking flag changes nothing for regular files).
+#[cfg(unix)]
+fn open_no_follow(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path).map_err(|e| {
+        if e.raw_os_error() == Some(libc::ELOOP) {
+            io::Error::other("it is a symlink now; scan again")
+        } else {
+            e
+        }
+    })
+}
+
+#[cfg(not(unix))]
+fn open_no_follow(path: &Path) -> io::Result<File> {
+    if std::fs::symlink_metadata(path)?.file_type().is_symlink() {
+        return Err(io::Error::other("it is a symlink now; scan again"));
+    }
+    File::open(path)
 }
 
 impl<R: Read> ExactReader<R> {
@@ -318,17 +356,6 @@ impl<R: Read> Read for ExactReader<R> {
         self.remaining -= n as u64;
         Ok(n)
     }
-}
-
-#[cfg(unix)]
-fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    a.dev() == b.dev() && a.ino() == b.ino()
-}
-
-#[cfg(not(unix))]
-fn same_file(_: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
-    b.is_file()
 }
 
 #[cfg(test)]

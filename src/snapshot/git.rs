@@ -2,7 +2,7 @@
 //! never quoted, and every exit code is checked so an incomplete listing is an error).
 
 use std::collections::BTreeSet;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -25,6 +25,8 @@ pub(crate) struct Listing {
     pub gitlinks: BTreeSet<Vec<u8>>,
     /// Untracked ignored names (whole ignored directories once, without the trailing `/`).
     pub ignored: Vec<Vec<u8>>,
+    /// Tracked names that the ignore rules match now (they stay home).
+    pub ignored_tracked: BTreeSet<Vec<u8>>,
 }
 
 impl<'a> Git<'a> {
@@ -46,9 +48,9 @@ impl<'a> Git<'a> {
     }
 
     /// The work tree's top level when the project is inside one; `None` when it is not (or Git
-    /// is not installed).
+    /// is not installed). One `git rev-parse` answers both questions.
     pub(crate) fn work_tree(&self) -> Result<Option<PathBuf>, Error> {
-        let out = match self.command().args(["rev-parse", "--is-inside-work-tree"]).output() {
+        let out = match self.command().args(["rev-parse", "--is-inside-work-tree", "--show-toplevel"]).output() {
             Ok(out) => out,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 tracing::debug!("git is not installed; walking the project directory");
@@ -56,54 +58,96 @@ impl<'a> Git<'a> {
             }
             Err(e) => return Err(Error::io("cannot run git", e)),
         };
+        let mut lines = out.stdout.split(|b| *b == b'\n');
+        // inside `.git` Git says "false" and then fails --show-toplevel: not a work tree either
+        if lines.next().map(<[u8]>::trim_ascii) == Some(b"false") {
+            return Ok(None);
+        }
         if !out.status.success() {
             let stderr = String::from_utf8_lossy(&out.stderr);
             if stderr.contains("not a git repository") {
                 return Ok(None);
             }
-            return Err(self.failure("rev-parse --is-inside-work-tree", &out.stderr));
+            return Err(self.failure("rev-parse --is-inside-work-tree --show-toplevel", &out.stderr));
         }
-        if out.stdout.trim_ascii() != b"true" {
-            return Ok(None);
-        }
-        let top = self.run("rev-parse --show-toplevel", &["rev-parse", "--show-toplevel"])?;
-        let top = String::from_utf8(top.trim_ascii_end().to_vec())
+        let top = lines.next().map(<[u8]>::trim_ascii_end).filter(|t| !t.is_empty()).ok_or_else(|| {
+            self.failure("rev-parse --show-toplevel", b"printed no top-level directory")
+        })?;
+        let top = String::from_utf8(top.to_vec())
             .map(PathBuf::from)
             .unwrap_or_else(|e| super::relpath::to_path(e.as_bytes()));
         Ok(Some(top))
     }
 
-    /// The three listings a snapshot needs.
+    /// The listings a snapshot needs. The four `ls-files` runs are independent, so they run at
+    /// the same time (each read by its own thread, so no full pipe stalls another).
     pub(crate) fn list(&self) -> Result<Listing, Error> {
-        let listed = self.run_z("ls-files", &["ls-files", "-z", "--cached", "--others", "--exclude-standard"])?;
-        let mut candidates: Vec<Vec<u8>> = listed.into_iter().collect();
-        candidates.sort();
-        candidates.dedup();
+        const STAGED: &[&str] = &["ls-files", "-z", "--stage"];
+        const UNTRACKED: &[&str] = &["ls-files", "-z", "--others", "--exclude-standard"];
+        const IGNORED_UNTRACKED: &[&str] =
+            &["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory", "--no-empty-directory"];
+        // tracked files that the ignore rules match now (a file committed once and ignored later)
+        const IGNORED_TRACKED: &[&str] = &["ls-files", "-z", "--cached", "--ignored", "--exclude-standard"];
+        let runs = [STAGED, UNTRACKED, IGNORED_UNTRACKED, IGNORED_TRACKED];
 
+        let children = runs
+            .iter()
+            .map(|args| {
+                self.command().args(*args).spawn().map_err(|e| Error::io(format!("cannot run git {}", args[1]), e))
+            })
+            .collect::<Vec<_>>();
+        let outputs: Vec<Result<std::process::Output, Error>> = std::thread::scope(|scope| {
+            let readers: Vec<_> = children
+                .into_iter()
+                .map(|child| {
+                    scope.spawn(move || {
+                        child?.wait_with_output().map_err(|e| Error::io("waiting for git ls-files", e))
+                    })
+                })
+                .collect();
+            readers
+                .into_iter()
+                .map(|r| r.join().unwrap_or_else(|_| Err(self.failure("ls-files", b"the reader thread panicked"))))
+                .collect()
+        });
+        let mut records = Vec::with_capacity(runs.len());
+        for (args, output) in runs.iter().zip(outputs) {
+            let what = args[1..].join(" ");
+            let out = output?;
+            if !out.status.success() {
+                return Err(self.failure(&what, &out.stderr));
+            }
+            records.push(split_z(&out.stdout).map_err(|m| self.failure(&what, m.as_bytes()))?);
+        }
+        let mut records = records.into_iter();
+        let (staged, untracked, ignored_untracked, ignored_tracked) = match (
+            records.next(),
+            records.next(),
+            records.next(),
+            records.next(),
+        ) {
+            (Some(a), Some(b), Some(c), Some(d)) => (a, b, c, d),
+            _ => return Err(self.failure("ls-files", b"a listing is missing")),
+        };
+
+        let mut candidates = untracked;
         let mut gitlinks = BTreeSet::new();
-        for record in self.run_z("ls-files --stage", &["ls-files", "-z", "--stage"])? {
+        for record in staged {
             // "<mode> <object> <stage>\t<path>"
             let tab = record.iter().position(|b| *b == b'\t').ok_or_else(|| {
                 self.failure("ls-files --stage", b"a record without a tab: the listing is not what Git prints")
             })?;
+            let name = record[tab + 1..].to_vec();
             if record.starts_with(b"160000 ") {
-                gitlinks.insert(record[tab + 1..].to_vec());
+                gitlinks.insert(name.clone());
             }
+            candidates.push(name);
         }
+        // unmerged paths appear once per stage
+        candidates.sort_unstable();
+        candidates.dedup();
 
-        let ignored = self
-            .run_z(
-                "ls-files --ignored",
-                &[
-                    "ls-files",
-                    "-z",
-                    "--others",
-                    "--ignored",
-                    "--exclude-standard",
-                    "--directory",
-                    "--no-empty-directory",
-                ],
-            )?
+        let ignored = ignored_untracked
             .into_iter()
             .map(|mut name| {
                 while name.last() == Some(&b'/') {
@@ -113,58 +157,7 @@ impl<'a> Git<'a> {
             })
             .filter(|name| !name.is_empty())
             .collect();
-        Ok(Listing { candidates, gitlinks, ignored })
-    }
-
-    /// The subset of `names` that the ignore rules match now, whether tracked or not.
-    pub(crate) fn check_ignore(&self, names: &[&[u8]]) -> Result<BTreeSet<Vec<u8>>, Error> {
-        if names.is_empty() {
-            return Ok(BTreeSet::new());
-        }
-        let mut child = self
-            .command()
-            .args(["check-ignore", "--no-index", "--stdin", "-z"])
-            .stdin(Stdio::piped())
-            .spawn()
-            .map_err(|e| Error::io("cannot run git check-ignore", e))?;
-
-        let mut stdin = child.stdin.take().ok_or_else(|| self.failure("check-ignore", b"no stdin pipe"))?;
-        // check-ignore takes pathspecs and refuses `:(literal)`; a leading `./` keeps a name that
-        // starts with `:` from being read as pathspec magic. Git echoes each name as given.
-        let input: Vec<u8> = names.iter().flat_map(|n| b"./".iter().chain(n.iter()).copied().chain([0])).collect();
-        // feed stdin from another thread: Git answers while it reads, and a full stdout pipe
-        // would otherwise block both sides
-        let feeder = std::thread::spawn(move || stdin.write_all(&input));
-        let out = child.wait_with_output().map_err(|e| Error::io("waiting for git check-ignore", e))?;
-        let fed = feeder.join().map_err(|_| self.failure("check-ignore", b"the stdin writer panicked"))?;
-
-        // exit 1 means "nothing is ignored"; anything else but 0 is a failure
-        match out.status.code() {
-            Some(0) | Some(1) => {}
-            _ => return Err(self.failure("check-ignore", &out.stderr)),
-        }
-        fed.map_err(|e| Error::io("writing the file list to git check-ignore", e))?;
-        let echoed = split_z(&out.stdout).map_err(|m| self.failure("check-ignore", m.as_bytes()))?;
-        echoed
-            .into_iter()
-            .map(|name| match name.strip_prefix(b"./") {
-                Some(name) => Ok(name.to_vec()),
-                None => Err(self.failure("check-ignore", b"answered with a name it was not given")),
-            })
-            .collect()
-    }
-
-    fn run(&self, what: &str, args: &[&str]) -> Result<Vec<u8>, Error> {
-        let out = self.command().args(args).output().map_err(|e| Error::io(format!("cannot run git {what}"), e))?;
-        if !out.status.success() {
-            return Err(self.failure(what, &out.stderr));
-        }
-        Ok(out.stdout)
-    }
-
-    fn run_z(&self, what: &str, args: &[&str]) -> Result<Vec<Vec<u8>>, Error> {
-        let out = self.run(what, args)?;
-        split_z(&out).map_err(|m| self.failure(what, m.as_bytes()))
+        Ok(Listing { candidates, gitlinks, ignored, ignored_tracked: ignored_tracked.into_iter().collect() })
     }
 
     fn failure(&self, what: &str, stderr: &[u8]) -> Error {

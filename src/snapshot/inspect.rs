@@ -12,11 +12,33 @@ use crate::error::Error;
 
 /// Entries found on disk.
 pub(crate) struct Inspected {
-    /// Files and symlinks, in input order, each with its raw name.
-    pub entries: Vec<(Vec<u8>, Entry)>,
+    /// Files and symlinks, in input order, each with its raw name and its identity on disk.
+    pub entries: Vec<(Vec<u8>, Entry, FileId)>,
     /// Directories implied by the entries, keyed by raw name (sorted).
     pub dirs: BTreeMap<Vec<u8>, Entry>,
     pub dropped: Vec<(Vec<u8>, DropReason)>,
+}
+
+/// Which file a name pointed to at the scan (device and inode), so writing the archive can
+/// tell a file replaced since then (say, by an editor's save-by-rename) from the scanned one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FileId {
+    dev: u64,
+    ino: u64,
+}
+
+impl FileId {
+    #[cfg(unix)]
+    pub(crate) fn of(meta: &Metadata) -> FileId {
+        use std::os::unix::fs::MetadataExt;
+        FileId { dev: meta.dev(), ino: meta.ino() }
+    }
+
+    /// Without inode numbers every file looks the same: only kind and size are checked.
+    #[cfg(not(unix))]
+    pub(crate) fn of(_: &Metadata) -> FileId {
+        FileId { dev: 0, ino: 0 }
+    }
 }
 
 /// What an ancestor directory turned out to be.
@@ -63,7 +85,7 @@ pub(crate) fn inspect(root: &Path, names: Vec<Vec<u8>>) -> Result<Inspected, Err
             }
         }
         let entry = entry_from(&name, kind, &meta);
-        out.entries.push((name, entry));
+        out.entries.push((name, entry, FileId::of(&meta)));
     }
     Ok(out)
 }

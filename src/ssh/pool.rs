@@ -66,6 +66,12 @@ impl SshPool {
         Ok(session)
     }
 
+    /// The session of `sandbox_id` if the pool holds one; nothing is created or connected
+    /// (see [`SshSession::is_connected`] for whether it is up).
+    pub fn existing(&self, sandbox_id: &str) -> Option<SshSession> {
+        self.sessions.lock().unwrap_or_else(|p| p.into_inner()).get(sandbox_id).cloned()
+    }
+
     /// Drop the session of `sandbox_id` (e.g. after destroying the sandbox) and close its
     /// connection. Returns whether there was one.
     pub async fn remove(&self, sandbox_id: &str) -> bool {

@@ -202,7 +202,7 @@ impl Syncer {
     }
 
     async fn manifest(&self, sha256: bool) -> Result<crate::guest::Manifest> {
-        let guest = self.remote.sandbox().guest(PathMap::new(&self.remote_dir)?);
+        let guest = self.remote.guest(PathMap::new(&self.remote_dir)?);
         let mut options = ManifestOptions::default().path(self.remote_dir.clone()).sha256(sha256);
         for vcs in [".git", ".hg", ".svn"] {
             options = options.exclude(vcs);

@@ -13,9 +13,52 @@ pub const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
 #[error("invalid tool configuration: {0}")]
 pub struct ConfigError(pub String);
 
+/// Where OpenCode's native shell and file tools run (plugins.md §2.4).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// Native tools keep their local executors; only the `sandbox_*` tools reach sandboxes.
+    #[default]
+    Local,
+    /// Native tools are routed to the session sandbox (served as `native_*` tools).
+    Remote,
+}
+
+impl Mode {
+    /// `local` or `remote`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Local => "local",
+            Mode::Remote => "remote",
+        }
+    }
+}
+
+/// Whether the project is copied into a new session sandbox.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SyncMode {
+    /// The working directory starts empty.
+    #[default]
+    None,
+    /// The project is copied once, before the first operation of a new sandbox (never again
+    /// on reattachment).
+    Once,
+}
+
+impl SyncMode {
+    /// `none` or `once`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SyncMode::None => "none",
+            SyncMode::Once => "once",
+        }
+    }
+}
+
 /// The effective configuration of the tool runtime.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ToolsConfig {
+    /// Local or remote execution of the native tools.
+    pub mode: Mode,
     /// Shape of session sandboxes.
     pub shape: String,
     /// Base image of session sandboxes.
@@ -30,11 +73,16 @@ pub struct ToolsConfig {
     pub persist: bool,
     /// Default deadline of a call; `None` = none.
     pub timeout: Option<Duration>,
+    /// Project staging of new session sandboxes.
+    pub sync: SyncMode,
+    /// Mirror local skill bundles into the sandbox when it is attached (option only).
+    pub sync_skills: bool,
 }
 
 impl Default for ToolsConfig {
     fn default() -> Self {
         ToolsConfig {
+            mode: Mode::Local,
             shape: "s-2vcpu-2gb".into(),
             rootfs: "devbox:1".into(),
             cwd: "/root/workspace".into(),
@@ -42,20 +90,30 @@ impl Default for ToolsConfig {
             auto_pause: Some(Duration::from_secs(30 * 60)),
             persist: true,
             timeout: Some(Duration::from_millis(120_000)),
+            sync: SyncMode::None,
+            sync_skills: true,
         }
     }
 }
 
-/// Option key, its environment variable.
-const KEYS: &[(&str, &str)] = &[
-    ("shape", "CREATEOS_SHAPE"),
-    ("rootfs", "CREATEOS_ROOTFS"),
-    ("cwd", "CREATEOS_CWD"),
-    ("network", "CREATEOS_NETWORK"),
-    ("autoPause", "CREATEOS_AUTO_PAUSE"),
-    ("persist", "CREATEOS_PERSIST"),
-    ("timeout", "CREATEOS_TIMEOUT"),
+/// Option key, its environment variable (`syncSkills` is an option only).
+const KEYS: &[(&str, Option<&str>)] = &[
+    ("mode", Some("CREATEOS_MODE")),
+    ("shape", Some("CREATEOS_SHAPE")),
+    ("rootfs", Some("CREATEOS_ROOTFS")),
+    ("cwd", Some("CREATEOS_CWD")),
+    ("network", Some("CREATEOS_NETWORK")),
+    ("autoPause", Some("CREATEOS_AUTO_PAUSE")),
+    ("sync", Some("CREATEOS_SYNC")),
+    ("persist", Some("CREATEOS_PERSIST")),
+    ("timeout", Some("CREATEOS_TIMEOUT")),
+    ("syncSkills", None),
 ];
+
+/// The environment variables the configuration reads (for callers that scrub them).
+pub fn env_vars() -> impl Iterator<Item = &'static str> {
+    KEYS.iter().filter_map(|(_, var)| *var)
+}
 
 /// Where a value came from: env values are always strings, options keep their JSON type.
 enum Raw<'a> {
@@ -72,16 +130,16 @@ impl ToolsConfig {
         }
         let mut config = ToolsConfig::default();
         for (key, var) in KEYS {
-            let raw = match env(var).filter(|v| !v.is_empty()) {
+            let raw = match var.and_then(|v| env(v)).filter(|v| !v.is_empty()) {
                 Some(v) => Raw::Env(v),
                 None => match options.get(*key) {
                     Some(v) => Raw::Opt(v),
                     None => continue,
                 },
             };
-            let origin = match &raw {
-                Raw::Env(_) => var.to_string(),
-                Raw::Opt(_) => format!("option {key:?}"),
+            let origin = match (&raw, var) {
+                (Raw::Env(_), Some(var)) => var.to_string(),
+                _ => format!("option {key:?}"),
             };
             config.apply(key, raw).map_err(|msg| ConfigError(format!("{origin}: {msg}")))?;
         }
@@ -90,15 +148,8 @@ impl ToolsConfig {
 
     fn apply(&mut self, key: &str, raw: Raw<'_>) -> Result<(), String> {
         match key {
-            "persist" => {
-                self.persist = match raw {
-                    Raw::Env(v) if v == "true" => true,
-                    Raw::Env(v) if v == "false" => false,
-                    Raw::Env(_) => return Err("must be exactly `true` or `false`".into()),
-                    Raw::Opt(Value::Bool(b)) => *b,
-                    Raw::Opt(_) => return Err("must be a boolean".into()),
-                }
-            }
+            "persist" => self.persist = boolean(raw)?,
+            "syncSkills" => self.sync_skills = boolean(raw)?,
             "timeout" => {
                 let ms = match raw {
                     Raw::Env(v) => v.trim().parse::<u64>().map_err(|_| format!("{v:?} is not an integer"))?,
@@ -130,6 +181,20 @@ impl ToolsConfig {
                         self.network = Some(text);
                     }
                     "autoPause" => self.auto_pause = parse_auto_pause(&text)?,
+                    "mode" => {
+                        self.mode = match text.as_str() {
+                            "local" => Mode::Local,
+                            "remote" => Mode::Remote,
+                            _ => return Err(format!("{text:?} is not `local` or `remote`")),
+                        }
+                    }
+                    "sync" => {
+                        self.sync = match text.as_str() {
+                            "none" => SyncMode::None,
+                            "once" => SyncMode::Once,
+                            _ => return Err(format!("{text:?} is not `none` or `once`")),
+                        }
+                    }
                     _ => return Err(format!("unknown key {key}")),
                 }
             }
@@ -140,6 +205,17 @@ impl ToolsConfig {
     /// Auto-pause in seconds for the control plane, when set.
     pub fn auto_pause_secs(&self) -> Option<u32> {
         self.auto_pause.map(|d| d.as_secs().min(u32::MAX as u64) as u32)
+    }
+}
+
+/// Environment values must be literally `true`/`false`; options must be JSON booleans.
+fn boolean(raw: Raw<'_>) -> Result<bool, String> {
+    match raw {
+        Raw::Env(v) if v == "true" => Ok(true),
+        Raw::Env(v) if v == "false" => Ok(false),
+        Raw::Env(_) => Err("must be exactly `true` or `false`".into()),
+        Raw::Opt(Value::Bool(b)) => Ok(*b),
+        Raw::Opt(_) => Err("must be a boolean".into()),
     }
 }
 
@@ -220,6 +296,64 @@ mod tests {
         assert!(ToolsConfig::resolve(&opts(json!({"timeout": 3_600_001})), |_| None).is_err());
         assert!(ToolsConfig::resolve(&opts(json!({"cwd": "rel/path"})), |_| None).is_err());
         assert!(ToolsConfig::resolve(&opts(json!({"autoPause": "5x"})), |_| None).is_err());
+    }
+
+    #[test]
+    fn every_documented_key_has_its_default() {
+        let c = ToolsConfig::resolve(&Map::new(), |_| None).unwrap();
+        assert_eq!(c, ToolsConfig::default());
+        assert_eq!((c.mode, c.sync, c.sync_skills, c.persist), (Mode::Local, SyncMode::None, true, true));
+        assert_eq!((c.shape.as_str(), c.rootfs.as_str(), c.cwd.as_str()), ("s-2vcpu-2gb", "devbox:1", "/root/workspace"));
+        assert_eq!((c.network.as_deref(), c.auto_pause), (None, Some(Duration::from_secs(1800))));
+        let vars: Vec<&str> = env_vars().collect();
+        assert_eq!(vars.len(), 9);
+        assert!(vars.contains(&"CREATEOS_MODE") && vars.contains(&"CREATEOS_SYNC"));
+    }
+
+    #[test]
+    fn mode_sync_and_sync_skills() {
+        let o = opts(json!({"mode": "remote", "sync": "once", "syncSkills": false, "network": "net-1", "autoPause": "off"}));
+        let c = ToolsConfig::resolve(&o, |_| None).unwrap();
+        assert_eq!((c.mode, c.sync, c.sync_skills), (Mode::Remote, SyncMode::Once, false));
+        assert_eq!((c.network.as_deref(), c.auto_pause), (Some("net-1"), None));
+        // The environment beats the option, key by key.
+        let env = |k: &str| match k {
+            "CREATEOS_MODE" => Some("local".to_string()),
+            "CREATEOS_SYNC" => Some("none".to_string()),
+            _ => None,
+        };
+        let c = ToolsConfig::resolve(&o, env).unwrap();
+        assert_eq!((c.mode, c.sync, c.sync_skills), (Mode::Local, SyncMode::None, false));
+        // An empty variable counts as unset.
+        let c = ToolsConfig::resolve(&o, |k| (k == "CREATEOS_MODE").then(String::new)).unwrap();
+        assert_eq!(c.mode, Mode::Remote);
+        assert_eq!(Mode::Remote.as_str(), "remote");
+        assert_eq!(SyncMode::Once.as_str(), "once");
+    }
+
+    #[test]
+    fn refuses_bad_modes_and_types() {
+        let err = |o: Value| ToolsConfig::resolve(&opts(o), |_| None).unwrap_err().0;
+        assert!(err(json!({"mode": "Remote"})).contains("option \"mode\""));
+        assert!(err(json!({"mode": true})).contains("must be a string"));
+        assert!(err(json!({"sync": "always"})).contains("not `none` or `once`"));
+        assert!(err(json!({"syncSkills": "true"})).contains("boolean"));
+        assert!(err(json!({"timeout": 1.5})).contains("integer"));
+        assert!(err(json!({"timeout": "100"})).contains("integer"));
+        assert!(err(json!({"shape": "s-2vcpu\u{0}"})).contains("NUL"));
+        assert!(err(json!({"rootfs": " "})).contains("empty"));
+        let env_err = |var: &'static str, value: &'static str| {
+            ToolsConfig::resolve(&Map::new(), |k| (k == var).then(|| value.to_string())).unwrap_err().0
+        };
+        assert!(env_err("CREATEOS_MODE", "cloud").starts_with("invalid tool configuration: CREATEOS_MODE"));
+        assert!(env_err("CREATEOS_SYNC", "twice").contains("CREATEOS_SYNC"));
+        assert!(env_err("CREATEOS_TIMEOUT", "12s").contains("CREATEOS_TIMEOUT"));
+        assert!(env_err("CREATEOS_PERSIST", "TRUE").contains("CREATEOS_PERSIST"));
+        // syncSkills has no variable: a look-alike is ignored, not read.
+        assert!(ToolsConfig::resolve(&Map::new(), |k| (k == "CREATEOS_SYNC_SKILLS").then(|| "bogus".into())).unwrap().sync_skills);
+        // The valid timeout bounds.
+        assert_eq!(ToolsConfig::resolve(&opts(json!({"timeout": 3_600_000})), |_| None).unwrap().timeout, Some(MAX_TIMEOUT));
+        assert_eq!(ToolsConfig::resolve(&opts(json!({"timeout": 1})), |_| None).unwrap().timeout, Some(Duration::from_millis(1)));
     }
 
     #[test]

@@ -9,6 +9,7 @@ pub mod catalog;
 pub mod config;
 pub mod runtime;
 pub mod store;
+pub mod transports;
 
 use std::sync::Arc;
 use std::time::Duration;

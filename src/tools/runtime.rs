@@ -3,7 +3,7 @@
 //! (plugins.md §2.5).
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::ToolsConfig;
 use super::store::{BindingRecord, BindingStore};
+use super::transports::Transports;
 use super::ToolError;
 use crate::api::processes::{ProcessSpec, RunOptions};
 use crate::{Client, CreateSandbox, Sandbox, SandboxStatus};
@@ -55,8 +56,11 @@ pub struct Runtime {
     config: ToolsConfig,
     store: BindingStore,
     project_dir: PathBuf,
+    state_dir: PathBuf,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
     lifetime: CancellationToken,
+    /// Sync watchers and tunnels: stopped at shutdown.
+    transports: Transports,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -69,13 +73,16 @@ impl Runtime {
     /// A runtime for `project_dir`, keeping bindings under `state_dir`.
     pub fn new(client: Client, config: ToolsConfig, state_dir: PathBuf, project_dir: PathBuf) -> Arc<Self> {
         let store = BindingStore::new(&state_dir, &project_dir);
+        let lifetime = CancellationToken::new();
         Arc::new(Runtime {
             client,
             config,
             store,
             project_dir,
+            state_dir,
             sessions: Mutex::new(HashMap::new()),
-            lifetime: CancellationToken::new(),
+            transports: Transports::new(lifetime.clone()),
+            lifetime,
         })
     }
 
@@ -87,6 +94,21 @@ impl Runtime {
     /// The effective configuration.
     pub fn config(&self) -> &ToolsConfig {
         &self.config
+    }
+
+    /// The host project directory (relative local paths of the tools resolve against it).
+    pub fn project_dir(&self) -> &Path {
+        &self.project_dir
+    }
+
+    /// Where this runtime keeps its state (bindings, device keys).
+    pub fn state_dir(&self) -> &Path {
+        &self.state_dir
+    }
+
+    /// The background transports (sync watchers, tunnels) this runtime owns.
+    pub fn transports(&self) -> &Transports {
+        &self.transports
     }
 
     /// Cancelled when the runtime shuts down; every call's token is a child of it.
@@ -261,6 +283,7 @@ impl Runtime {
             "rootfs": self.config.rootfs,
             "persist": self.config.persist,
             "in_flight": s.in_flight.load(Ordering::SeqCst),
+            "transports": self.transports.list(),
         })
     }
 
@@ -340,10 +363,15 @@ impl Runtime {
         Ok(json!({"destroyed": destroyed.id, "status": destroyed.status}))
     }
 
-    /// Stop: cancel in-flight calls; without `persist`, destroy the session sandboxes this
-    /// runtime owns (explicitly created sandboxes and forks are never touched).
+    /// Stop: cancel in-flight calls, stop every background transport (sync watchers, tunnels);
+    /// without `persist`, destroy the session sandboxes this runtime owns (explicitly created
+    /// sandboxes and forks are never touched).
     pub async fn shutdown(&self) {
         self.lifetime.cancel();
+        let stopped = self.transports.stop_all().await;
+        if stopped > 0 {
+            tracing::info!(stopped, "stopped the background transports");
+        }
         if self.config.persist {
             return;
         }

@@ -15,6 +15,7 @@ use crate::api::exec::ExecRequest;
 use crate::api::files::{ProgressFn, UploadBody, UploadOptions};
 use crate::api::sandboxes::Sandbox;
 use crate::error::{Error, Result};
+use crate::guest::{Guest, GuestChannel, GuestOptions, PathMap};
 use crate::ssh::{command_line, SshSession};
 
 /// An archive being sent: any async reader of tar bytes.
@@ -78,6 +79,12 @@ pub trait Remote: Send + Sync {
 
     /// Run `sh -c script sh args…` with `stdin`.
     fn run_sh<'a>(&'a self, script: &'a str, args: Vec<String>, stdin: Vec<u8>) -> BoxFuture<'a, Result<ScriptOutput>>;
+
+    /// File operations in the sandbox over this remote's channel (the sync engine reads the
+    /// guest manifest through it). The default is [`Sandbox::guest`] ([`GuestChannel::Auto`]).
+    fn guest(&self, paths: PathMap) -> Guest {
+        self.sandbox().guest(paths)
+    }
 }
 
 /// Unpack `$2` (an archive file) into `$1`, then always remove `$2`.
@@ -392,6 +399,11 @@ impl Remote for SshRemote {
             counting.flush().await.map_err(|e| Error::io("writing the downloaded archive", e))?;
             Ok(counting.done)
         })
+    }
+
+    fn guest(&self, paths: PathMap) -> Guest {
+        let options = GuestOptions::new().channel(GuestChannel::Ssh).ssh_session(self.ssh.clone());
+        Guest::new(self.sandbox.clone(), paths, options)
     }
 
     fn run_sh<'a>(&'a self, script: &'a str, args: Vec<String>, stdin: Vec<u8>) -> BoxFuture<'a, Result<ScriptOutput>> {

@@ -6,7 +6,7 @@
 pub mod call;
 pub mod jsend;
 pub mod pagination;
-mod retry;
+pub(crate) mod retry;
 pub mod upgrade;
 
 use std::time::Duration;

@@ -178,14 +178,14 @@ impl Contender for Sdk {
     }
 }
 
-/// `cos exec` spawned per sample.
-struct CosExec {
+/// A `cos exec <sandbox> -- true` process per sample (also the baseline of the `cos mcp` row).
+pub(super) struct CosExec {
     command: tokio::process::Command,
     label: String,
 }
 
 impl CosExec {
-    fn new(bench: &Bench, label: String) -> CosExec {
+    pub(super) fn new(bench: &Bench, label: String) -> CosExec {
         let mut command = tokio::process::Command::new(&bench.tools.cos);
         command
             .args(["--endpoint", bench.base_url(), "exec", bench.sandbox.id(), "--", "true"])

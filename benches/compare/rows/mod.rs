@@ -1,16 +1,21 @@
 //! The rows of the comparison. A row is one module with a `row()` returning a [`Row`]: it sets
 //! up its contenders, samples them alternately (`interleave::alternate`) and returns its
-//! comparisons. Adding a row = adding a module and one line to [`all`].
+//! comparisons. Adding a row = adding a module and one line to [`all`]. A row that cannot take
+//! one of its measurements in this run (a tool the server does not serve yet, say) records it
+//! with `Bench::note_pending` instead of failing.
 
 mod attach;
 mod exec;
+mod mcp;
 mod snapshot;
+mod ssh_setup;
 mod stream;
+mod sync;
+mod transfer;
 
 use futures::future::BoxFuture;
 
 use crate::env::{Bench, Sizes};
-use crate::report::Pending;
 use crate::stats::Comparison;
 
 /// Runs a row against the shared bench state.
@@ -28,21 +33,13 @@ pub struct Row {
 
 /// Every row, in table order.
 pub fn all() -> Vec<Row> {
-    vec![exec::row(), stream::row(), attach::row(), snapshot::row()]
+    vec![
+        exec::row(),
+        stream::row(),
+        attach::row(),
+        transfer::row(),
+        sync::row(),
+        snapshot::row(),
+        mcp::row(),
+    ]
 }
-
-/// Rows of the plan that need parts of the project not built yet.
-pub const PENDING: &[Pending] = &[
-    Pending {
-        title: "upload / download over SFTP vs `scp`",
-        why: "not measured yet: the row comes with the SSH/SFTP transfer path, which is still being built",
-    },
-    Pending {
-        title: "sync vs `rsync`",
-        why: "not measured yet: the row comes with the sync engine, which is still being built",
-    },
-    Pending {
-        title: "`cos mcp` resident memory and tool-call latency",
-        why: "not measured yet: the row comes with the MCP server (`cos mcp`), which is still being built",
-    },
-];

@@ -1,5 +1,6 @@
 //! Snapshot build of a generated Git project: `Snapshot::scan` + `write_tar` against
-//! `git ls-files -z | tar --null -T - -cf -`, both archives drained from a pipe.
+//! `git ls-files -z | tar --null -T - -cf -`, and the gzipped archive against `… -czf -`; every
+//! archive drained from a pipe.
 
 use std::io::{BufWriter, Read};
 use std::path::{Path, PathBuf};
@@ -10,7 +11,7 @@ use std::time::Instant;
 use anyhow::{ensure, Context as _};
 use futures::future::BoxFuture;
 
-use createos_sandbox::snapshot::{Snapshot, SnapshotOptions};
+use createos_sandbox::snapshot::{Compression, Snapshot, SnapshotOptions};
 
 use super::Row;
 use crate::env::{Bench, Sizes};
@@ -22,6 +23,8 @@ const FILES_PER_DIR: usize = 100;
 /// Buffer between the archive writer and the pipe: the chunk size the crate's own upload
 /// stream (`Snapshot::tar_stream`) hands out.
 const WRITE_BUFFER: usize = 64 * 1024;
+/// Gzip level of the compressed pair: GNU tar's `-z` runs `gzip` at its default, 6.
+const GZIP_LEVEL: u32 = 6;
 
 pub fn row() -> Row {
     Row { id: "snapshot", title: "snapshot build", method, run: |bench| Box::pin(run(bench)) }
@@ -33,21 +36,30 @@ fn method(sizes: &Sizes) -> String {
          each, about {mib} MiB in all) plus a `.gitignore` and a few ignored build files; the page cache \
          is warm after the first round. {warm} warm-up round(s), then {n} rounds, alternating.\n\n\
          - **`Snapshot::scan` + `write_tar`**: the whole pipeline `cos` uses before an upload — `git \
-         ls-files` (tracked + untracked-unignored), name checks, excludes and credential deny-list, an \
-         `lstat` per file, `git check-ignore`, then the tar written through a {buf} KiB buffer (the chunk \
-         size of the crate's upload stream) into a pipe that a thread drains.\n\
+         ls-files` (staged, untracked-unignored, ignored, and tracked-but-ignored-now: four listings run \
+         concurrently), name checks, excludes and credential deny-list, one `lstat` per file, then the \
+         tar written through a {buf} KiB buffer (the chunk size of the crate's upload stream) into a \
+         pipe that a thread drains. Each file is opened once (`O_NOFOLLOW`) and checked through its \
+         handle against the scan (same inode, same size) before its bytes are copied.\n\
          - **`git ls-files -z | tar --null -T - -cf -`** via `sh -c` in the repository, its stdout drained \
-         from a pipe the same way.\n\n\
-         Both archives go into a pipe rather than straight to `/dev/null`: GNU tar notices when its \
+         from a pipe the same way.\n\
+         - **`Snapshot::scan` + `write_archive(gzip {level})`** against **`git ls-files -z | tar --null -T - \
+         -czf -`** (GNU tar pipes through `gzip -{level}`): the same pair with compression. Ours deflates \
+         128 KiB blocks on one worker thread per core (each block primed with the 32 KiB before it, \
+         one ordinary gzip member, byte-for-byte reproducible) while the tar thread reads files; \
+         deflate is zlib-rs.\n\n\
+         Every archive goes into a pipe rather than straight to `/dev/null`: GNU tar notices when its \
          archive *is* `/dev/null` and then skips reading the files, which would time a different job. \
-         Every round checks the snapshot's file count and that its archive has exactly the size \
-         computed from the headers, and that tar succeeded with a non-empty archive.",
+         Every round checks the snapshot's file count and that its plain archive has exactly the size \
+         computed from the headers, that the gzip outputs are not empty (tests/snapshot.rs checks that \
+         they decompress to the same tar), and that tar succeeded.",
         files = sizes.snapshot_files,
         per = FILES_PER_DIR,
         mib = (sizes.snapshot_files as u64 * 2200) / (1024 * 1024),
         warm = sizes.snapshot_warmup,
         n = sizes.snapshot_rounds,
         buf = WRITE_BUFFER / 1024,
+        level = GZIP_LEVEL,
     )
 }
 
@@ -55,22 +67,40 @@ async fn run(bench: &Bench) -> anyhow::Result<Vec<Comparison>> {
     let files = bench.sizes.snapshot_files;
     let repo = tokio::task::spawn_blocking(move || generate(files)).await??;
     let dir: Arc<Path> = Arc::from(repo.path());
-    let labels = ["Snapshot::scan + write_tar", "git ls-files | tar"];
+    let labels = [
+        "Snapshot::scan + write_tar",
+        "git ls-files | tar -c",
+        "Snapshot::scan + write_archive(gzip 6)",
+        "git ls-files | tar -cz",
+    ];
     // the repository holds the generated files plus its .gitignore
     let expected = files + 1;
     let mut contenders: Vec<Box<dyn Contender>> = vec![
-        Box::new(Ours { dir: Arc::clone(&dir), expected, label: labels[0] }),
-        Box::new(GitTar { dir: Arc::clone(&dir), label: labels[1] }),
+        Box::new(Ours { dir: Arc::clone(&dir), expected, label: labels[0], compression: Compression::None }),
+        Box::new(GitTar { dir: Arc::clone(&dir), label: labels[1], flags: "-cf" }),
+        Box::new(Ours {
+            dir: Arc::clone(&dir),
+            expected,
+            label: labels[2],
+            compression: Compression::Gzip { level: GZIP_LEVEL },
+        }),
+        Box::new(GitTar { dir: Arc::clone(&dir), label: labels[3], flags: "-czf" }),
     ];
     let samples = alternate(&mut contenders, bench.sizes.snapshot_warmup, bench.sizes.snapshot_rounds).await?;
     drop(repo);
     let measure = |i: usize| Measure::latency(&durations(&samples[i])).context("no snapshot samples");
-    Ok(vec![Comparison {
-        what: format!("snapshot of {files} files → tar"),
-        ours: Side { label: labels[0].to_string(), measure: measure(0)? },
-        baseline: Side { label: labels[1].to_string(), measure: measure(1)? },
-        goal: Goal::Faster,
-    }])
+    let pair = |what: String, ours: usize, theirs: usize| -> anyhow::Result<Comparison> {
+        Ok(Comparison {
+            what,
+            ours: Side { label: labels[ours].to_string(), measure: measure(ours)? },
+            baseline: Side { label: labels[theirs].to_string(), measure: measure(theirs)? },
+            goal: Goal::Faster,
+        })
+    };
+    Ok(vec![
+        pair(format!("snapshot of {files} files → tar"), 0, 1)?,
+        pair(format!("snapshot of {files} files → tar.gz"), 2, 3)?,
+    ])
 }
 
 /// Deterministic file body of `len` bytes (text lines; content only matters for its size).
@@ -138,6 +168,7 @@ struct Ours {
     dir: Arc<Path>,
     expected: usize,
     label: &'static str,
+    compression: Compression,
 }
 
 impl Contender for Ours {
@@ -146,14 +177,14 @@ impl Contender for Ours {
     }
 
     fn sample(&mut self) -> BoxFuture<'_, anyhow::Result<Sample>> {
-        let (dir, expected) = (PathBuf::from(&*self.dir), self.expected);
+        let (dir, expected, compression) = (PathBuf::from(&*self.dir), self.expected, self.compression);
         Box::pin(async move {
             tokio::task::spawn_blocking(move || {
                 let started = Instant::now();
                 let snapshot = Snapshot::scan(&dir, &SnapshotOptions::new())?;
                 let (reader, writer) = std::io::pipe()?;
                 let drained = drain(reader);
-                snapshot.write_tar(BufWriter::with_capacity(WRITE_BUFFER, writer))?;
+                snapshot.write_archive(BufWriter::with_capacity(WRITE_BUFFER, writer), compression)?;
                 let bytes = join_drain(drained)?;
                 let elapsed = started.elapsed();
                 ensure!(
@@ -161,7 +192,15 @@ impl Contender for Ours {
                     "snapshot holds {} files, expected {expected}",
                     snapshot.files().len()
                 );
-                ensure!(bytes == snapshot.exact_size(), "archive of {bytes} bytes, expected {}", snapshot.exact_size());
+                if compression == Compression::None {
+                    ensure!(
+                        bytes == snapshot.exact_size(),
+                        "archive of {bytes} bytes, expected {}",
+                        snapshot.exact_size()
+                    );
+                } else {
+                    ensure!(bytes > 18, "a gzip stream of {bytes} bytes");
+                }
                 Ok(Sample { elapsed, bytes })
             })
             .await?
@@ -172,6 +211,8 @@ impl Contender for Ours {
 struct GitTar {
     dir: Arc<Path>,
     label: &'static str,
+    /// `-cf` or `-czf`.
+    flags: &'static str,
 }
 
 impl Contender for GitTar {
@@ -181,11 +222,12 @@ impl Contender for GitTar {
 
     fn sample(&mut self) -> BoxFuture<'_, anyhow::Result<Sample>> {
         let dir = PathBuf::from(&*self.dir);
+        let script = format!("git ls-files -z | tar --null -T - {} -", self.flags);
         Box::pin(async move {
             tokio::task::spawn_blocking(move || {
                 let started = Instant::now();
                 let mut child = Command::new("sh")
-                    .args(["-c", "git ls-files -z | tar --null -T - -cf -"])
+                    .args(["-c", &script])
                     .current_dir(&dir)
                     .stdin(Stdio::null())
                     .stdout(Stdio::piped())

@@ -208,6 +208,7 @@ pub async fn create_sandbox(
     let entry = new_entry(&state, id, caller.tenant.clone(), &name, envs, record)?;
     super::handlers::write_authorized_keys(&entry, &keys);
     state.sandboxes.insert(Arc::clone(&entry));
+    state.guest_sshd.boot(&state, &entry);
     state.stats.sandbox_created();
     state.resources.metrics.sandbox_created(&caller.tenant);
 

@@ -180,27 +180,55 @@ pub async fn add_ssh_pubkeys(
     Ok(ok(json!({"count": all.len()})))
 }
 
-/// Mirrors the sandbox's keys into its `/root/.ssh/authorized_keys`.
+/// Adds the sandbox's keys to its `/root/.ssh/authorized_keys`: keys already there (same
+/// type and blob, whatever the comment or options) are not added again, and every other
+/// line of the file is kept.
 pub fn write_authorized_keys(sandbox: &SandboxRef, keys: &[String]) {
     if keys.is_empty() {
         return;
     }
     let dir = sandbox.runtime().dir().join("root/.ssh");
+    let file = dir.join("authorized_keys");
     let write = || -> std::io::Result<()> {
         std::fs::create_dir_all(&dir)?;
-        let mut body = keys.join("\n");
-        body.push('\n');
-        std::fs::write(dir.join("authorized_keys"), body)?;
+        let mut body = match std::fs::read_to_string(&file) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(e),
+        };
+        let missing: Vec<&String> = keys.iter().filter(|key| !authorized_keys_lists(&body, key)).collect();
+        if missing.is_empty() && file.exists() {
+            return Ok(());
+        }
+        if !body.is_empty() && !body.ends_with('\n') {
+            body.push('\n');
+        }
+        for key in missing {
+            body.push_str(key.trim());
+            body.push('\n');
+        }
+        std::fs::write(&file, body)?;
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
-            std::fs::set_permissions(dir.join("authorized_keys"), std::fs::Permissions::from_mode(0o600))?;
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600))?;
         }
         Ok(())
     };
     if let Err(e) = write() {
-        tracing::warn!(sandbox = %sandbox.id, "cannot write authorized_keys: {e}");
+        tracing::warn!(sandbox = %sandbox.id, "cannot update authorized_keys: {e}");
+    }
+}
+
+/// Whether the authorized_keys text `body` already lists `key` (an OpenSSH key line).
+fn authorized_keys_lists(body: &str, key: &str) -> bool {
+    let mut fields = key.split_whitespace();
+    let (Some(kind), Some(blob)) = (fields.next(), fields.next()) else { return false };
+    match russh::keys::PublicKey::from_openssh(&format!("{kind} {blob}")) {
+        Ok(parsed) => body.lines().any(|line| crate::guest_sshd::line_allows(line, &parsed)),
+        // Not a key we can parse: compare the text.
+        Err(_) => body.lines().any(|line| line.split_whitespace().collect::<Vec<_>>().windows(2).any(|w| w[0] == kind && w[1] == blob)),
     }
 }
 

@@ -65,6 +65,7 @@ pub fn begin_pause(state: &AppState, sandbox: &SandboxRef) -> bool {
         r.generation
     };
     sandbox.runtime().freeze();
+    state.guest_sshd.set_frozen(&sandbox.id, true);
     transition_later(state, sandbox, generation, state.config.latencies.pause, Status::Paused, |_| {});
     true
 }
@@ -109,8 +110,10 @@ pub async fn resume_sandbox(
             }
         }
     };
-    transition_later(&state, &sandbox, generation, state.config.latencies.resume, Status::Running, |s| {
+    let thawed = state.clone();
+    transition_later(&state, &sandbox, generation, state.config.latencies.resume, Status::Running, move |s| {
         s.runtime().thaw();
+        thawed.guest_sshd.set_frozen(&s.id, false);
     });
     Ok(accepted(sandbox.view()))
 }
@@ -217,6 +220,7 @@ pub async fn fork_sandbox(
     state.computer.copy_for_fork(&source.id, &child_id);
 
     state.sandboxes.insert(Arc::clone(&child));
+    state.guest_sshd.boot(&state, &child);
     state.stats.sandbox_created();
     state.resources.metrics.sandbox_created(&caller.tenant);
     let view = child.view();
@@ -270,6 +274,7 @@ fn release(state: &AppState, sandbox: &SandboxRef) {
     let cpu_seconds = sandbox.runtime().resource_usage().cpu_seconds;
     state.resources.metrics.sandbox_destroyed(&sandbox.tenant, cpu_seconds);
     state.processes.kill_sandbox(&sandbox.id);
+    state.guest_sshd.remove(&sandbox.id);
     state.computer.forget(&sandbox.id);
     sandbox.runtime().kill_all();
     {

@@ -21,6 +21,7 @@ pub use body::UploadBody;
 pub use download::{Download, DownloadStream};
 
 use crate::api::endpoints as ep;
+use crate::transport::retry::{self, Verdict};
 use crate::api::sandboxes::Sandbox;
 use crate::error::{Error, Result};
 use crate::transport::{Call, CallBody};
@@ -234,29 +235,20 @@ impl Sandbox {
                 content_type: OCTET_STREAM,
             });
             let sent_credential = transport.auth_header(true).await?.map(|(_, v)| v);
-            let err = match send_bounded(transport, call, timeout).await {
-                Ok(()) => return Ok(()),
-                Err(err) => err,
-            };
+            let outcome = send_bounded(transport, call, timeout).await;
+            let Err(err) = &outcome else { return outcome };
             if let (Error::Auth(_), false, Some(creds), Some(sent)) =
-                (&err, refreshed, &transport.credentials, &sent_credential)
+                (err, refreshed, &transport.credentials, &sent_credential)
             {
                 if creds.refresh_after_unauthorized(&transport.http, sent).await? {
                     refreshed = true;
                     continue;
                 }
             }
-            let retryable = match &err {
-                Error::Connection { .. } | Error::Timeout { .. } => true,
-                other => matches!(other.status(), Some(408 | 429 | 500 | 502 | 503 | 504)),
-            };
-            if !retryable || attempt >= policy.max_retries {
-                return Err(err);
-            }
-            let delay = match err.api().and_then(|a| a.retry_after) {
-                Some(wait) if wait > policy.max_retry_after => return Err(err),
-                Some(wait) => wait,
-                None => policy.backoff(attempt),
+            // The body is rebuilt from the buffer for every attempt, so it is replayable.
+            let delay = match retry::judge(&outcome, &ep::UPLOAD_FILE, true, attempt, policy) {
+                Verdict::Retry(delay) => delay,
+                Verdict::GiveUp => return outcome,
             };
             tracing::debug!(attempt, ?delay, error = %err, "retrying upload");
             tokio::time::sleep(delay).await;

@@ -3,10 +3,11 @@
 
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
-use super::{Process, ProcessSpec, Processes, WaitScope};
+use super::{Process, ProcessSpec, ProcessState, Processes, WaitScope};
 use crate::error::{Error, Result};
 use crate::stream::process_output::{OutputEvent, StreamKind};
 
@@ -24,11 +25,14 @@ pub struct RunOptions {
     pub cancel: Option<CancellationToken>,
     /// Grace period between SIGTERM and SIGKILL when the tree is stopped. Default 1 s.
     pub stop_grace: Duration,
+    /// Input for a pipe process: written to its stdin while the output is followed, then
+    /// stdin is closed (end-of-file). `None` (the default) leaves stdin alone.
+    pub stdin: Option<Bytes>,
 }
 
 impl Default for RunOptions {
     fn default() -> Self {
-        RunOptions { max_output_bytes: 16 << 20, timeout: None, cancel: None, stop_grace: Duration::from_secs(1) }
+        RunOptions { max_output_bytes: 16 << 20, timeout: None, cancel: None, stop_grace: Duration::from_secs(1), stdin: None }
     }
 }
 
@@ -54,6 +58,12 @@ impl RunOptions {
     /// Set [`Self::stop_grace`].
     pub fn stop_grace(mut self, grace: Duration) -> Self {
         self.stop_grace = grace;
+        self
+    }
+
+    /// Set [`Self::stdin`]: feed `input`, then close stdin (an empty input just closes it).
+    pub fn stdin(mut self, input: impl Into<Bytes>) -> Self {
+        self.stdin = Some(input.into());
         self
     }
 }
@@ -166,7 +176,7 @@ impl Processes {
         let cancel = options.cancel.clone().unwrap_or_default();
         let timeout = options.timeout.filter(|t| !t.is_zero());
         let outcome = tokio::select! {
-            result = follow(&process, options.max_output_bytes) => result,
+            result = follow(&process, options.max_output_bytes, options.stdin.as_deref()) => result,
             _ = cancel.cancelled() => Err(Error::Cancelled),
             _ = sleep_or_forever(timeout) => Err(Error::Timeout {
                 endpoint: format!("process run {}", process.id()),
@@ -200,11 +210,34 @@ fn keep(into: &mut Vec<u8>, bytes: &[u8], cap: usize) -> bool {
     bytes.len() > room
 }
 
-async fn follow(process: &Process, cap: usize) -> Result<RunOutput> {
+async fn follow(process: &Process, cap: usize, stdin: Option<&[u8]>) -> Result<RunOutput> {
     let mut output = RunOutput { process_id: process.id().to_string(), ..Default::default() };
+    // Follow first, so the output streams live while the input goes in.
     let mut events = process.connect(0).await?;
+    let feeding = async {
+        match stdin {
+            Some(input) => feed(process, input).await,
+            None => Ok(()),
+        }
+    };
+    tokio::pin!(feeding);
+    let mut fed = stdin.is_none() || process.details().state == ProcessState::Failed;
     let mut exit = None;
-    while let Some(event) = events.next().await {
+    loop {
+        let event = tokio::select! {
+            sent = &mut feeding, if !fed => {
+                fed = true;
+                if let Err(err) = sent {
+                    // A command that already ended cannot take input; its output says why.
+                    if !has_ended(process).await {
+                        return Err(err);
+                    }
+                }
+                continue;
+            }
+            event = events.next() => event,
+        };
+        let Some(event) = event else { break };
         match event? {
             OutputEvent::Data { stream: StreamKind::Stderr, bytes, .. } => {
                 output.truncated |= keep(&mut output.stderr, &bytes, cap);
@@ -223,4 +256,17 @@ async fn follow(process: &Process, cap: usize) -> Result<RunOutput> {
     output.signal = details.signal.or(event_signal);
     output.exit_code = if output.signal.is_some() { details.exit_code } else { details.exit_code.or(event_code) };
     Ok(output)
+}
+
+/// Send all of `input`, then end-of-file.
+async fn feed(process: &Process, input: &[u8]) -> Result<()> {
+    if !input.is_empty() {
+        process.write_input(input).await?;
+    }
+    process.close_stdin().await
+}
+
+/// Whether the leader is gone (asked of the server; an error counts as "no").
+async fn has_ended(process: &Process) -> bool {
+    matches!(process.info().await, Ok(d) if d.leader_exited || d.state.is_finished())
 }

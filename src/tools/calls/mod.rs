@@ -4,9 +4,15 @@
 mod desktop;
 mod disks;
 mod exec;
+mod files;
+mod jobs;
 mod lifecycle;
 mod process;
 mod resources;
+mod routed;
+mod transports;
+
+pub use routed::{resolve as resolve_native, tools as native_tools, NATIVE_PREFIX};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +27,10 @@ use crate::Sandbox;
 
 /// Run tool `name` with `arguments` for the caller described by `ctx`.
 pub async fn call(rt: &Arc<Runtime>, name: &str, arguments: Option<Map<String, Value>>, ctx: CallCtx) -> Result<ToolOutput, ToolError> {
+    // Routed native tools (remote mode) have their own names and argument shapes.
+    if let Some(id) = routed::resolve(name) {
+        return routed::call(rt, id, name, arguments, ctx).await;
+    }
     let def = catalog::find(name).ok_or_else(|| ToolError::UnknownTool(name.to_string()))?;
     let args = Args::check(&def.input_schema, arguments)?;
     let short = &def.name[PREFIX.len()..];
@@ -39,6 +49,16 @@ pub async fn call(rt: &Arc<Runtime>, name: &str, arguments: Option<Map<String, V
     }
     if short == "process_start" {
         return process::start(rt, &args, &ctx).await;
+    }
+    // Each group below owns its deadline and cancellation (cleanup must run on both).
+    if jobs::handles(short) {
+        return jobs::call(rt, short, &args, &ctx).await;
+    }
+    if files::handles(short) {
+        return files::call(rt, short, &args, &ctx).await;
+    }
+    if transports::handles(short) {
+        return transports::call(rt, short, &args, &ctx).await;
     }
     let deadline = rt.config().timeout;
     tokio::select! {

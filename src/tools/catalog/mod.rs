@@ -1,6 +1,10 @@
 //! The agent tool catalog: names (`sandbox_<name>`), descriptions that say when to use which
 //! tool, and JSON Schemas of the inputs (`additionalProperties: false` everywhere).
 
+mod files;
+mod jobs;
+mod transports;
+
 use serde_json::{json, Map, Value};
 
 /// Prefix of every tool name.
@@ -17,32 +21,32 @@ pub struct ToolDef {
     pub input_schema: Value,
 }
 
-fn s(description: &str) -> Value {
+pub(super) fn s(description: &str) -> Value {
     json!({"type": "string", "minLength": 1, "description": description})
 }
 
-fn int(description: &str, min: u64, max: u64) -> Value {
+pub(super) fn int(description: &str, min: u64, max: u64) -> Value {
     json!({"type": "integer", "minimum": min, "maximum": max, "description": description})
 }
 
-fn boolean(description: &str) -> Value {
+pub(super) fn boolean(description: &str) -> Value {
     json!({"type": "boolean", "description": description})
 }
 
-fn one_of(description: &str, choices: &[&str]) -> Value {
+pub(super) fn one_of(description: &str, choices: &[&str]) -> Value {
     json!({"type": "string", "enum": choices, "description": description})
 }
 
-fn strings(description: &str, min_items: u64) -> Value {
+pub(super) fn strings(description: &str, min_items: u64) -> Value {
     json!({"type": "array", "minItems": min_items, "items": {"type": "string", "minLength": 1}, "description": description})
 }
 
-const SID_OPT: &str = "Sandbox id; omit to use this session's sandbox (created on first use).";
-const SID: &str = "Sandbox id (`sb-…`).";
-const PID: &str = "Managed process id (from sandbox_process_start or sandbox_process_list).";
-const TIMEOUT: &str = "Deadline in milliseconds; 0 = none (cancellation still stops the remote process tree). Default: the configured timeout (120000).";
+pub(super) const SID_OPT: &str = "Sandbox id; omit to use this session's sandbox (created on first use).";
+pub(super) const SID: &str = "Sandbox id (`sb-…`).";
+pub(super) const PID: &str = "Managed process id (from sandbox_process_start or sandbox_process_list).";
+pub(super) const TIMEOUT: &str = "Deadline in milliseconds; 0 = none (cancellation still stops the remote process tree). Default: the configured timeout (120000).";
 
-fn tool(name: &str, description: &'static str, props: &[(&str, Value)], required: &[&str]) -> ToolDef {
+pub(super) fn tool(name: &str, description: &'static str, props: &[(&str, Value)], required: &[&str]) -> ToolDef {
     let properties: Map<String, Value> = props.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
     ToolDef {
         name: format!("{PREFIX}{name}"),
@@ -58,6 +62,15 @@ fn tool(name: &str, description: &'static str, props: &[(&str, Value)], required
 
 /// Every tool this build serves, in a stable order.
 pub fn catalog() -> Vec<ToolDef> {
+    let mut tools = core();
+    tools.extend(jobs::tools());
+    tools.extend(files::tools());
+    tools.extend(transports::tools());
+    tools
+}
+
+/// Session, lifecycle, exec, process, resource and desktop tools.
+fn core() -> Vec<ToolDef> {
     let max_ms = super::config::MAX_TIMEOUT.as_millis() as u64;
     vec![
         tool("status", "Show this session's sandbox binding (id or null, whether it is being created) and the runtime configuration. Allocates nothing.", &[], &[]),

@@ -1,0 +1,329 @@
+//! `cos mcp`, the agent sidecar: its resident memory when idle (against an idle Node process
+//! holding the official TypeScript SDK, what a Node sidecar would cost), the latency of
+//! `sandbox_exec true` through the warm server against a `cos exec` process per call (the
+//! shell-out model it replaces), and its resident memory during a 25-way `sandbox_fanout` when
+//! the server offers that tool.
+
+use std::ffi::OsString;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, ensure, Context as _};
+use futures::future::BoxFuture;
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::sync::Mutex;
+
+use super::exec::CosExec;
+use super::Row;
+use crate::env::{Bench, Sizes};
+use crate::interleave::{alternate, durations, Contender, Sample};
+use crate::sdk::Worker;
+use crate::stats::{Comparison, Goal, Measure, Side};
+
+/// Idle-memory samples, and the pause before and between them.
+const IDLE_SAMPLES: usize = 10;
+const IDLE_SETTLE: Duration = Duration::from_millis(500);
+const IDLE_EVERY: Duration = Duration::from_millis(100);
+/// How often resident memory is read during the fanout.
+const FANOUT_POLL: Duration = Duration::from_millis(20);
+const FANOUT_COMMANDS: usize = 25;
+const FANOUT_JOBS: usize = 10;
+/// Longest wait for one answer of the server.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(600);
+/// The sidecar's idle budget.
+const IDLE_GOAL_MIB: f64 = 15.0;
+
+pub fn row() -> Row {
+    Row { id: "mcp", title: "`cos mcp` memory and tool-call latency", method, run: |bench| Box::pin(run(bench)) }
+}
+
+fn method(sizes: &Sizes) -> String {
+    format!(
+        "`cos --endpoint <emulator> mcp` is started as an MCP client would start it (stdio, newline-delimited \
+         JSON-RPC), initialized, and asked for `tools/list`. Resident memory is `VmRSS` from \
+         `/proc/<pid>/status`.\n\n\
+         - **idle RSS**: {idle} readings {every} ms apart, starting {settle} ms after `tools/list` answered. \
+         Baseline: the same readings of the long-lived Node process of the exec row's TypeScript-SDK worker \
+         (`@nodeops-createos/sandbox` loaded, client built) — what a Node sidecar holds doing nothing. The \
+         goal is absolute: under {goal} MiB.\n\
+         - **tool-call latency**: `tools/call` of `sandbox_exec` with `{{\"command\": \"true\", \"sandbox_id\": \
+         …}}` on the warm server (timed from writing the request to reading its answer; the tool runs \
+         `bash -lc true`), against `cos exec <sandbox> -- true` spawned per call. {warm} warm-up rounds, then \
+         {n} rounds, alternating. Goal: at least 10× lower (ratio ≤ 0.1).\n\
+         - **RSS during a {fan}-way fanout**: one `sandbox_fanout` call with {fan} `true` commands and \
+         `jobs: {jobs}` (each job its own sandbox and project copy of a one-file directory), `VmRSS` read \
+         every {poll} ms while it runs; the row shows the median and the peak against the idle readings of \
+         the same process. Measured only when `tools/list` offers `sandbox_fanout`; otherwise the run says \
+         `pending: sandbox_fanout not served`.",
+        idle = IDLE_SAMPLES,
+        every = IDLE_EVERY.as_millis(),
+        settle = IDLE_SETTLE.as_millis(),
+        goal = IDLE_GOAL_MIB,
+        warm = sizes.exec_warmup,
+        n = sizes.exec_rounds,
+        fan = FANOUT_COMMANDS,
+        jobs = FANOUT_JOBS,
+        poll = FANOUT_POLL.as_millis(),
+    )
+}
+
+async fn run(bench: &Bench) -> anyhow::Result<Vec<Comparison>> {
+    let scratch = tempfile::Builder::new().prefix("cos-bench-mcp-").tempdir()?;
+    let project = scratch.path().join("project");
+    std::fs::create_dir_all(&project)?;
+    std::fs::write(project.join("README.txt"), "fanout bench project\n")?;
+    let mut server = McpClient::start(bench, scratch.path(), &project).await?;
+    let tools = server.tool_names().await?;
+    ensure!(tools.iter().any(|t| t == "sandbox_exec"), "cos mcp does not serve sandbox_exec");
+
+    // idle: ours, then the Node SDK worker at rest
+    let idle = idle_samples(server.pid).await?;
+    let tools_dir = &bench.tools;
+    let mut node = Worker::spawn(
+        "node",
+        "node".as_ref(),
+        &[tools_dir.worker_script("exec_worker.mjs").into(), OsString::from(&tools_dir.ts_dir)],
+        bench,
+    )
+    .await?;
+    let ts_version = node.init(bench.sandbox.id()).await?;
+    let node_pid = node.pid().context("the node worker has no pid")?;
+    let node_idle = idle_samples(node_pid).await?;
+    node.close().await?;
+    let idle_measure = Measure::memory(&idle).context("no idle samples")?;
+    let mut out = vec![Comparison {
+        what: "`cos mcp` idle RSS".to_string(),
+        ours: Side { label: "cos mcp".to_string(), measure: idle_measure.clone() },
+        baseline: Side {
+            label: format!("node + TypeScript SDK {ts_version}"),
+            measure: Measure::memory(&node_idle).context("no node samples")?,
+        },
+        goal: Goal::Below(IDLE_GOAL_MIB),
+    }];
+
+    // latency: the warm server against a process per call
+    let labels = ["cos mcp sandbox_exec (warm)", "`cos exec` per call"];
+    let sandbox_id = bench.sandbox.id().to_string();
+    let server = Arc::new(Mutex::new(server));
+    let mut contenders: Vec<Box<dyn Contender>> = vec![
+        Box::new(McpExec { server: Arc::clone(&server), sandbox_id, label: labels[0] }),
+        Box::new(CosExec::new(bench, labels[1].to_string())),
+    ];
+    let samples = alternate(&mut contenders, bench.sizes.exec_warmup, bench.sizes.exec_rounds).await?;
+    out.push(Comparison {
+        what: "tool call `sandbox_exec true`".to_string(),
+        ours: Side { label: labels[0].to_string(), measure: Measure::latency(&durations(&samples[0])).context("ours")? },
+        baseline: Side {
+            label: labels[1].to_string(),
+            measure: Measure::latency(&durations(&samples[1])).context("cos exec")?,
+        },
+        goal: Goal::AtMost(0.1),
+    });
+    drop(contenders);
+    let mut server = Arc::try_unwrap(server).map_err(|_| anyhow!("the MCP client is still shared"))?.into_inner();
+
+    // fanout, when served
+    if tools.iter().any(|t| t == "sandbox_fanout") {
+        let during = server.fanout_rss(&project).await?;
+        out.push(Comparison {
+            what: format!("`cos mcp` RSS during a {FANOUT_COMMANDS}-way sandbox_fanout"),
+            ours: Side {
+                label: "cos mcp (fanout running)".to_string(),
+                measure: Measure::memory(&during).context("no fanout samples")?,
+            },
+            baseline: Side { label: "cos mcp (idle)".to_string(), measure: idle_measure },
+            goal: Goal::None,
+        });
+    } else {
+        bench.note_pending(
+            format!("`cos mcp` RSS during a {FANOUT_COMMANDS}-way sandbox_fanout"),
+            "sandbox_fanout not served",
+        );
+    }
+    server.close().await?;
+    Ok(out)
+}
+
+/// `VmRSS` of `pid`, in bytes.
+fn rss_bytes(pid: u32) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("reading /proc/{pid}/status (the memory rows need Linux procfs)"))?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).context("no VmRSS line")?;
+    let kib: u64 = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .with_context(|| format!("unreadable VmRSS line {line:?}"))?;
+    Ok(kib * 1024)
+}
+
+async fn idle_samples(pid: u32) -> anyhow::Result<Vec<u64>> {
+    tokio::time::sleep(IDLE_SETTLE).await;
+    let mut samples = Vec::with_capacity(IDLE_SAMPLES);
+    for _ in 0..IDLE_SAMPLES {
+        samples.push(rss_bytes(pid)?);
+        tokio::time::sleep(IDLE_EVERY).await;
+    }
+    Ok(samples)
+}
+
+/// A `cos mcp` child driven over stdio.
+struct McpClient {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Lines<BufReader<ChildStdout>>,
+    pid: u32,
+    next_id: u64,
+}
+
+impl McpClient {
+    async fn start(bench: &Bench, state: &std::path::Path, project: &std::path::Path) -> anyhow::Result<McpClient> {
+        let mut child = Command::new(&bench.tools.cos)
+            .arg("--endpoint")
+            .arg(bench.base_url())
+            .arg("mcp")
+            .arg("--state-dir")
+            .arg(state.join("state"))
+            .arg("--project")
+            .arg(project)
+            .env("CREATEOS_API_KEY", bench.api_key())
+            .env_remove("CREATEOS_SANDBOX_BASE_URL")
+            .env_remove("CREATEOS_SANDBOX_URL")
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .context("starting cos mcp")?;
+        let pid = child.id().context("cos mcp has no pid")?;
+        let stdin = child.stdin.take().context("cos mcp stdin")?;
+        let stdout = child.stdout.take().context("cos mcp stdout")?;
+        let mut client = McpClient { child, stdin, lines: BufReader::new(stdout).lines(), pid, next_id: 1 };
+        client
+            .request(
+                "initialize",
+                json!({
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "cos-bench", "version": "0"}
+                }),
+            )
+            .await
+            .context("MCP initialize")?;
+        client.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await?;
+        Ok(client)
+    }
+
+    async fn send(&mut self, message: &Value) -> anyhow::Result<()> {
+        let mut line = serde_json::to_vec(message)?;
+        line.push(b'\n');
+        self.stdin.write_all(&line).await.context("writing to cos mcp")?;
+        self.stdin.flush().await?;
+        Ok(())
+    }
+
+    /// One request; returns its `result` (notifications in between are skipped).
+    async fn request(&mut self, method: &str, params: Value) -> anyhow::Result<Value> {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await?;
+        loop {
+            let line = tokio::time::timeout(ANSWER_TIMEOUT, self.lines.next_line())
+                .await
+                .map_err(|_| anyhow!("cos mcp did not answer {method} within {ANSWER_TIMEOUT:?}"))??;
+            let Some(line) = line else {
+                let status = self.child.try_wait().ok().flatten();
+                bail!("cos mcp exited ({status:?}) before answering {method}");
+            };
+            let message: Value =
+                serde_json::from_str(&line).with_context(|| format!("cos mcp wrote a non-JSON line {line:?}"))?;
+            if message.get("id").and_then(Value::as_u64) != Some(id) {
+                continue;
+            }
+            if let Some(error) = message.get("error") {
+                bail!("cos mcp answered {method} with an error: {error}");
+            }
+            return message.get("result").cloned().context("an answer without a result");
+        }
+    }
+
+    async fn tool_names(&mut self) -> anyhow::Result<Vec<String>> {
+        let listed = self.request("tools/list", json!({})).await?;
+        let tools = listed.get("tools").and_then(Value::as_array).context("tools/list without tools")?;
+        Ok(tools.iter().filter_map(|t| t.get("name").and_then(Value::as_str).map(str::to_string)).collect())
+    }
+
+    /// `tools/call`; a result flagged `isError` fails.
+    async fn call(&mut self, name: &str, arguments: Value) -> anyhow::Result<Value> {
+        let result = self.request("tools/call", json!({"name": name, "arguments": arguments})).await?;
+        if result.get("isError").and_then(Value::as_bool) == Some(true) {
+            bail!("{name} failed: {}", result.get("content").cloned().unwrap_or(Value::Null));
+        }
+        Ok(result)
+    }
+
+    /// Run one 25-way fanout, reading resident memory every [`FANOUT_POLL`] until it answers.
+    async fn fanout_rss(&mut self, project: &std::path::Path) -> anyhow::Result<Vec<u64>> {
+        let pid = self.pid;
+        let (stop_tx, mut stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let poller = tokio::spawn(async move {
+            let mut samples = Vec::new();
+            loop {
+                if let Ok(rss) = rss_bytes(pid) {
+                    samples.push(rss);
+                }
+                tokio::select! {
+                    _ = &mut stop_rx => return samples,
+                    _ = tokio::time::sleep(FANOUT_POLL) => {}
+                }
+            }
+        });
+        let commands: Vec<&str> = vec!["true"; FANOUT_COMMANDS];
+        let arguments = json!({"commands": commands, "jobs": FANOUT_JOBS, "dir": project.display().to_string()});
+        let called = self.call("sandbox_fanout", arguments).await;
+        let _ = stop_tx.send(());
+        let samples = poller.await.context("the RSS poller")?;
+        called.context("the 25-way fanout")?;
+        Ok(samples)
+    }
+
+    async fn close(mut self) -> anyhow::Result<()> {
+        drop(self.stdin);
+        match tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await {
+            Ok(status) => {
+                status?;
+            }
+            Err(_) => self.child.kill().await?,
+        }
+        Ok(())
+    }
+}
+
+/// `sandbox_exec true` through the warm server.
+struct McpExec {
+    server: Arc<Mutex<McpClient>>,
+    sandbox_id: String,
+    label: &'static str,
+}
+
+impl Contender for McpExec {
+    fn label(&self) -> String {
+        self.label.to_string()
+    }
+
+    fn sample(&mut self) -> BoxFuture<'_, anyhow::Result<Sample>> {
+        Box::pin(async move {
+            let arguments = json!({"command": "true", "sandbox_id": self.sandbox_id});
+            let mut server = self.server.lock().await;
+            let started = Instant::now();
+            let result = server.call("sandbox_exec", arguments).await?;
+            let elapsed = started.elapsed();
+            ensure!(result.get("content").is_some(), "sandbox_exec answered without content: {result}");
+            Ok(Sample::time(elapsed))
+        })
+    }
+}

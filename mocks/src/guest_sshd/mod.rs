@@ -1,0 +1,188 @@
+//! What answers on port 22 inside each sandbox (`MockConfig::guest_sshd`):
+//!
+//! * `OpenSsh`: nothing at boot; the client starts the host's real `/usr/sbin/sshd` inside
+//!   the sandbox through the exec API, as the CLI does with real images.
+//! * `Embedded`: an in-process russh server listens on port 22 of the sandbox's network
+//!   namespace from boot (exec with stdin/stdout/stderr and exit status, SFTP, and
+//!   direct-tcpip to the sandbox's loopback), with a host key kept for the sandbox's
+//!   lifetime. Paused sandboxes do not answer; destroying one closes its server.
+//! * `Absent`: an image without sshd: nothing listens and `/usr/sbin` is empty in the guest.
+//!
+//! `/_mock/sandboxes/{id}/guest-sshd` shows the embedded server's state and
+//! `…/guest-sshd/restart` restarts it (optionally with a new host key), like restarting
+//! sshd in a real guest.
+
+mod channel;
+mod gate;
+mod guest_fs;
+mod server;
+mod session;
+mod sftp;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use axum::extract::{Path as UrlPath, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::app::AppState;
+use crate::config::GuestSshd;
+use crate::isolation::IsolationKind;
+use crate::sandbox::SandboxRef;
+
+pub use server::{GuestServer, GUEST_SSH_PORT};
+pub use session::line_allows;
+
+/// Guest directory an `Absent` image shows empty (where images ship sshd).
+const SSHD_DIR: &str = "/usr/sbin";
+
+/// The embedded servers of all sandboxes, and the mode in effect.
+#[derive(Default)]
+pub struct GuestSshds {
+    mode: Mutex<GuestSshd>,
+    servers: Mutex<HashMap<String, Arc<GuestServer>>>,
+}
+
+impl std::fmt::Debug for GuestSshds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GuestSshds").field("mode", &self.mode()).finish_non_exhaustive()
+    }
+}
+
+impl GuestSshds {
+    /// Uses `mode` (with `Auto` resolved against this host) from now on.
+    pub fn set_mode(&self, mode: GuestSshd) {
+        *self.mode.lock().unwrap_or_else(|e| e.into_inner()) = mode.resolve();
+    }
+
+    /// The mode in effect (never `Auto`).
+    pub fn mode(&self) -> GuestSshd {
+        self.mode.lock().unwrap_or_else(|e| e.into_inner()).resolve()
+    }
+
+    fn servers(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<GuestServer>>> {
+        self.servers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The embedded server of sandbox `id`, when one runs.
+    pub fn server(&self, id: &str) -> Option<Arc<GuestServer>> {
+        self.servers().get(id).cloned()
+    }
+
+    /// Prepares port 22 of a new sandbox (created or forked) as the mode says. Failures are
+    /// logged: the sandbox works, only SSH into it does not.
+    pub fn boot(&self, state: &AppState, sandbox: &SandboxRef) {
+        match self.mode() {
+            GuestSshd::Embedded => match GuestServer::start(sandbox.clone(), state.shutdown.child_token()) {
+                Ok(server) => {
+                    self.servers().insert(sandbox.id.clone(), server);
+                }
+                Err(err) => tracing::warn!(
+                    sandbox = %sandbox.id,
+                    "embedded guest sshd not started ({err}); it needs a network namespace per sandbox \
+                     (run the emulator as root on Linux)"
+                ),
+            },
+            GuestSshd::Absent => hide_sshd(sandbox),
+            GuestSshd::OpenSsh | GuestSshd::Auto => {}
+        }
+    }
+
+    /// Freezes (pause) or thaws (resume) the sandbox's embedded server.
+    pub fn set_frozen(&self, id: &str, frozen: bool) {
+        if let Some(server) = self.server(id) {
+            server.set_frozen(frozen);
+        }
+    }
+
+    /// Closes the sandbox's server and every session (destroy).
+    pub fn remove(&self, id: &str) {
+        if let Some(server) = self.servers().remove(id) {
+            server.stop();
+        }
+    }
+
+    /// Closes every server (emulator shutdown).
+    pub fn stop_all(&self) {
+        for (_, server) in self.servers().drain() {
+            server.stop();
+        }
+    }
+}
+
+/// Shows an empty directory at `/usr/sbin` in the sandbox's mount namespace, so the
+/// host's sshd is not visible there.
+fn hide_sshd(sandbox: &SandboxRef) {
+    let runtime = sandbox.runtime();
+    if runtime.kind() != IsolationKind::Namespaces {
+        tracing::warn!(
+            sandbox = %sandbox.id,
+            "guest sshd mode `absent` cannot hide the host's {SSHD_DIR} without namespace isolation"
+        );
+        return;
+    }
+    // Beside the sandbox's private dirs, so the guest cannot see or fill it.
+    let empty = runtime.dir().join(".image").join("usr-sbin");
+    if let Err(err) = runtime.add_mount(Path::new(&empty), SSHD_DIR) {
+        tracing::warn!(sandbox = %sandbox.id, "cannot hide {SSHD_DIR}: {err}");
+    }
+}
+
+/// `/_mock/sandboxes/{id}/guest-sshd` routes (emulator control API).
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/_mock/sandboxes/{id}/guest-sshd", get(show))
+        .route("/_mock/sandboxes/{id}/guest-sshd/restart", post(restart))
+}
+
+fn not_found(what: &str) -> Response {
+    (StatusCode::NOT_FOUND, Json(json!({"error": what}))).into_response()
+}
+
+fn key_line(key: &russh::keys::PublicKey) -> String {
+    key.to_openssh().unwrap_or_default()
+}
+
+async fn show(State(state): State<AppState>, UrlPath(id): UrlPath<String>) -> Response {
+    if state.sandboxes.get(&id).is_none() {
+        return not_found("sandbox not found");
+    }
+    let mode = format!("{:?}", state.guest_sshd.mode()).to_ascii_lowercase();
+    match state.guest_sshd.server(&id) {
+        Some(server) => Json(json!({
+            "mode": mode,
+            "listening": server.is_running(),
+            "host_key": key_line(&server.host_key()),
+        }))
+        .into_response(),
+        None => Json(json!({"mode": mode, "listening": false, "host_key": null})).into_response(),
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct RestartRequest {
+    #[serde(default)]
+    new_host_key: bool,
+}
+
+async fn restart(State(state): State<AppState>, UrlPath(id): UrlPath<String>, body: axum::body::Bytes) -> Response {
+    let req: RestartRequest = if body.iter().all(u8::is_ascii_whitespace) {
+        RestartRequest::default()
+    } else {
+        match serde_json::from_slice(&body) {
+            Ok(req) => req,
+            Err(err) => return (StatusCode::BAD_REQUEST, Json(json!({"error": format!("invalid JSON: {err}")}))).into_response(),
+        }
+    };
+    let Some(server) = state.guest_sshd.server(&id) else {
+        return not_found("no embedded sshd runs in this sandbox");
+    };
+    let key = server.restart(req.new_host_key);
+    Json(json!({"host_key": key_line(&key)})).into_response()
+}

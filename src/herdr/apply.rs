@@ -1,0 +1,152 @@
+//! `apply`: the sandbox's work since the last apply becomes a Git patch that is checked and
+//! applied to the local worktree; then the guest's baseline ref moves to exactly the tree that
+//! was applied, so the next apply carries only newer work.
+//!
+//! The guest side uses a temporary index, so the agent's own index, branch and commits are
+//! left alone; the baseline is `refs/herdr/base`, not `HEAD`, so commits the agent makes are
+//! still part of the next patch.
+
+use std::path::Path;
+
+use crate::transfer::{ApiRemote, Remote};
+use crate::Sandbox;
+
+use super::error::{HerdrError, HerdrResult};
+
+/// Largest patch accepted.
+pub const MAX_PATCH_BYTES: u64 = 256 << 20;
+
+/// Guest: `$1` worktree, `$2` patch file. Prints `<tree> <bytes>`.
+const EXPORT: &str = r#"set -e
+cd -- "$1"
+idx=$(mktemp /tmp/.herdr-index.XXXXXX)
+trap 'rm -f "$idx"' EXIT
+export GIT_INDEX_FILE="$idx"
+git read-tree refs/herdr/base
+git add -A
+tree=$(git write-tree)
+git diff --cached --binary --no-color --no-ext-diff refs/herdr/base > "$2"
+printf '%s %s\n' "$tree" "$(wc -c < "$2" | tr -d ' ')"
+"#;
+
+/// Guest: `$1` worktree, `$2` tree that was applied. Moves the baseline onto it.
+const ADVANCE: &str = r#"set -e
+cd -- "$1"
+c=$(git -c user.name=herdr -c user.email=herdr@createos.local commit-tree "$2" -p refs/herdr/base -m herdr-apply)
+git update-ref refs/herdr/base "$c"
+"#;
+
+/// Outcome of [`apply`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Applied {
+    /// Nothing new since the last apply.
+    NoChanges,
+    /// A patch of `bytes` bytes was applied locally.
+    Applied {
+        /// Patch size.
+        bytes: u64,
+    },
+}
+
+/// Export the patch from `remote_root` in `sandbox`, apply it to `local`, move the baseline.
+pub async fn apply(sandbox: &Sandbox, remote_root: &str, local: &Path) -> HerdrResult<Applied> {
+    let remote = ApiRemote::new(sandbox.clone());
+    let patch_path = format!("/tmp/.herdr-createos-{:016x}.patch", rand::random::<u64>());
+    let result = export_and_apply(&remote, sandbox, remote_root, local, &patch_path).await;
+    // The patch file is removed on every path.
+    let _ = remote.run_sh(r#"rm -f -- "$1""#, vec![patch_path.clone()], Vec::new()).await;
+    result
+}
+
+async fn export_and_apply(
+    remote: &ApiRemote,
+    sandbox: &Sandbox,
+    remote_root: &str,
+    local: &Path,
+    patch_path: &str,
+) -> HerdrResult<Applied> {
+    let out = remote.run_sh(EXPORT, vec![remote_root.to_string(), patch_path.to_string()], Vec::new()).await?;
+    if !out.success() {
+        return Err(HerdrError::Remote {
+            step: "patch export".into(),
+            sandbox: sandbox.id().into(),
+            message: out.stderr.trim().to_string(),
+        });
+    }
+    let line = out.stdout.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or_default();
+    let (tree, bytes) = line
+        .split_once(' ')
+        .and_then(|(t, b)| Some((t.to_string(), b.trim().parse::<u64>().ok()?)))
+        .ok_or_else(|| HerdrError::Remote {
+            step: "patch export".into(),
+            sandbox: sandbox.id().into(),
+            message: format!("unexpected output {:?}", out.stdout.trim()),
+        })?;
+    if !tree.chars().all(|c| c.is_ascii_hexdigit()) || tree.is_empty() {
+        return Err(HerdrError::Remote { step: "patch export".into(), sandbox: sandbox.id().into(), message: format!("bad tree id {tree:?}") });
+    }
+    if bytes == 0 {
+        return Ok(Applied::NoChanges);
+    }
+    if bytes > MAX_PATCH_BYTES {
+        return Err(HerdrError::invalid("patch", format!("is {bytes} bytes, over the {MAX_PATCH_BYTES}-byte limit; use sync instead")));
+    }
+    let patch = sandbox.download(patch_path).await?.bytes(MAX_PATCH_BYTES).await?;
+
+    let dir = tempfile_dir()?;
+    let local_patch = dir.join("herdr-createos.patch");
+    std::fs::write(&local_patch, &patch).map_err(|e| HerdrError::io(format!("writing {}", local_patch.display()), e))?;
+    let outcome = (|| {
+        git(local, &["apply", "--check", "--whitespace=nowarn"], &local_patch)?;
+        git(local, &["apply", "--whitespace=nowarn"], &local_patch)
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    outcome?;
+
+    let out = remote.run_sh(ADVANCE, vec![remote_root.to_string(), tree.clone()], Vec::new()).await;
+    match out {
+        Ok(o) if o.success() => Ok(Applied::Applied { bytes: patch.len() as u64 }),
+        other => {
+            let why = match other {
+                Ok(o) => o.stderr.trim().to_string(),
+                Err(e) => e.to_string(),
+            };
+            Err(HerdrError::Remote {
+                step: "moving the baseline".into(),
+                sandbox: sandbox.id().into(),
+                message: format!(
+                    "the patch WAS applied locally, but the sandbox baseline did not move ({why}); before the next apply run: \
+                     cos exec {} -- sh -c 'cd {remote_root} && git update-ref refs/herdr/base $(git commit-tree {tree} -p refs/herdr/base -m herdr-apply)'",
+                    sandbox.id()
+                ),
+            })
+        }
+    }
+}
+
+fn tempfile_dir() -> HerdrResult<std::path::PathBuf> {
+    let dir = std::env::temp_dir().join(format!("cos-herdr-apply-{}-{:08x}", std::process::id(), rand::random::<u32>()));
+    std::fs::create_dir(&dir).map_err(|e| HerdrError::io(format!("creating {}", dir.display()), e))?;
+    Ok(dir)
+}
+
+fn git(dir: &Path, args: &[&str], patch: &Path) -> HerdrResult<()> {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .arg(patch)
+        .output()
+        .map_err(|e| HerdrError::Git { command: args.join(" "), message: format!("cannot run git: {e}") })?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(HerdrError::Git {
+            command: args.join(" "),
+            message: format!(
+                "{} (the local worktree was not changed by this apply)",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        })
+    }
+}

@@ -1,0 +1,314 @@
+//! `cos setup herdr`: check the prerequisites, put the plugin in place (manifest + launcher
+//! with cos's absolute path) and link it, write the plugin's `config.json` (0600) unless one
+//! exists, and append the missing key bindings to Herdr's `config.toml` after a backup.
+
+use std::path::{Path, PathBuf};
+
+use super::agents::Agent;
+use super::config::{parse_duration_secs, validate_remote_root, PluginConfig, CONFIG_FILE};
+use super::error::{HerdrError, HerdrResult};
+use super::host::HerdrHost;
+use super::state::write_bytes_atomic;
+use super::{MANIFEST, MIN_HERDR_VERSION, PLUGIN_ID};
+
+/// The build script shipped next to the manifest.
+pub const BUILD_SCRIPT: &str = include_str!("../../integrations/herdr/build.sh");
+/// Name of the backup of `config.toml`.
+pub const KEYS_BACKUP: &str = "config.toml.before-createos";
+
+/// The bindings `setup` adds: (key, action, description).
+pub const KEY_BINDINGS: &[(&str, &str, &str)] = &[
+    ("prefix+shift+s", "start", "start an agent in a new CreateOS sandbox"),
+    ("prefix+shift+c", "attach", "reattach the CreateOS agent to this pane"),
+    ("prefix+shift+y", "sync", "two-way sync with the CreateOS sandbox"),
+    ("prefix+shift+a", "apply", "apply CreateOS sandbox changes locally"),
+    ("prefix+shift+i", "info", "show this pane's CreateOS sandbox"),
+    ("prefix+shift+x", "delete", "delete this pane's CreateOS sandbox (twice to confirm)"),
+];
+
+/// The launcher every manifest entry runs: `exec <cos> herdr "$@"`.
+pub fn launcher_script(cos: &Path) -> HerdrResult<String> {
+    let text = cos.to_str().ok_or_else(|| HerdrError::invalid("cos path", "is not UTF-8"))?;
+    if !cos.is_absolute() || text.chars().any(char::is_control) {
+        return Err(HerdrError::invalid("cos path", format!("{text:?} must be absolute and free of control characters")));
+    }
+    let quoted = text.replace('\'', r#"'\''"#);
+    Ok(format!(
+        "#!/bin/sh\n# Written by cos setup herdr: the CreateOS Herdr actions, run by cos.\nCOS_BIN='{quoted}'\nexport COS_BIN\nexec \"$COS_BIN\" herdr \"$@\"\n"
+    ))
+}
+
+/// Write the plugin directory: manifest, build script, launcher.
+pub fn write_plugin_dir(dir: &Path, cos: &Path) -> HerdrResult<()> {
+    std::fs::create_dir_all(dir).map_err(|e| HerdrError::io(format!("creating {}", dir.display()), e))?;
+    write_bytes_atomic(&dir.join("herdr-plugin.toml"), MANIFEST.as_bytes(), 0o644)?;
+    write_bytes_atomic(&dir.join("build.sh"), BUILD_SCRIPT.as_bytes(), 0o755)?;
+    write_bytes_atomic(&dir.join("run.sh"), launcher_script(cos)?.as_bytes(), 0o755)
+}
+
+/// Herdr's config root: `$XDG_CONFIG_HOME/herdr`, else `~/.config/herdr`.
+pub fn herdr_config_root() -> Option<PathBuf> {
+    match std::env::var_os("XDG_CONFIG_HOME").filter(|v| !v.is_empty()) {
+        Some(x) => Some(PathBuf::from(x).join("herdr")),
+        None => dirs::home_dir().map(|h| h.join(".config").join("herdr")),
+    }
+}
+
+/// Where `setup` keeps the plugin: `<data dir>/createos-sandbox/herdr-plugin`.
+pub fn default_plugin_dir() -> Option<PathBuf> {
+    dirs::data_dir().map(|d| d.join("createos-sandbox").join("herdr-plugin"))
+}
+
+/// Flags of `cos setup herdr`.
+#[derive(Clone, Debug, Default)]
+pub struct SetupOptions {
+    /// Only check.
+    pub doctor: bool,
+    /// Agent key.
+    pub agent: Option<String>,
+    /// Shape.
+    pub shape: Option<String>,
+    /// Base image.
+    pub rootfs: Option<String>,
+    /// Auto-pause.
+    pub auto_pause: Option<String>,
+    /// Worktree directory in the sandbox.
+    pub remote_root: Option<String>,
+    /// Leave `config.toml` alone.
+    pub no_keys: bool,
+    /// Replace an existing `config.json`.
+    pub force: bool,
+}
+
+impl SetupOptions {
+    /// The `config.json` these flags describe, checked.
+    pub fn plugin_config(&self) -> HerdrResult<PluginConfig> {
+        let agent = self.agent.clone().unwrap_or_else(|| "claude-code".into());
+        if Agent::from_key(&agent).is_none() {
+            return Err(HerdrError::invalid("--agent", Agent::unknown_message(&agent)));
+        }
+        let auto_pause = self.auto_pause.clone().unwrap_or_else(|| super::config::DEFAULT_AUTO_PAUSE.into());
+        parse_duration_secs(&auto_pause).map_err(|m| HerdrError::invalid("--auto-pause", m))?;
+        let remote_root = self.remote_root.clone().unwrap_or_else(|| super::config::DEFAULT_REMOTE_ROOT.into());
+        validate_remote_root(&remote_root)?;
+        let shape = self.shape.clone().unwrap_or_else(|| super::config::DEFAULT_SHAPE.into());
+        if shape.trim().is_empty() {
+            return Err(HerdrError::invalid("--shape", "must not be empty"));
+        }
+        Ok(PluginConfig {
+            agent: Some(agent),
+            shape: Some(shape),
+            rootfs: self.rootfs.clone().filter(|r| !r.trim().is_empty()),
+            auto_pause: Some(auto_pause),
+            remote_root: Some(remote_root),
+            ..Default::default()
+        })
+    }
+}
+
+/// One prerequisite.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Check {
+    /// What was checked.
+    pub name: String,
+    /// Whether it passed.
+    pub ok: bool,
+    /// What was found.
+    pub detail: String,
+}
+
+/// Check `herdr` (present, new enough) and `git`.
+pub async fn check_tools(host: &HerdrHost) -> Vec<Check> {
+    let mut checks = Vec::new();
+    checks.push(match host.version().await {
+        Ok(v) if v >= MIN_HERDR_VERSION => Check { name: "herdr".into(), ok: true, detail: format!("{}.{}.{}", v.0, v.1, v.2) },
+        Ok(v) => Check {
+            name: "herdr".into(),
+            ok: false,
+            detail: format!("{}.{}.{} is older than the required {}.{}.{}", v.0, v.1, v.2, MIN_HERDR_VERSION.0, MIN_HERDR_VERSION.1, MIN_HERDR_VERSION.2),
+        },
+        Err(e) => Check { name: "herdr".into(), ok: false, detail: e.to_string() },
+    });
+    let git = tokio::process::Command::new("git").arg("--version").output().await;
+    checks.push(match git {
+        Ok(o) if o.status.success() => Check { name: "git".into(), ok: true, detail: String::from_utf8_lossy(&o.stdout).trim().to_string() },
+        Ok(o) => Check { name: "git".into(), ok: false, detail: o.status.to_string() },
+        Err(e) => Check { name: "git".into(), ok: false, detail: format!("not found: {e}") },
+    });
+    checks
+}
+
+/// Whether Herdr already knows the plugin (`plugin list --json`).
+pub async fn plugin_linked(host: &HerdrHost) -> HerdrResult<bool> {
+    let out = host.call(&["plugin".into(), "list".into(), "--json".into()]).await?;
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap_or(serde_json::Value::Null);
+    let list = v.get("plugins").or_else(|| v.get("result").and_then(|r| r.get("plugins"))).unwrap_or(&v);
+    Ok(list.as_array().is_some_and(|items| items.iter().any(|p| p.get("id").and_then(|i| i.as_str()) == Some(PLUGIN_ID))))
+}
+
+/// Write `config.json` into `dir` (0600) unless it exists and `force` is off. Returns whether
+/// it was written.
+pub fn write_plugin_config(dir: &Path, config: &PluginConfig, force: bool) -> HerdrResult<bool> {
+    let path = dir.join(CONFIG_FILE);
+    if path.exists() && !force {
+        return Ok(false);
+    }
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir).map_err(|e| HerdrError::io(format!("creating {}", dir.display()), e))?;
+    let mut text = serde_json::to_vec_pretty(config).map_err(|e| HerdrError::io("encoding config.json", std::io::Error::other(e)))?;
+    text.push(b'\n');
+    write_bytes_atomic(&path, &text, 0o600)?;
+    Ok(true)
+}
+
+/// The `[[keys.command]]` tables of a `config.toml`: (key, command) pairs.
+pub fn existing_bindings(toml: &str) -> Vec<(Option<String>, Option<String>)> {
+    let mut out = Vec::new();
+    let mut current: Option<(Option<String>, Option<String>)> = None;
+    for line in toml.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            if let Some(b) = current.take() {
+                out.push(b);
+            }
+            if line.replace(' ', "") == "[[keys.command]]" {
+                current = Some((None, None));
+            }
+            continue;
+        }
+        if let Some((k, c)) = current.as_mut() {
+            if let Some((name, value)) = line.split_once('=') {
+                let value = toml_string(value.trim());
+                match name.trim() {
+                    "key" => *k = value,
+                    "command" => *c = value,
+                    _ => {}
+                }
+            }
+        }
+    }
+    out.extend(current);
+    out
+}
+
+/// A basic or literal TOML string value (without escapes beyond `\"` and `\\`).
+fn toml_string(raw: &str) -> Option<String> {
+    let raw = raw.split(" #").next().unwrap_or(raw).trim();
+    if let Some(inner) = raw.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
+        return Some(inner.replace("\\\"", "\"").replace("\\\\", "\\"));
+    }
+    raw.strip_prefix('\'').and_then(|r| r.strip_suffix('\'')).map(str::to_string)
+}
+
+/// What [`add_key_bindings`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KeysOutcome {
+    /// Actions bound now.
+    pub added: Vec<String>,
+    /// Keys left out because the user already binds them to something else.
+    pub conflicts: Vec<String>,
+    /// The backup written (only when something was added).
+    pub backup: Option<PathBuf>,
+}
+
+/// Append the missing bindings to `config_toml` (created when missing), backing the file up
+/// to `config.toml.before-createos` first (an existing backup is kept: it holds the original).
+pub fn add_key_bindings(config_toml: &Path) -> HerdrResult<KeysOutcome> {
+    let existing_text = match std::fs::read_to_string(config_toml) {
+        Ok(t) => Some(t),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(HerdrError::io(format!("reading {}", config_toml.display()), e)),
+    };
+    let text = existing_text.clone().unwrap_or_default();
+    let bound = existing_bindings(&text);
+    let mut outcome = KeysOutcome::default();
+    let mut addition = String::new();
+    for (key, action, description) in KEY_BINDINGS {
+        let command = format!("{PLUGIN_ID}.{action}");
+        if bound.iter().any(|(_, c)| c.as_deref() == Some(command.as_str())) {
+            continue;
+        }
+        if bound.iter().any(|(k, _)| k.as_deref() == Some(*key)) {
+            outcome.conflicts.push(format!("{key} (wanted for {command})"));
+            continue;
+        }
+        addition.push_str(&format!(
+            "\n[[keys.command]]\nkey = \"{key}\"\ntype = \"plugin_action\"\ncommand = \"{command}\"\ndescription = \"{description}\"\n"
+        ));
+        outcome.added.push((*action).to_string());
+    }
+    if outcome.added.is_empty() {
+        return Ok(outcome);
+    }
+    let dir = config_toml.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| HerdrError::io(format!("creating {}", dir.display()), e))?;
+    if let Some(original) = &existing_text {
+        let backup = dir.join(KEYS_BACKUP);
+        if !backup.exists() {
+            write_bytes_atomic(&backup, original.as_bytes(), 0o600)?;
+        }
+        outcome.backup = Some(backup);
+    }
+    let mut new_text = text;
+    if !new_text.is_empty() && !new_text.ends_with('\n') {
+        new_text.push('\n');
+    }
+    new_text.push_str("\n# CreateOS Sandbox (added by cos setup herdr; undo with herdr config reset-keys)");
+    new_text.push_str(&addition);
+    let mode = file_mode(config_toml).unwrap_or(0o600);
+    write_bytes_atomic(config_toml, new_text.as_bytes(), mode)?;
+    Ok(outcome)
+}
+
+fn file_mode(path: &Path) -> Option<u32> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(path).ok().map(|m| m.permissions().mode() & 0o777)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bindings_are_added_once_and_conflicts_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        std::fs::write(&path, "[ui]\ntheme = \"dark\"\n\n[[keys.command]]\nkey = \"prefix+shift+x\"\ntype = \"shell\"\ncommand = \"htop\"\n").unwrap();
+        let first = add_key_bindings(&path).unwrap();
+        assert_eq!(first.added, ["start", "attach", "sync", "apply", "info"]);
+        assert_eq!(first.conflicts.len(), 1);
+        assert!(dir.path().join(KEYS_BACKUP).exists());
+        let second = add_key_bindings(&path).unwrap();
+        assert!(second.added.is_empty());
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.matches("createos.sandbox.start").count(), 1);
+        assert!(text.starts_with("[ui]"));
+    }
+
+    #[test]
+    fn launcher_quotes_the_path() {
+        let s = launcher_script(Path::new("/opt/it's/cos")).unwrap();
+        assert!(s.contains(r#"COS_BIN='/opt/it'\''s/cos'"#));
+        assert!(launcher_script(Path::new("cos")).is_err());
+    }
+
+    #[test]
+    fn options_are_checked() {
+        assert!(SetupOptions { agent: Some("nope".into()), ..Default::default() }.plugin_config().is_err());
+        assert!(SetupOptions { remote_root: Some("/w;x".into()), ..Default::default() }.plugin_config().is_err());
+        let c = SetupOptions { agent: Some("codex".into()), ..Default::default() }.plugin_config().unwrap();
+        assert_eq!(c.agent.as_deref(), Some("codex"));
+        assert_eq!(c.remote_root.as_deref(), Some("/workspace"));
+    }
+}

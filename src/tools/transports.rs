@@ -1,0 +1,258 @@
+//! Local background transports owned by the tool runtime (plugins.md §2.10): sync watchers and
+//! port tunnels, each under a `tr-…` id. They run as tasks of this process (no detached
+//! children), so [`Transports::stop_all`] at shutdown really ends every one of them.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::ToolError;
+use crate::sync::{SyncMode, SyncReport, Syncer};
+use crate::tunnel::RunningTunnel;
+
+/// How often a two-way watcher looks for changes made inside the sandbox.
+pub const TWO_WAY_POLL: Duration = Duration::from_secs(5);
+
+/// How long stopping one transport may take before its task is abandoned (aborted).
+const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// What a sync watcher has done so far (shared with its task).
+#[derive(Debug, Default)]
+struct WatchProgress {
+    syncs: u64,
+    failures: u64,
+    files_pushed: u64,
+    files_pulled: u64,
+    files_deleted: u64,
+    conflicts: u64,
+    last_error: Option<String>,
+    /// Set when the watch itself ended (it could not watch the directory).
+    ended: Option<String>,
+}
+
+enum Kind {
+    Sync {
+        sandbox: String,
+        local: String,
+        remote: String,
+        mode: SyncMode,
+        progress: Arc<Mutex<WatchProgress>>,
+        task: JoinHandle<()>,
+    },
+    Tunnel {
+        sandbox: String,
+        remote_port: u16,
+        local: SocketAddr,
+        running: RunningTunnel,
+    },
+}
+
+struct Transport {
+    session: String,
+    cancel: CancellationToken,
+    kind: Kind,
+}
+
+impl Transport {
+    fn view(&self, id: &str) -> Value {
+        match &self.kind {
+            Kind::Sync { sandbox, local, remote, mode, progress, task } => {
+                let p = progress.lock().unwrap_or_else(|e| e.into_inner());
+                json!({
+                    "transport_id": id,
+                    "kind": "sync",
+                    "session": self.session,
+                    "sandbox_id": sandbox,
+                    "local_dir": local,
+                    "remote_dir": remote,
+                    "mode": mode,
+                    "running": !task.is_finished() && !self.cancel.is_cancelled(),
+                    "syncs": p.syncs,
+                    "failures": p.failures,
+                    "files_pushed": p.files_pushed,
+                    "files_pulled": p.files_pulled,
+                    "files_deleted": p.files_deleted,
+                    "conflicts": p.conflicts,
+                    "last_error": p.ended.clone().or_else(|| p.last_error.clone()),
+                })
+            }
+            Kind::Tunnel { sandbox, remote_port, local, running } => json!({
+                "transport_id": id,
+                "kind": "tunnel",
+                "session": self.session,
+                "sandbox_id": sandbox,
+                "remote_port": remote_port,
+                "local_port": local.port(),
+                "url": format!("http://{local}"),
+                "running": !self.cancel.is_cancelled(),
+                "connections": running.accepted(),
+                "failed_connections": running.failed(),
+            }),
+        }
+    }
+
+    /// Cancel and wait (bounded) for the task to end.
+    async fn stop(self) {
+        self.cancel.cancel();
+        match self.kind {
+            Kind::Sync { mut task, .. } => {
+                if tokio::time::timeout(STOP_GRACE, &mut task).await.is_err() {
+                    task.abort();
+                }
+            }
+            Kind::Tunnel { mut running, .. } => {
+                if let Ok(Err(err)) = tokio::time::timeout(STOP_GRACE, running.stop()).await {
+                    tracing::warn!(error = %err, "a tunnel ended with an error");
+                }
+            }
+        }
+    }
+}
+
+/// The registry of running transports.
+pub struct Transports {
+    /// Parent of every transport's token: cancelled at runtime shutdown.
+    lifetime: CancellationToken,
+    running: Mutex<BTreeMap<String, Transport>>,
+}
+
+impl std::fmt::Debug for Transports {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transports").field("ids", &self.ids()).finish()
+    }
+}
+
+fn new_id() -> String {
+    format!("tr-{:016x}", rand::random::<u64>())
+}
+
+fn count_report(p: &mut WatchProgress, report: &SyncReport) {
+    p.syncs += 1;
+    p.files_pushed += report.pushed.len() as u64;
+    p.files_pulled += report.pulled.len() as u64;
+    p.files_deleted += (report.deleted_remote.len() + report.deleted_local.len()) as u64;
+    p.conflicts += report.conflicts.len() as u64;
+    p.last_error = None;
+}
+
+impl Transports {
+    /// An empty registry whose transports stop when `lifetime` is cancelled.
+    pub fn new(lifetime: CancellationToken) -> Self {
+        Transports { lifetime, running: Mutex::new(BTreeMap::new()) }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Transport>> {
+        self.running.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn ids(&self) -> Vec<String> {
+        self.lock().keys().cloned().collect()
+    }
+
+    fn insert(&self, transport: Transport) -> Result<String, Transport> {
+        let mut running = self.lock();
+        // Checked under the lock: stop_all drains under it too, so nothing slips in after.
+        if self.lifetime.is_cancelled() {
+            return Err(transport);
+        }
+        let mut id = new_id();
+        while running.contains_key(&id) {
+            id = new_id();
+        }
+        running.insert(id.clone(), transport);
+        Ok(id)
+    }
+
+    /// Start watching with `syncer` (already run once by the caller): it syncs again after
+    /// every burst of local changes, and for two-way every [`TWO_WAY_POLL`].
+    pub fn start_sync(&self, session: &str, sandbox: &str, syncer: Arc<Syncer>) -> Result<String, ToolError> {
+        let cancel = self.lifetime.child_token();
+        let progress = Arc::new(Mutex::new(WatchProgress::default()));
+        let mode = syncer.options().mode;
+        let poll = (mode == SyncMode::TwoWay).then_some(TWO_WAY_POLL);
+        let task = {
+            let (syncer, cancel, progress) = (syncer.clone(), cancel.clone(), progress.clone());
+            tokio::spawn(async move {
+                let remote = syncer.remote_dir().to_string();
+                let record = progress.clone();
+                let watched = syncer
+                    .watch(cancel, poll, move |outcome| {
+                        let mut p = record.lock().unwrap_or_else(|e| e.into_inner());
+                        match outcome {
+                            Ok(report) => count_report(&mut p, &report),
+                            Err(err) => {
+                                tracing::warn!(%remote, error = %err, "background sync failed; retrying on the next change");
+                                p.failures += 1;
+                                p.last_error = Some(err.to_string());
+                            }
+                        }
+                    })
+                    .await;
+                if let Err(err) = watched {
+                    progress.lock().unwrap_or_else(|e| e.into_inner()).ended = Some(format!("the watch stopped: {err}"));
+                }
+            })
+        };
+        let transport = Transport {
+            session: session.to_string(),
+            cancel,
+            kind: Kind::Sync {
+                sandbox: sandbox.to_string(),
+                local: syncer.local().to_string_lossy().into_owned(),
+                remote: syncer.remote_dir().to_string(),
+                mode,
+                progress,
+                task,
+            },
+        };
+        self.insert(transport).map_err(|t| {
+            t.cancel.cancel();
+            ToolError::Refused("the tool server is shutting down".into())
+        })
+    }
+
+    /// Register a running tunnel.
+    pub fn add_tunnel(&self, session: &str, sandbox: &str, remote_port: u16, running: RunningTunnel) -> Result<String, ToolError> {
+        let transport = Transport {
+            session: session.to_string(),
+            cancel: running.cancel_token(),
+            kind: Kind::Tunnel { sandbox: sandbox.to_string(), remote_port, local: running.local_addr(), running },
+        };
+        // A refused tunnel is dropped here, which stops it.
+        self.insert(transport).map_err(|_| ToolError::Refused("the tool server is shutting down".into()))
+    }
+
+    /// Every transport, in id order.
+    pub fn list(&self) -> Vec<Value> {
+        self.lock().iter().map(|(id, t)| t.view(id)).collect()
+    }
+
+    /// Stop transport `id` and wait until it has ended; its last state is returned.
+    pub async fn stop(&self, id: &str) -> Result<Value, ToolError> {
+        let transport = self.lock().remove(id).ok_or_else(|| {
+            ToolError::Refused(format!("unknown transport {id:?}; sandbox_status lists the running ones"))
+        })?;
+        let mut view = transport.view(id);
+        transport.stop().await;
+        view["running"] = Value::Bool(false);
+        view["stopped"] = Value::Bool(true);
+        Ok(view)
+    }
+
+    /// Stop every transport (runtime shutdown); returns how many were running.
+    pub async fn stop_all(&self) -> usize {
+        let all: Vec<(String, Transport)> = std::mem::take(&mut *self.lock()).into_iter().collect();
+        let count = all.len();
+        futures::future::join_all(all.into_iter().map(|(id, t)| async move {
+            t.stop().await;
+            tracing::info!(transport = %id, "stopped a background transport");
+        }))
+        .await;
+        count
+    }
+}
