@@ -5,7 +5,14 @@
 //! cancels that call's token, which stops any remote process it started.
 //!
 //! Sessions: a call's session id is `_meta["createos/session"]` of the `tools/call` request,
-//! else the server's default session. Each session gets its own sandbox.
+//! else `_meta["sessionId"]` (what the OpenCode plugin passes), else the server's default
+//! session. Each session gets its own sandbox.
+//!
+//! Remote mode (`mode: "remote"`): `tools/list` also lists the routed native tools
+//! `native_bash`, `native_read`, `native_write`, `native_edit`, `native_apply_patch`,
+//! `native_glob` and `native_grep` (OpenCode's argument shapes; `native_shell` and
+//! `native_patch` are accepted aliases), which run OpenCode's shell and file tools in the
+//! session sandbox. See `tools::calls::native_tools` for their arguments and results.
 
 use std::sync::Arc;
 
@@ -18,10 +25,15 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::Value;
 
+use crate::tools::config::Mode;
 use crate::tools::{self, catalog, CallCtx, Part, Runtime, ToolError, ToolOutput};
 
 /// `_meta` key naming the session of a `tools/call`.
 pub const SESSION_META_KEY: &str = "createos/session";
+
+/// `_meta` key the OpenCode plugin uses for its session id (read when [`SESSION_META_KEY`]
+/// is absent).
+pub const OPENCODE_SESSION_META_KEY: &str = "sessionId";
 
 /// Why the server could not run.
 #[derive(Debug, thiserror::Error)]
@@ -44,7 +56,12 @@ pub struct McpServer {
 impl McpServer {
     /// A server over `runtime`; calls without a session id use `default_session`.
     pub fn new(runtime: Arc<Runtime>, default_session: impl Into<String>) -> Self {
-        let tools = catalog::catalog()
+        let mut defs = catalog::catalog();
+        // Routed native tools exist only where the plugin routes them: remote mode.
+        if runtime.config().mode == Mode::Remote {
+            defs.extend(tools::calls::native_tools());
+        }
+        let tools = defs
             .into_iter()
             .map(|def| {
                 let schema = match def.input_schema {
@@ -94,11 +111,9 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let session = context
-            .meta
-            .get(SESSION_META_KEY)
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
+        let named = |key: &str| context.meta.get(key).and_then(Value::as_str).filter(|s| !s.is_empty());
+        let session = named(SESSION_META_KEY)
+            .or_else(|| named(OPENCODE_SESSION_META_KEY))
             .unwrap_or(&self.default_session)
             .to_string();
         // The call's token: cancelled by notifications/cancelled or by shutdown.

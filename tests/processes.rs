@@ -277,20 +277,30 @@ async fn one_mib_of_input_arrives_complete_and_in_order() {
 }
 
 #[tokio::test]
-async fn input_is_never_retried() {
+async fn input_is_resent_only_when_the_server_refused_it() {
     let env = common::start().await;
     let sb = sandbox(&env).await;
     let p = sb.processes().start(sh("cat")).await.unwrap();
+    // 503 and 429 mean "not applied": the chunk goes again and arrives once.
     env.add_fault("POST /v1/sandboxes/*/processes/*/input status=503 count=1").await;
-    let err = p.write_input(b"once").await.unwrap_err();
-    assert!(matches!(err, Error::Server(_)), "{err:?}");
-    assert_eq!(env.requests("writeProcessInput").await, 1, "a 503 on input is not retried");
+    env.add_fault("POST /v1/sandboxes/*/processes/*/input status=429 retry_after=0 count=1 after=1").await;
+    p.write_input(b"once\n").await.unwrap();
+    assert_eq!(env.requests("writeProcessInput").await, 3);
+    assert_eq!(env.handled("writeProcessInput").await, 1, "applied exactly once");
+    // A connection dropped after the handler ran may have delivered it: never sent again.
+    env.add_fault("POST /v1/sandboxes/*/processes/*/input reset when=after count=1").await;
+    let err = p.write_input(b"maybe\n").await.unwrap_err();
+    assert!(matches!(err, Error::Connection { .. }), "{err:?}");
+    assert_eq!(env.requests("writeProcessInput").await, 4, "an ambiguous failure is not retried");
+    p.close_stdin().await.unwrap();
+    p.wait(WaitScope::Tree, Some(GUARD)).await.unwrap();
+    let out = collect(p.connect(0).await.unwrap()).await;
+    assert_eq!(out.stdout, b"once\nmaybe\n", "each chunk delivered once");
     // Other POSTs keep the transport's 429/503 retries.
     env.add_fault("POST /v1/sandboxes/*/processes/*/resize status=503 count=1").await;
     let err = p.resize(10, 10).await.unwrap_err();
-    assert!(matches!(err, Error::Validation(_)), "pipe processes cannot be resized: {err:?}");
+    assert!(matches!(err, Error::Validation(_) | Error::Conflict(_)), "pipe processes cannot be resized: {err:?}");
     assert_eq!(env.requests("resizeProcess").await, 2);
-    p.stop(Some(Duration::ZERO)).await.unwrap();
     env.shutdown().await;
 }
 

@@ -6,7 +6,9 @@ mod computer;
 mod exec;
 mod files;
 mod fs;
+mod herdr;
 mod interactive;
+mod jobs;
 mod mcp;
 mod output;
 mod process;
@@ -132,6 +134,17 @@ enum Command {
     Computer(computer::ComputerArgs),
     /// Serve the `sandbox_*` agent tools over MCP on stdio (one sandbox per session).
     Mcp(mcp::McpArgs),
+    /// Run a command on a copy of a project directory in a throwaway sandbox; optionally bring an artifact back.
+    Offload(jobs::OffloadArgs),
+    /// Run several commands in parallel, each in its own throwaway sandbox with its own project copy.
+    Fanout(jobs::FanoutArgs),
+    /// Run a code snippet (py, js, ts, sh, go, rb, c, cpp, rs, …) in a throwaway sandbox.
+    RunCode(jobs::RunCodeArgs),
+    /// Actions of the CreateOS Herdr plugin (each ends with a CREATEOS_HERDR_RESULT line).
+    Herdr(herdr::HerdrArgs),
+    /// Install an integration.
+    #[command(subcommand)]
+    Setup(herdr::SetupCmd),
 }
 
 /// What every command gets: the client and the printer.
@@ -144,6 +157,10 @@ pub struct Ctx {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging();
+    // Herdr actions print their result line even when no client can be built.
+    if matches!(cli.command, Command::Herdr(_) | Command::Setup(_)) {
+        return herdr::main(cli);
+    }
     // `cos mcp` owns stdout for the protocol: its errors go to stderr whatever the format.
     let out = match cli.command {
         Command::Mcp(_) => Out { json: false, explicit_json: false },
@@ -248,6 +265,11 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<ExitCode> {
         Command::Usage(a) => ok(resources::usage(ctx, a).await),
         Command::Computer(a) => ok(computer::computer(ctx, a).await),
         Command::Mcp(a) => Ok(mcp::mcp(ctx, a).await),
+        Command::Offload(a) => jobs::offload(ctx, a).await,
+        Command::Fanout(a) => jobs::fanout(ctx, a).await,
+        Command::RunCode(a) => jobs::run_code(ctx, a).await,
+        Command::Herdr(a) => Ok(herdr::herdr(ctx, a).await),
+        Command::Setup(c) => Ok(herdr::setup(ctx, c).await),
     }
 }
 

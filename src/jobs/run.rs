@@ -195,15 +195,9 @@ pub(crate) async fn run_job(
     }
 }
 
-/// The server refused to start the process: nothing ran, so nothing is uncertain.
+/// The run was refused on our side before any request: nothing started, nothing is uncertain.
+/// Any other error may have come after the process started (the start and the following of
+/// its output are one call), so it counts as uncertain.
 fn refused_before_start(err: &crate::Error) -> bool {
-    matches!(
-        err,
-        crate::Error::Validation(_)
-            | crate::Error::InvalidInput { .. }
-            | crate::Error::Conflict(_)
-            | crate::Error::Auth(_)
-            | crate::Error::Permission(_)
-            | crate::Error::PaymentRequired(_)
-    )
+    matches!(err, crate::Error::InvalidInput { .. })
 }

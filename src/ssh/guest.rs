@@ -19,17 +19,12 @@ pub const DEFAULT_SSHD_PATH: &str = "/usr/sbin/sshd";
 const EXIT_NO_SSHD: i32 = 100;
 const EXIT_NOT_LISTENING: i32 = 101;
 
-/// `$1` sshd binary, `$2` the user's home, `$3` the user. Exit 100: no sshd; 101: started but
-/// port 22 never listened; 102: directories; 103: host keys; 104: sshd refused to start.
+/// `$1` sshd binary, `$2` the user's home, `$3` the user. Exit 100: nothing listens on port
+/// 22 and there is no sshd; 101: started but port 22 never listened; 102: directories; 103:
+/// host keys; 104: sshd refused to start. An sshd that already listens is enough: such a guest
+/// needs no binary at `$1`.
 const PREPARE_SSHD: &str = r#"set -u
 sshd=$1 home=$2 user=$3
-[ -x "$sshd" ] || exit 100
-mkdir -p "$home/.ssh" /run/sshd || exit 102
-chmod 700 "$home/.ssh" || exit 102
-chmod 755 /run/sshd || exit 102
-if [ -f "$home/.ssh/authorized_keys" ]; then chmod 600 "$home/.ssh/authorized_keys"; fi
-if [ "$user" != root ]; then chown -R "$user" "$home/.ssh" || exit 102; fi
-if command -v ssh-keygen >/dev/null 2>&1; then ssh-keygen -A >/dev/null || exit 103; fi
 # Port 22 is 0016 in /proc/net/tcp*; state 0A is LISTEN.
 listening() {
   for table in /proc/net/tcp /proc/net/tcp6; do
@@ -40,7 +35,15 @@ listening() {
   done
   return 1
 }
+mkdir -p "$home/.ssh" || exit 102
+chmod 700 "$home/.ssh" || exit 102
+if [ -f "$home/.ssh/authorized_keys" ]; then chmod 600 "$home/.ssh/authorized_keys"; fi
+if [ "$user" != root ]; then chown -R "$user" "$home/.ssh" || exit 102; fi
 listening && exit 0
+[ -x "$sshd" ] || exit 100
+mkdir -p /run/sshd || exit 102
+chmod 755 /run/sshd || exit 102
+if command -v ssh-keygen >/dev/null 2>&1; then ssh-keygen -A >/dev/null || exit 103; fi
 "$sshd" || exit 104
 i=0
 while ! listening; do
@@ -135,8 +138,8 @@ pub(crate) async fn ensure_authorized_key(sandbox: &Sandbox, home: &str, key: &S
     Ok(out.stdout.trim() == "appended")
 }
 
-/// Prepare and start the guest sshd (the CLI's recipe): refuse clearly when the image has
-/// none.
+/// Prepare and start the guest sshd (the CLI's recipe) unless one already listens on port
+/// 22: refuse clearly when nothing listens and the image has no sshd.
 pub(crate) async fn prepare_sshd(sandbox: &Sandbox, sshd_path: &str, user: &str) -> Result<()> {
     let home = home_of(user);
     let out = run_script(sandbox, PREPARE_SSHD, &[sshd_path, &home, user]).await?;
@@ -182,5 +185,12 @@ mod tests {
             assert!(!script.contains("{}"));
             assert!(!script.contains("/root"));
         }
+    }
+
+    #[test]
+    fn a_listening_sshd_is_found_before_the_binary_is_required() {
+        let listening = PREPARE_SSHD.find("listening && exit 0").expect("early exit when port 22 listens");
+        let binary = PREPARE_SSHD.find(r#"[ -x "$sshd" ] || exit 100"#).expect("the binary check");
+        assert!(listening < binary, "a guest whose sshd already runs must not need the binary");
     }
 }

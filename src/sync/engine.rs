@@ -111,15 +111,15 @@ impl Syncer {
             return Err(mkdir.failure("creating the remote directory"));
         }
         let remote = self.scan_remote(&local.dropped, &mut report).await?;
-        let equal_hash = self.equal_hashes(&local.files, &remote.files).await?;
-
         let previous = match &self.state_path {
             Some(path) => state::load(path)?.filter(|s| {
                 s.sandbox == self.remote.sandbox().id() && s.local == self.local && s.remote == self.remote_dir
             }),
             None => None,
         };
-        let plan = plan(self.options.mode, &local.files, &remote.files, previous.as_ref().map(|s| &s.entries), &equal_hash);
+        let base = previous.as_ref().map(|s| &s.entries);
+        let equal_hash = self.equal_hashes(&local.files, &remote.files, base).await?;
+        let plan = plan(self.options.mode, &local.files, &remote.files, base, &equal_hash);
         let pushed = self.execute(&plan, &mut report).await?;
 
         if let Some(path) = &self.state_path {
@@ -133,7 +133,7 @@ impl Syncer {
                 })
                 .collect();
             let state = SyncState {
-                version: 1,
+                version: state::STATE_VERSION,
                 sandbox: self.remote.sandbox().id().to_string(),
                 local: self.local.clone(),
                 remote: self.remote_dir.clone(),
@@ -156,7 +156,7 @@ impl Syncer {
             }
             Err(e) => return Err(e),
         };
-        let mut files = BTreeMap::new();
+        let mut listed = Vec::new();
         for entry in snapshot.files() {
             let Some(path) = entry.path.to_str() else {
                 report.skipped.push(entry.path.to_string_lossy().into_owned());
@@ -166,8 +166,23 @@ impl Syncer {
                 EntryKind::Symlink { target } => Some(target.to_string_lossy().into_owned()),
                 _ => None,
             };
-            files.insert(path.to_string(), Meta { size: if link.is_some() { 0 } else { entry.size }, mtime: entry.mtime as i64, link });
+            listed.push((path.to_string(), link));
         }
+        // the snapshot keeps whole seconds; the comparison wants the file system's precision
+        let root = self.local.clone();
+        let files = tokio::task::spawn_blocking(move || {
+            listed
+                .into_iter()
+                .filter_map(|(path, link)| {
+                    // gone since the scan: absent
+                    let meta = std::fs::symlink_metadata(root.join(&path)).ok()?;
+                    let size = if link.is_some() { 0 } else { meta.len() };
+                    Some((path, Meta { size, mtime_ns: mtime_ns(&meta), link }))
+                })
+                .collect::<BTreeMap<_, _>>()
+        })
+        .await
+        .map_err(|e| Error::io("the scanning thread failed", std::io::Error::other(e.to_string())))?;
         let dropped = snapshot.dropped().iter().map(|(p, _)| p.to_string_lossy().into_owned()).collect();
         Ok(Side { files, dropped })
     }
@@ -186,8 +201,8 @@ impl Syncer {
                 FileType::Symlink => Some(entry.target.clone().unwrap_or_default()),
                 _ => continue,
             };
-            let mtime = if entry.mtime_ns != 0 { entry.mtime_ns.div_euclid(1_000_000_000) } else { entry.mtime.floor() as i64 };
-            candidates.push((entry.path, Meta { size: if link.is_some() { 0 } else { entry.size }, mtime, link }));
+            let mtime_ns = if entry.mtime_ns != 0 { entry.mtime_ns } else { (entry.mtime * 1e9) as i64 };
+            candidates.push((entry.path, Meta { size: if link.is_some() { 0 } else { entry.size }, mtime_ns, link }));
         }
         let names: Vec<&[u8]> = candidates.iter().map(|(p, _)| p.as_bytes()).collect();
         let verdicts = crate::snapshot::fuzz_name_filter(&self.options.excludes, &[], &names)?;
@@ -211,8 +226,13 @@ impl Syncer {
     }
 
     /// Paths whose content is the same on both sides although their mtimes differ.
-    async fn equal_hashes(&self, local: &BTreeMap<String, Meta>, remote: &BTreeMap<String, Meta>) -> Result<BTreeSet<String>> {
-        let candidates = hash_candidates(local, remote);
+    async fn equal_hashes(
+        &self,
+        local: &BTreeMap<String, Meta>,
+        remote: &BTreeMap<String, Meta>,
+        base: Option<&BTreeMap<String, Synced>>,
+    ) -> Result<BTreeSet<String>> {
+        let candidates = hash_candidates(local, remote, base);
         if candidates.is_empty() {
             return Ok(BTreeSet::new());
         }
@@ -366,6 +386,12 @@ fn delete_local(root: &Path, paths: &[String]) -> Result<()> {
         let _ = std::fs::remove_dir(root.join(dir));
     }
     Ok(())
+}
+
+/// Modification time in nanoseconds since the epoch.
+fn mtime_ns(meta: &std::fs::Metadata) -> i64 {
+    use std::os::unix::fs::MetadataExt;
+    meta.mtime().saturating_mul(1_000_000_000).saturating_add(meta.mtime_nsec())
 }
 
 fn sha256_file(path: &Path) -> Option<String> {

@@ -4,7 +4,9 @@
 //! - `once`: the whole project (its [`Snapshot`]) is uploaded as one archive; nothing is
 //!   compared or deleted.
 //! - `one-way`: local → guest; only files whose size or mtime differ (and whose SHA-256
-//!   differs, when only the mtime does) travel; guest-only files are kept.
+//!   differs, when only the mtime does) travel; guest-only files are kept. Mtimes are
+//!   compared to the nanosecond (pushed archives carry them exactly), so an edit that keeps
+//!   the size within the same second is still seen.
 //! - `mirror`: `one-way`, and guest-only files are deleted (the guest is made identical).
 //! - `two-way`: changes travel both ways, deletions too, judged against the state of the last
 //!   sync (a state file under the user's state directory, see [`state::default_state_dir`]).

@@ -22,13 +22,20 @@ pub(crate) struct Plan {
     pub conflicts: Vec<String>,
 }
 
-/// Regular files on both sides with the same size but another mtime: worth hashing.
-pub(crate) fn hash_candidates(local: &BTreeMap<String, Meta>, remote: &BTreeMap<String, Meta>) -> Vec<String> {
+/// Regular files on both sides with the same size but another mtime: worth hashing — unless
+/// neither side changed since the last sync (`base`, two-way), when they are known to agree.
+pub(crate) fn hash_candidates(
+    local: &BTreeMap<String, Meta>,
+    remote: &BTreeMap<String, Meta>,
+    base: Option<&BTreeMap<String, Synced>>,
+) -> Vec<String> {
     local
         .iter()
         .filter_map(|(path, l)| {
             let r = remote.get(path)?;
-            (l.link.is_none() && r.link.is_none() && l.size == r.size && l.mtime != r.mtime).then(|| path.clone())
+            let differs = l.link.is_none() && r.link.is_none() && l.size == r.size && l.mtime_ns != r.mtime_ns;
+            let settled = base.and_then(|b| b.get(path)).is_some_and(|b| &b.local == l && &b.remote == r);
+            (differs && !settled).then(|| path.clone())
         })
         .collect()
 }
@@ -37,7 +44,7 @@ pub(crate) fn hash_candidates(local: &BTreeMap<String, Meta>, remote: &BTreeMap<
 fn same(path: &str, l: &Meta, r: &Meta, equal_hash: &BTreeSet<String>) -> bool {
     match (&l.link, &r.link) {
         (Some(a), Some(b)) => a == b,
-        (None, None) => l.size == r.size && (l.mtime == r.mtime || equal_hash.contains(path)),
+        (None, None) => l.size == r.size && (l.mtime_ns == r.mtime_ns || equal_hash.contains(path)),
         _ => false,
     }
 }
@@ -73,9 +80,11 @@ pub(crate) fn plan(
                 match before {
                     None => plan.conflicts.push(path.clone()),
                     Some(b) => match (&b.local != l, &b.remote != r) {
+                        // in step at the last sync, and neither side changed since
+                        (false, false) => {}
                         (true, false) => plan.push.push(path.clone()),
                         (false, true) => plan.pull.push(path.clone()),
-                        _ => plan.conflicts.push(path.clone()),
+                        (true, true) => plan.conflicts.push(path.clone()),
                     },
                 }
             }
@@ -98,8 +107,8 @@ pub(crate) fn plan(
 mod tests {
     use super::*;
 
-    fn m(size: u64, mtime: i64) -> Meta {
-        Meta { size, mtime, link: None }
+    fn m(size: u64, mtime_ns: i64) -> Meta {
+        Meta { size, mtime_ns, link: None }
     }
 
     fn map(items: &[(&str, Meta)]) -> BTreeMap<String, Meta> {
@@ -133,6 +142,13 @@ mod tests {
         assert_eq!(p.conflicts, ["both"]);
         assert_eq!(p.delete_local, ["rdel"]);
         assert_eq!(p.delete_remote, ["ldel"]);
+        // in step at the last sync (their mtimes differ, as after a pull) and unchanged since:
+        // nothing to do, nothing to hash
+        let settled: BTreeMap<String, Synced> = [("p".to_string(), Synced { local: m(1, 1), remote: m(1, 5) })].into();
+        let (l, r) = (map(&[("p", m(1, 1))]), map(&[("p", m(1, 5))]));
+        assert!(hash_candidates(&l, &r, Some(&settled)).is_empty());
+        assert_eq!(hash_candidates(&l, &r, None), ["p"]);
+        assert_eq!(plan(SyncMode::TwoWay, &l, &r, Some(&settled), &BTreeSet::new()), Plan::default());
         // first sync: differing files on both sides conflict, nothing is deleted
         let p = plan(SyncMode::TwoWay, &local, &remote, None, &BTreeSet::new());
         assert_eq!(p.conflicts, ["both", "lc", "rc"]);

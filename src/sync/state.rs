@@ -14,8 +14,9 @@ use crate::error::{Error, Result};
 pub struct Meta {
     /// Size in bytes (0 for symlinks).
     pub size: u64,
-    /// Modification time, whole seconds since the epoch (what tar carries).
-    pub mtime: i64,
+    /// Modification time in nanoseconds since the epoch, as precise as the file system keeps
+    /// it (pushed archives carry it exactly, see [`crate::transfer::tar_of`]).
+    pub mtime_ns: i64,
     /// Symlink target; `None` for a regular file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link: Option<String>,
@@ -30,10 +31,13 @@ pub struct Synced {
     pub remote: Meta,
 }
 
+/// The state format written by this version ([`SyncState::version`]).
+pub const STATE_VERSION: u32 = 2;
+
 /// The state file's content.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SyncState {
-    /// Format version (1).
+    /// Format version ([`STATE_VERSION`]).
     pub version: u32,
     /// Sandbox id.
     pub sandbox: String,
@@ -64,15 +68,23 @@ pub fn state_file(dir: &Path, sandbox: &str, local: &Path, remote: &str) -> Path
     dir.join(format!("{name}.json"))
 }
 
-/// Read a state file; a missing one is `None` (first sync), a damaged one an error.
+/// Read a state file; a missing one, or one of another format version, is `None` (a first
+/// sync: only paths whose content differs are conflicts), a damaged one an error.
 pub fn load(path: &Path) -> Result<Option<SyncState>> {
-    match std::fs::read(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
-            Error::invalid("sync state", format!("{} is damaged ({e}); delete it to start over", path.display()))
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::io(format!("reading {}", path.display()), e)),
+    let damaged =
+        |e: serde_json::Error| Error::invalid("sync state", format!("{} is damaged ({e}); delete it to start over", path.display()));
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
+    };
+    let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(damaged)?;
+    let version = value.get("version").and_then(serde_json::Value::as_u64);
+    if version != Some(u64::from(STATE_VERSION)) {
+        tracing::info!(path = %path.display(), ?version, "sync state of another format version; starting over");
+        return Ok(None);
     }
+    serde_json::from_value(value).map(Some).map_err(damaged)
 }
 
 /// Write a state file atomically (temp file + rename), creating its directory (0700).

@@ -130,7 +130,7 @@ impl ToolsConfig {
         }
         let mut config = ToolsConfig::default();
         for (key, var) in KEYS {
-            let raw = match var.and_then(|v| env(v)).filter(|v| !v.is_empty()) {
+            let raw = match var.and_then(&env).filter(|v| !v.is_empty()) {
                 Some(v) => Raw::Env(v),
                 None => match options.get(*key) {
                     Some(v) => Raw::Opt(v),
@@ -345,7 +345,7 @@ mod tests {
         let env_err = |var: &'static str, value: &'static str| {
             ToolsConfig::resolve(&Map::new(), |k| (k == var).then(|| value.to_string())).unwrap_err().0
         };
-        assert!(env_err("CREATEOS_MODE", "cloud").starts_with("invalid tool configuration: CREATEOS_MODE"));
+        assert!(env_err("CREATEOS_MODE", "cloud").starts_with("CREATEOS_MODE: \"cloud\" is not"));
         assert!(env_err("CREATEOS_SYNC", "twice").contains("CREATEOS_SYNC"));
         assert!(env_err("CREATEOS_TIMEOUT", "12s").contains("CREATEOS_TIMEOUT"));
         assert!(env_err("CREATEOS_PERSIST", "TRUE").contains("CREATEOS_PERSIST"));

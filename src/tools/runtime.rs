@@ -325,6 +325,7 @@ impl Runtime {
             }
             // A failed destroy keeps the binding, so nothing is lost track of.
             self.client.sandbox(&record.id)?.destroy().await?;
+            self.transports.stop_for_sandbox(&record.id).await;
         }
         *binding = None;
         self.store.remove(session)?;
@@ -350,6 +351,8 @@ impl Runtime {
             }
         }
         let destroyed = self.client.sandbox(id)?.destroy().await?;
+        // Its watchers and tunnels could only fail from now on.
+        let stopped = self.transports.stop_for_sandbox(id).await;
         for s in bound_to {
             if let Ok(mut b) = s.binding.try_lock() {
                 *b = None;
@@ -360,7 +363,7 @@ impl Runtime {
                 self.store.remove(&name)?;
             }
         }
-        Ok(json!({"destroyed": destroyed.id, "status": destroyed.status}))
+        Ok(json!({"destroyed": destroyed.id, "status": destroyed.status, "stopped_transports": stopped}))
     }
 
     /// Stop: cancel in-flight calls, stop every background transport (sync watchers, tunnels);

@@ -59,6 +59,12 @@ struct Transport {
 }
 
 impl Transport {
+    fn sandbox(&self) -> &str {
+        match &self.kind {
+            Kind::Sync { sandbox, .. } | Kind::Tunnel { sandbox, .. } => sandbox,
+        }
+    }
+
     fn view(&self, id: &str) -> Value {
         match &self.kind {
             Kind::Sync { sandbox, local, remote, mode, progress, task } => {
@@ -154,11 +160,14 @@ impl Transports {
         self.lock().keys().cloned().collect()
     }
 
-    fn insert(&self, transport: Transport) -> Result<String, Transport> {
+    /// Register `transport` under a new id; refused (and the transport stopped) once the
+    /// runtime is shutting down.
+    fn insert(&self, transport: Transport) -> Result<String, ToolError> {
         let mut running = self.lock();
         // Checked under the lock: stop_all drains under it too, so nothing slips in after.
         if self.lifetime.is_cancelled() {
-            return Err(transport);
+            transport.cancel.cancel();
+            return Err(ToolError::Refused("the tool server is shutting down".into()));
         }
         let mut id = new_id();
         while running.contains_key(&id) {
@@ -210,10 +219,7 @@ impl Transports {
                 task,
             },
         };
-        self.insert(transport).map_err(|t| {
-            t.cancel.cancel();
-            ToolError::Refused("the tool server is shutting down".into())
-        })
+        self.insert(transport)
     }
 
     /// Register a running tunnel.
@@ -223,8 +229,7 @@ impl Transports {
             cancel: running.cancel_token(),
             kind: Kind::Tunnel { sandbox: sandbox.to_string(), remote_port, local: running.local_addr(), running },
         };
-        // A refused tunnel is dropped here, which stops it.
-        self.insert(transport).map_err(|_| ToolError::Refused("the tool server is shutting down".into()))
+        self.insert(transport)
     }
 
     /// Every transport, in id order.
@@ -242,6 +247,18 @@ impl Transports {
         view["running"] = Value::Bool(false);
         view["stopped"] = Value::Bool(true);
         Ok(view)
+    }
+
+    /// Stop every transport to `sandbox` (it is being destroyed); returns their ids.
+    pub async fn stop_for_sandbox(&self, sandbox: &str) -> Vec<String> {
+        let mine: Vec<(String, Transport)> = {
+            let mut running = self.lock();
+            let ids: Vec<String> = running.iter().filter(|(_, t)| t.sandbox() == sandbox).map(|(id, _)| id.clone()).collect();
+            ids.into_iter().filter_map(|id| running.remove(&id).map(|t| (id, t))).collect()
+        };
+        let ids = mine.iter().map(|(id, _)| id.clone()).collect();
+        futures::future::join_all(mine.into_iter().map(|(_, t)| t.stop())).await;
+        ids
     }
 
     /// Stop every transport (runtime shutdown); returns how many were running.

@@ -62,6 +62,7 @@ fn write_tar(root: &Path, names: &[String], out: ChannelWriter) -> io::Result<()
         }
         let full = root.join(name);
         let meta = std::fs::symlink_metadata(&full)?;
+        append_exact_mtime(&mut builder, &meta)?;
         if meta.file_type().is_symlink() {
             let target = std::fs::read_link(&full)?;
             let mut header = header_for(&meta, EntryType::Symlink, 0);
@@ -83,6 +84,36 @@ fn write_tar(root: &Path, names: &[String], out: ChannelWriter) -> io::Result<()
     }
     let mut out = builder.into_inner()?;
     out.send()
+}
+
+/// A PAX extended header (`x`) giving the next entry's mtime to the nanosecond: the plain
+/// header holds whole seconds, and an incremental sync compares mtimes exactly. GNU tar (and
+/// any POSIX tar) applies it on extraction; others fall back to the whole seconds.
+fn append_exact_mtime<W: Write>(builder: &mut tar::Builder<W>, meta: &std::fs::Metadata) -> io::Result<()> {
+    let (secs, nanos) = (meta.mtime(), meta.mtime_nsec());
+    if nanos == 0 || secs < 0 {
+        return Ok(());
+    }
+    let record = pax_record("mtime", &format!("{secs}.{nanos:09}"));
+    let mut header = Header::new_ustar();
+    header.set_entry_type(EntryType::XHeader);
+    header.set_size(record.len() as u64);
+    header.set_mode(0o644);
+    header.set_mtime(secs as u64);
+    builder.append_data(&mut header, "PaxHeaders/mtime", record.as_bytes())
+}
+
+/// One PAX record, `"<length> <key>=<value>\n"`, where the length counts the whole record.
+fn pax_record(key: &str, value: &str) -> String {
+    let rest = format!(" {key}={value}\n");
+    let mut len = rest.len();
+    loop {
+        let record = format!("{len}{rest}");
+        if record.len() == len {
+            return record;
+        }
+        len = record.len();
+    }
 }
 
 fn header_for(meta: &std::fs::Metadata, kind: EntryType, size: u64) -> Header {
@@ -166,5 +197,48 @@ impl futures::Stream for ReceiverStream {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         self.rx.poll_recv(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pax_records_count_their_own_length() {
+        assert_eq!(pax_record("mtime", "1.5"), "13 mtime=1.5\n");
+        let long = pax_record("mtime", "1700000000.123456789");
+        assert_eq!(long, "30 mtime=1700000000.123456789\n");
+        assert_eq!(long.len(), 30);
+        // 9 + 1 digits: the length itself grows a digit
+        let edge = pax_record("k", "1234");
+        assert_eq!(edge.len(), edge.split(' ').next().unwrap().parse::<usize>().unwrap());
+    }
+
+    #[test]
+    fn archives_carry_nanosecond_mtimes() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.txt"), "x").unwrap();
+        let meta = std::fs::metadata(dir.path().join("a.txt")).unwrap();
+        let mut out = Vec::new();
+        let builder_out = std::io::Cursor::new(&mut out);
+        let mut builder = tar::Builder::new(builder_out);
+        append_exact_mtime(&mut builder, &meta).unwrap();
+        let mut header = header_for(&meta, EntryType::Regular, 1);
+        builder.append_data(&mut header, "a.txt", &b"x"[..]).unwrap();
+        builder.into_inner().unwrap();
+        let mut archive = tar::Archive::new(&out[..]);
+        let mut entries = archive.entries().unwrap();
+        let mut entry = entries.next().unwrap().unwrap();
+        assert_eq!(entry.path().unwrap().to_str(), Some("a.txt"));
+        let pax: Vec<(String, String)> = entry
+            .pax_extensions()
+            .unwrap()
+            .map(|e| e.unwrap())
+            .map(|e| (e.key().unwrap().to_string(), e.value().unwrap().to_string()))
+            .collect();
+        if meta.mtime_nsec() != 0 {
+            assert_eq!(pax, [("mtime".to_string(), format!("{}.{:09}", meta.mtime(), meta.mtime_nsec()))]);
+        }
     }
 }

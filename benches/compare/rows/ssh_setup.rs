@@ -4,7 +4,7 @@
 //! the very server our client talks to, with the key our client registered.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{ensure, Context as _};
@@ -43,10 +43,6 @@ impl SshRig {
 
     pub fn addr(&self) -> SocketAddr {
         self.tunnel.local_addr()
-    }
-
-    pub fn key(&self) -> &Path {
-        &self.key
     }
 
     /// Options every OpenSSH client gets: our key only, no prompts, no host-key bookkeeping

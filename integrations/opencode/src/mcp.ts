@@ -18,10 +18,13 @@ export interface McpTool {
 }
 
 /** One content block of a tool result. */
-export type McpContent =
-  | { type: "text"; text: string }
-  | { type: "image"; data: string; mimeType: string }
-  | { type: string; [key: string]: unknown };
+export interface McpContent {
+  type: string;
+  text?: string;
+  data?: string;
+  mimeType?: string;
+  [key: string]: unknown;
+}
 
 /** The result of `tools/call`. */
 export interface McpCallResult {

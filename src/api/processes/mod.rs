@@ -23,6 +23,7 @@ use crate::api::sandboxes::Sandbox;
 use crate::api::OkResponse;
 use crate::error::{Error, Result};
 use crate::stream::process_output::{OutputOptions, OutputStream};
+use crate::transport::retry::{self, Verdict};
 use crate::transport::{jsend, Call, CallBody};
 use crate::validate;
 
@@ -173,13 +174,12 @@ impl Process {
     /// Write bytes to the process's stdin (pipes) or terminal (PTY) (E26).
     ///
     /// Large inputs go out as ordered requests of at most [`INPUT_CHUNK`] bytes, each sent after
-    /// the previous one was acknowledged. Input is not idempotent, so these requests are never
-    /// retried, not even on 429/503: they go through the transport's one-shot path
-    /// (`send_stream`), the same one streamed uploads use, rather than the retrying JSON path. A
-    /// retry could deliver a chunk twice if a proxy answered after forwarding it, and would
-    /// reorder bytes relative to later writes. On an error, the chunks before the failing one
-    /// were delivered (their count is not part of the error; write smaller pieces if you need
-    /// to resume exactly).
+    /// the previous one was acknowledged. Input is not idempotent, so a chunk is sent again only
+    /// when the server said it did not apply it (429/503, honouring `Retry-After`) or the
+    /// connection never opened; a timeout or a dropped answer is returned, never retried, since
+    /// the chunk may have arrived. Order holds because the next chunk waits for the previous
+    /// acknowledgement. On an error, the chunks before the failing one were delivered (their
+    /// count is not part of the error; write smaller pieces if you need to resume exactly).
     pub async fn write_input(&self, data: impl AsRef<[u8]>) -> Result<InputWritten> {
         let data = data.as_ref();
         let mut written = InputWritten::default();
@@ -194,13 +194,31 @@ impl Process {
 
     async fn send_input_chunk(&self, chunk: &[u8]) -> Result<i64> {
         let transport = &self.sandbox.client.transport;
-        let label = ep::WRITE_PROCESS_INPUT.label();
         let body = serde_json::to_vec(&json!({ "data_base64": base64::engine::general_purpose::STANDARD.encode(chunk) }))
             .map_err(|e| Error::invalid("input", format!("cannot encode input: {e}")))?;
-        let length = body.len() as u64;
+        let mut attempt = 0;
+        loop {
+            let outcome = self.send_input_once(&body).await;
+            // POST is not idempotent: the judge allows only what the server did not apply.
+            match retry::judge(&outcome, &ep::WRITE_PROCESS_INPUT, true, attempt, &transport.retry) {
+                Verdict::GiveUp => return outcome,
+                Verdict::Retry(delay) => {
+                    tracing::debug!(attempt, ?delay, "input chunk refused before it was applied; sending it again");
+                    tokio::time::sleep(delay).await;
+                    attempt += 1;
+                }
+            }
+        }
+    }
+
+    /// One attempt, through the transport's one-shot path (`send_stream`) so the retry
+    /// decision stays here.
+    async fn send_input_once(&self, body: &[u8]) -> Result<i64> {
+        let transport = &self.sandbox.client.transport;
+        let label = ep::WRITE_PROCESS_INPUT.label();
         let call = self.call(&ep::WRITE_PROCESS_INPUT).body(CallBody::Stream {
-            body: reqwest::Body::from(body),
-            length: Some(length),
+            body: reqwest::Body::from(body.to_vec()),
+            length: Some(body.len() as u64),
             content_type: "application/json",
         });
         let exchange = async {

@@ -1,17 +1,126 @@
-//! Calls of the jobs tools.
+//! Calls of the jobs tools (`sandbox_offload`, `sandbox_fanout`, `sandbox_run_code`): each job
+//! gets a throwaway sandbox of its own (see [`crate::jobs`]); the session sandbox is untouched.
+//! The call's token is the job's cancellation: cancelling stops the remote command and
+//! destroys the job sandboxes before the call answers.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::super::args::Args;
-use super::super::runtime::Runtime;
-use super::super::{CallCtx, ToolError, ToolOutput};
+use serde_json::Value;
+
+use super::exec::{deadline, MAX_STREAM_BYTES};
+use super::to_json;
+use crate::jobs::{self, FanoutRequest, Fate, JobError, JobEvent, JobOptions, JobProgress, Language, OffloadRequest, RunCodeRequest};
+use crate::tools::args::Args;
+use crate::tools::runtime::Runtime;
+use crate::tools::{CallCtx, ToolError, ToolOutput};
+
+/// Smallest per-stream output bound of one fanout command.
+const MIN_FANOUT_STREAM_BYTES: usize = 16 << 10;
 
 /// Whether `short` (a tool name without the prefix) is one of these tools.
-pub(super) fn handles(_short: &str) -> bool {
-    false
+pub(super) fn handles(short: &str) -> bool {
+    matches!(short, "offload" | "fanout" | "run_code")
 }
 
-/// Run one of these tools. Handles its own deadline and cancellation.
-pub(super) async fn call(_rt: &Arc<Runtime>, short: &str, _args: &Args, _ctx: &CallCtx) -> Result<ToolOutput, ToolError> {
-    Err(ToolError::UnknownTool(short.to_string()))
+/// Run one of these tools. Handles its own deadline (the `timeout` of the command) and
+/// cancellation (the call's token).
+pub(super) async fn call(rt: &Arc<Runtime>, short: &str, args: &Args, ctx: &CallCtx) -> Result<ToolOutput, ToolError> {
+    match short {
+        "offload" => offload(rt, args, ctx).await,
+        "fanout" => fanout(rt, args, ctx).await,
+        "run_code" => run_code(rt, args, ctx).await,
+        other => Err(ToolError::UnknownTool(other.to_string())),
+    }
+}
+
+/// Sandbox settings of a job: per-call shape/rootfs over the configured ones.
+fn job_options(rt: &Runtime, args: &Args) -> JobOptions {
+    let config = rt.config();
+    JobOptions {
+        shape: args.opt_str("shape").unwrap_or(&config.shape).to_string(),
+        rootfs: Some(args.opt_str("rootfs").unwrap_or(&config.rootfs).to_string()),
+        network: config.network.clone(),
+        auto_pause_secs: config.auto_pause_secs(),
+        timeout: deadline(rt, args),
+        max_output_bytes: MAX_STREAM_BYTES,
+        keep_on_fail: args.opt_bool("keep_on_fail").unwrap_or(false),
+        ..JobOptions::default()
+    }
+}
+
+/// `dir`, resolved against the project directory (default: the project directory itself).
+fn project_dir(rt: &Runtime, args: &Args) -> PathBuf {
+    match args.opt_str("dir") {
+        Some(dir) => rt.project_dir().join(dir),
+        None => rt.project_dir().to_path_buf(),
+    }
+}
+
+/// Progress goes to the log (the tool result carries the outcome).
+fn progress(tool: &'static str, session: &str) -> JobProgress {
+    let session = session.to_string();
+    Arc::new(move |event: &JobEvent| tracing::info!(tool, %session, job = event.job, stage = ?event.stage, "job progress"))
+}
+
+fn job_error(err: JobError) -> ToolError {
+    match err {
+        JobError::Invalid(e) => ToolError::InvalidArgs(e.to_string()),
+        JobError::Cancelled { fate: None | Some(Fate::Destroyed(_)) } => ToolError::Cancelled,
+        JobError::FanoutCancelled { ref allocated, .. } if allocated.is_empty() => ToolError::Cancelled,
+        // Everything else names the sandbox and what became of it.
+        other => ToolError::Refused(other.to_string()),
+    }
+}
+
+async fn offload(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOutput, ToolError> {
+    let mut request = OffloadRequest::new(project_dir(rt, args), args.str("command")?);
+    request.out = args.opt_str("out").map(str::to_string);
+    let options = job_options(rt, args);
+    let result = jobs::offload(rt.client(), request, &options, &ctx.cancel, Some(progress("offload", &ctx.session)))
+        .await
+        .map_err(job_error)?;
+    Ok(ToolOutput::json(to_json(&result)?)
+        .with("sandboxId", result.sandbox_id.clone())
+        .with("exitCode", result.code)
+        .with("truncated", result.truncated)
+        .with("kept", result.kept))
+}
+
+async fn fanout(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOutput, ToolError> {
+    let commands = args.strings("commands");
+    let jobs_at_once = args.opt_u64("jobs").map(|j| j as usize).unwrap_or(jobs::DEFAULT_FANOUT_JOBS);
+    let request = FanoutRequest::new(project_dir(rt, args), commands).jobs(jobs_at_once);
+    let mut options = job_options(rt, args);
+    // The whole answer stays within the bound of one exec result.
+    options.max_output_bytes = (MAX_STREAM_BYTES / request.commands.len().max(1)).max(MIN_FANOUT_STREAM_BYTES);
+    let result = jobs::fanout(rt.client(), request, &options, &ctx.cancel, Some(progress("fanout", &ctx.session)))
+        .await
+        .map_err(job_error)?;
+    let sandboxes: Vec<Value> = result.results.iter().map(|e| e.sandbox_id.clone().into()).collect();
+    let codes: Vec<Value> = result.results.iter().map(|e| e.code.into()).collect();
+    let kept: Vec<Value> = result.results.iter().filter(|e| e.kept).filter_map(|e| e.sandbox_id.clone()).map(Value::from).collect();
+    let truncated = result.results.iter().any(|e| e.truncated);
+    Ok(ToolOutput::json(to_json(&result)?)
+        .with("sandboxIds", sandboxes)
+        .with("exitCodes", codes)
+        .with("truncated", truncated)
+        .with("kept", kept))
+}
+
+async fn run_code(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOutput, ToolError> {
+    let language: Language = args.str("lang")?.parse().map_err(|e: crate::Error| ToolError::InvalidArgs(e.to_string()))?;
+    let mut request = RunCodeRequest::new(language, args.str("code")?);
+    if let Some(input) = args.opt_str("stdin") {
+        request = request.stdin(input.as_bytes().to_vec());
+    }
+    let options = job_options(rt, args);
+    let result = jobs::run_code(rt.client(), request, &options, &ctx.cancel, Some(progress("run_code", &ctx.session)))
+        .await
+        .map_err(job_error)?;
+    Ok(ToolOutput::json(to_json(&result)?)
+        .with("sandboxId", result.sandbox_id.clone())
+        .with("exitCode", result.code)
+        .with("truncated", result.truncated)
+        .with("kept", result.kept))
 }

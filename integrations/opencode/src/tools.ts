@@ -1,0 +1,110 @@
+// The `cos mcp` catalog as OpenCode tools: each MCP tool becomes a tool whose execute
+// forwards the call with the OpenCode session id and abort signal. In remote mode the
+// routed tools (`native_<id>`) are registered under OpenCode's own ids (`bash`, `read`, …),
+// which replaces the local executors.
+
+import { tool, type ToolContext } from "@opencode-ai/plugin";
+
+import type { McpCallResult, McpTool } from "./mcp.js";
+import { objectShape } from "./schema.js";
+import type { Sidecar } from "./sidecar.js";
+
+/** MCP name prefix of the routed native tools. */
+export const NATIVE_PREFIX = "native_";
+
+/** OpenCode's native tools that remote mode routes (the ids OpenCode registers them under). */
+export const ROUTED_NATIVE = ["bash", "read", "write", "edit", "apply_patch", "glob", "grep"] as const;
+
+/** What a tool's execute returns to OpenCode. */
+export interface ToolReply {
+  title?: string;
+  output: string;
+  metadata?: Record<string, unknown>;
+  attachments?: { type: "file"; mime: string; url: string; filename?: string }[];
+}
+
+/** A failed tool call: OpenCode shows the message to the model as the tool's error. */
+export class ToolCallError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "ToolCallError";
+  }
+}
+
+/** Turn an MCP result into OpenCode's tool result; an MCP error result throws. */
+export function toReply(name: string, result: McpCallResult): ToolReply {
+  const texts: string[] = [];
+  const attachments: NonNullable<ToolReply["attachments"]> = [];
+  for (const block of result.content ?? []) {
+    if (block.type === "text" && typeof block.text === "string") {
+      texts.push(block.text);
+    } else if (block.type === "image" && typeof block.data === "string") {
+      const mime = typeof block.mimeType === "string" ? block.mimeType : "image/png";
+      attachments.push({ type: "file", mime, url: `data:${mime};base64,${block.data}` });
+    } else {
+      texts.push(JSON.stringify(block));
+    }
+  }
+  const output = texts.join("\n");
+  if (result.isError) throw new ToolCallError(output || `${name} failed`);
+  const reply: ToolReply = { title: name, output, metadata: { ...(result._meta ?? {}) } };
+  if (attachments.length > 0) {
+    reply.attachments = attachments;
+    if (!output) reply.output = `${attachments.length} image(s) attached`;
+  }
+  return reply;
+}
+
+/** A runner of one MCP tool for one OpenCode session. */
+export type Invoke = (mcpName: string, args: Record<string, unknown>, ctx: ToolContext) => Promise<ToolReply>;
+
+/** Forward a call to the sidecar: session id in `_meta`, abort → MCP cancellation. */
+export function invoker(sidecar: Sidecar): Invoke {
+  return async (mcpName, args, ctx) => {
+    const result = await sidecar.call(mcpName, args ?? {}, {
+      session: ctx.sessionID,
+      signal: ctx.abort,
+      onProgress: (p) => {
+        const title = p.message ?? (p.total ? `${p.progress}/${p.total}` : `${p.progress}`);
+        try {
+          ctx.metadata({ title, metadata: { progress: p.progress, total: p.total } });
+        } catch {
+          // A finished call may refuse late progress; it carries nothing essential.
+        }
+      },
+    });
+    return toReply(mcpName, result);
+  };
+}
+
+/** The OpenCode id a catalog entry is registered under, or undefined to skip it. */
+export function exposedName(mcpName: string, mode: "local" | "remote"): string | undefined {
+  if (mcpName.startsWith(NATIVE_PREFIX)) {
+    if (mode !== "remote") return undefined;
+    const id = mcpName.slice(NATIVE_PREFIX.length);
+    return (ROUTED_NATIVE as readonly string[]).includes(id) ? id : undefined;
+  }
+  return mcpName;
+}
+
+/** Routed native tools that remote mode needs but the catalog lacks. */
+export function missingRoutes(catalog: McpTool[]): string[] {
+  const names = new Set(catalog.map((t) => t.name));
+  return ROUTED_NATIVE.filter((id) => !names.has(`${NATIVE_PREFIX}${id}`));
+}
+
+/** One OpenCode tool definition per exposed catalog entry, keyed by OpenCode id. */
+export function buildTools(catalog: McpTool[], mode: "local" | "remote", invoke: Invoke) {
+  const tools: Record<string, ReturnType<typeof tool>> = {};
+  for (const entry of catalog) {
+    const id = exposedName(entry.name, mode);
+    if (!id) continue;
+    const shape = objectShape(entry.inputSchema ?? {}, entry.name);
+    tools[id] = tool({
+      description: entry.description ?? entry.name,
+      args: shape,
+      execute: (args, ctx) => invoke(entry.name, args as Record<string, unknown>, ctx),
+    });
+  }
+  return tools;
+}

@@ -1,0 +1,124 @@
+#!/usr/bin/env node
+// A stand-in for `cos mcp` in the unit tests: a real child process speaking MCP over stdio.
+// It logs what it received (one JSON line per event) to $FAKE_COS_LOG so tests can check what
+// the plugin sent. Tools:
+//   sandbox_status      {"session": <meta session>, "sandbox": null}
+//   sandbox_echo        echoes its arguments and the request's _meta
+//   sandbox_progress    two progress notifications, then "done"
+//   sandbox_slow        answers only when cancelled (logs the cancellation) or after 30 s
+//   sandbox_fail        an error result
+//   sandbox_image       a text and an image block
+//   sandbox_die         exits the process with code 3
+//   sandbox_release     {"released": true, "forget": <bool>}
+//   native_<id>         (only with "mode":"remote" in --options, unless FAKE_COS_NO_NATIVE=1)
+// Two tools/list pages, to exercise the cursor.
+
+import { appendFileSync } from "node:fs";
+
+const logFile = process.env.FAKE_COS_LOG;
+const log = (event) => {
+  if (logFile) appendFileSync(logFile, JSON.stringify({ pid: process.pid, ...event }) + "\n");
+};
+
+const argv = process.argv.slice(2);
+log({ event: "start", argv });
+if (argv[0] !== "mcp") {
+  process.stderr.write(`fake cos: expected the mcp subcommand, got ${argv.join(" ")}\n`);
+  process.exit(2);
+}
+if (process.env.FAKE_COS_FAIL_START) {
+  process.stderr.write("error: invalid tool configuration: option \"shape\": bad shape\n");
+  process.exit(2);
+}
+const optionsAt = argv.indexOf("--options");
+const options = optionsAt >= 0 ? JSON.parse(argv[optionsAt + 1]) : {};
+
+const obj = (properties, required = []) => ({ type: "object", properties, required, additionalProperties: false });
+const str = { type: "string", minLength: 1 };
+const page1 = [
+  { name: "sandbox_status", description: "status", inputSchema: obj({}) },
+  { name: "sandbox_echo", description: "echo", inputSchema: obj({ text: str, n: { type: "integer", minimum: 1, maximum: 5 } }, ["text"]) },
+  { name: "sandbox_progress", description: "progress", inputSchema: obj({}) },
+  { name: "sandbox_slow", description: "slow", inputSchema: obj({}) },
+];
+const page2 = [
+  { name: "sandbox_fail", description: "fail", inputSchema: obj({}) },
+  { name: "sandbox_image", description: "image", inputSchema: obj({}) },
+  { name: "sandbox_die", description: "die", inputSchema: obj({}) },
+  { name: "sandbox_release", description: "release", inputSchema: obj({ forget: { type: "boolean" } }) },
+];
+if (options.mode === "remote" && !process.env.FAKE_COS_NO_NATIVE) {
+  for (const id of ["bash", "read", "write", "edit", "apply_patch", "glob", "grep"]) {
+    page2.push({ name: `native_${id}`, description: `routed ${id}`, inputSchema: obj({ command: str, filePath: str }) });
+  }
+}
+
+const send = (msg) => process.stdout.write(JSON.stringify(msg) + "\n");
+const text = (t) => ({ content: [{ type: "text", text: t }] });
+const slow = new Map(); // request id → timer
+
+function call(id, params) {
+  const meta = params._meta ?? {};
+  const session = meta["createos/session"];
+  log({ event: "call", id, name: params.name, args: params.arguments, meta });
+  switch (params.name) {
+    case "sandbox_status":
+      return send({ jsonrpc: "2.0", id, result: text(JSON.stringify({ session, sandbox: null }, null, 2)) });
+    case "sandbox_echo":
+      return send({ jsonrpc: "2.0", id, result: { ...text(JSON.stringify({ args: params.arguments, meta })), _meta: { sandboxId: "sb-fake" } } });
+    case "sandbox_progress":
+      send({ jsonrpc: "2.0", method: "notifications/progress", params: { progressToken: meta.progressToken, progress: 1, total: 2, message: "half" } });
+      send({ jsonrpc: "2.0", method: "notifications/progress", params: { progressToken: meta.progressToken, progress: 2, total: 2 } });
+      return send({ jsonrpc: "2.0", id, result: text("done") });
+    case "sandbox_slow":
+      slow.set(id, setTimeout(() => send({ jsonrpc: "2.0", id, result: text("slow done") }), 30_000));
+      return;
+    case "sandbox_fail":
+      return send({ jsonrpc: "2.0", id, result: { ...text("sandbox is not running"), isError: true } });
+    case "sandbox_image":
+      return send({ jsonrpc: "2.0", id, result: { content: [{ type: "text", text: "screen" }, { type: "image", data: "iVBORw0KGgo=", mimeType: "image/png" }] } });
+    case "sandbox_die":
+      process.stderr.write("fake cos: dying on purpose\n");
+      process.exit(3);
+      return;
+    case "sandbox_release":
+      return send({ jsonrpc: "2.0", id, result: text(JSON.stringify({ released: true, forget: params.arguments?.forget === true })) });
+    default:
+      if (params.name?.startsWith("native_")) {
+        return send({ jsonrpc: "2.0", id, result: { ...text(JSON.stringify({ routed: params.name, args: params.arguments, session })), _meta: { sandboxId: "sb-fake" } } });
+      }
+      return send({ jsonrpc: "2.0", id, error: { code: -32602, message: `unknown tool ${JSON.stringify(params.name)}` } });
+  }
+}
+
+let buffer = "";
+process.stdin.setEncoding("utf8");
+process.stdin.on("data", (chunk) => {
+  buffer += chunk;
+  let nl;
+  while ((nl = buffer.indexOf("\n")) >= 0) {
+    const line = buffer.slice(0, nl);
+    buffer = buffer.slice(nl + 1);
+    if (!line.trim()) continue;
+    const msg = JSON.parse(line);
+    if (msg.method === "initialize") {
+      send({ jsonrpc: "2.0", id: msg.id, result: { protocolVersion: msg.params.protocolVersion, capabilities: { tools: {} }, serverInfo: { name: "fake-cos", version: "0" }, instructions: "fake instructions" } });
+    } else if (msg.method === "notifications/initialized") {
+      log({ event: "initialized" });
+    } else if (msg.method === "tools/list") {
+      if (msg.params?.cursor === "page2") send({ jsonrpc: "2.0", id: msg.id, result: { tools: page2 } });
+      else send({ jsonrpc: "2.0", id: msg.id, result: { tools: page1, nextCursor: "page2" } });
+    } else if (msg.method === "tools/call") {
+      call(msg.id, msg.params);
+    } else if (msg.method === "notifications/cancelled") {
+      const id = msg.params.requestId;
+      log({ event: "cancelled", id, reason: msg.params.reason });
+      clearTimeout(slow.get(id));
+      slow.delete(id);
+    }
+  }
+});
+process.stdin.on("end", () => {
+  log({ event: "stdin-closed" });
+  process.exit(0);
+});

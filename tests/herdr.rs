@@ -1,0 +1,709 @@
+//! `cos herdr <action>` and `cos setup herdr` end to end: the real binary against the emulator,
+//! with a recording `herdr` stand-in on PATH (tests/fixtures/herdr/herdr-standin.sh) that logs
+//! what the plugin asks of Herdr and answers as Herdr does. The lines the plugin types into
+//! panes (`herdr pane run`) are run here the way a pane's shell would run them.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+const STANDIN: &str = include_str!("fixtures/herdr/herdr-standin.sh");
+const PREFIX: &str = "CREATEOS_HERDR_RESULT: ";
+
+/// A fake Herdr installation plus a Git worktree to work on.
+struct Herdr {
+    root: tempfile::TempDir,
+    base_url: String,
+    api_key: String,
+}
+
+impl Herdr {
+    fn new(env: &common::Env, config: Value) -> Herdr {
+        let root = tempfile::tempdir().unwrap();
+        let h = Herdr { root, base_url: env.base_url(), api_key: env.mock.api_key() };
+        for d in ["bin", "standin", "state", "home", "repo"] {
+            std::fs::create_dir_all(h.path(d)).unwrap();
+        }
+        let bin = h.path("bin").join("herdr");
+        std::fs::write(&bin, STANDIN).unwrap();
+        set_mode(&bin, 0o755);
+        std::fs::create_dir_all(h.config_dir()).unwrap();
+        std::fs::write(h.config_dir().join("config.json"), serde_json::to_vec(&config).unwrap()).unwrap();
+        h.init_repo();
+        h
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.root.path().join(name)
+    }
+
+    fn repo(&self) -> PathBuf {
+        self.path("repo")
+    }
+
+    fn config_dir(&self) -> PathBuf {
+        self.path("standin").join("config/plugins/config/createos.sandbox")
+    }
+
+    fn init_repo(&self) {
+        let repo = self.repo();
+        std::fs::write(repo.join("README.md"), "hello\n").unwrap();
+        std::fs::create_dir_all(repo.join("src")).unwrap();
+        std::fs::write(repo.join("src/main.rs"), "fn main() {}\n").unwrap();
+        std::fs::write(repo.join(".env"), "API_TOKEN=do-not-upload\n").unwrap();
+        std::fs::write(repo.join(".env.example"), "API_TOKEN=\n").unwrap();
+        std::fs::write(repo.join("server.pem"), "-----BEGIN PRIVATE KEY-----\n").unwrap();
+        for args in [
+            &["init", "-q"][..],
+            &["add", "-A"],
+            &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"],
+        ] {
+            let st = Command::new("git").arg("-C").arg(&repo).args(args).status().unwrap();
+            assert!(st.success(), "git {args:?}");
+        }
+        let tracked = Command::new("git").arg("-C").arg(&repo).args(["ls-files", ".env"]).output().unwrap();
+        assert_eq!(String::from_utf8_lossy(&tracked.stdout).trim(), ".env", ".env must be tracked for the test");
+    }
+
+    /// The environment Herdr gives an action invoked from `pane` (plus the emulator).
+    fn command(&self, pane: &str) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cos"));
+        self.apply_env(&mut cmd, pane);
+        cmd
+    }
+
+    fn apply_env(&self, cmd: &mut Command, pane: &str) {
+        let path = format!("{}:{}", self.path("bin").display(), std::env::var("PATH").unwrap_or_default());
+        let context = json!({
+            "focused_pane_id": pane,
+            "focused_pane_cwd": self.repo(),
+            "workspace_cwd": self.repo(),
+        });
+        cmd.env("PATH", path)
+            .env("HOME", self.path("home"))
+            .env_remove("XDG_CONFIG_HOME")
+            .env_remove("HERDR_BIN_PATH")
+            .env_remove("CREATEOS_OUTPUT")
+            .env("HERDR_STANDIN_DIR", self.path("standin"))
+            .env("HERDR_PLUGIN_STATE_DIR", self.path("state"))
+            .env("HERDR_PLUGIN_CONFIG_DIR", self.config_dir())
+            .env("HERDR_PLUGIN_CONTEXT_JSON", context.to_string())
+            .env("HERDR_PANE_ID", pane)
+            .env("CREATEOS_SANDBOX_BASE_URL", &self.base_url)
+            .env("CREATEOS_API_KEY", &self.api_key)
+            .current_dir(self.repo());
+    }
+
+    /// Run an action; returns the output and its one result line.
+    fn action(&self, action: &str, pane: &str) -> (Output, Value) {
+        let out = self.command(pane).args(["herdr", action]).output().unwrap();
+        let result = result_line(&out);
+        (out, result)
+    }
+
+    fn log(&self) -> Vec<Vec<String>> {
+        let text = std::fs::read_to_string(self.path("standin").join("log")).unwrap_or_default();
+        text.lines().map(|l| l.trim_end_matches('\t').split('\t').map(str::to_string).collect()).collect()
+    }
+
+    /// The last line typed into `pane` with `herdr pane run`.
+    fn typed_into(&self, pane: &str) -> String {
+        self.log()
+            .into_iter()
+            .rev()
+            .find(|c| c.len() == 4 && c[0] == "pane" && c[1] == "run" && c[2] == pane)
+            .map(|c| c[3].clone())
+            .unwrap_or_else(|| panic!("nothing was typed into {pane}: {:?}", self.log()))
+    }
+
+    fn state(&self) -> Value {
+        let text = std::fs::read_to_string(self.path("state").join("panes.json")).unwrap_or_else(|_| "{}".into());
+        serde_json::from_str(&text).unwrap()
+    }
+
+    fn pending(&self) -> Value {
+        let text = std::fs::read_to_string(self.path("state").join("pending.json")).unwrap_or_else(|_| "{}".into());
+        serde_json::from_str(&text).unwrap()
+    }
+}
+
+/// Whether a logged call is `herdr <a> <b> …`.
+fn is(call: &[String], a: &str, b: &str) -> bool {
+    call.len() >= 2 && call[0] == a && call[1] == b
+}
+
+fn set_mode(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+fn mode_of(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+/// Exactly one result line, valid JSON with the fixed fields.
+fn result_line(out: &Output) -> Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().filter(|l| l.starts_with(PREFIX)).collect();
+    assert_eq!(lines.len(), 1, "want one result line; stdout:\n{stdout}\nstderr:\n{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_str(&lines[0][PREFIX.len()..]).expect("result line is JSON");
+    assert_eq!(v["schemaVersion"], 1);
+    assert!(v["action"].is_string() && v["ok"].is_boolean(), "{v}");
+    assert_eq!(v["ok"].as_bool().unwrap(), out.status.success(), "ok matches the exit status: {v}");
+    if v["ok"] == false {
+        assert!(v["error"].as_str().is_some_and(|e| !e.is_empty()), "{v}");
+    }
+    v
+}
+
+/// A typed pane line run by `sh`, as a pane's shell would, with the pane's environment.
+struct PaneProcess {
+    child: tokio::process::Child,
+    stdout: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    seen: Vec<String>,
+}
+
+impl PaneProcess {
+    fn spawn(h: &Herdr, pane: &str, line: &str) -> PaneProcess {
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c").arg(line);
+        h.apply_env(&mut cmd, pane);
+        let mut cmd = tokio::process::Command::from(cmd);
+        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::inherit()).kill_on_drop(true);
+        let mut child = cmd.spawn().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+        PaneProcess { child, stdout, seen: Vec::new() }
+    }
+
+    /// Read stdout until a result line (bounded).
+    async fn result(&mut self) -> Value {
+        let found = tokio::time::timeout(Duration::from_secs(120), async {
+            while let Some(line) = self.stdout.next_line().await.unwrap() {
+                self.seen.push(line.clone());
+                if let Some(json) = line.strip_prefix(PREFIX) {
+                    return serde_json::from_str::<Value>(json).expect("result line is JSON");
+                }
+            }
+            panic!("no result line; stdout: {:?}", self.seen);
+        })
+        .await;
+        found.expect("result line in time")
+    }
+
+    async fn exit_code(mut self) -> Option<i32> {
+        let status = tokio::time::timeout(Duration::from_secs(60), self.child.wait()).await.expect("pane process ends").unwrap();
+        status.code()
+    }
+}
+
+fn box_id_of(h: &Herdr, pane: &str) -> String {
+    h.state()[pane]["boxId"].as_str().unwrap_or_else(|| panic!("{pane} not mapped: {}", h.state())).to_string()
+}
+
+async fn sh_in_box(env: &common::Env, id: &str, script: &str) -> String {
+    let sb = env.client.get_sandbox(id).await.unwrap();
+    let out = sb.exec("sh", ["-c", script]).await.unwrap();
+    assert!(out.success(), "{script}: {}", out.stderr);
+    out.stdout
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn start_provision_apply_pause_sync_and_delete() {
+    let env = common::start().await;
+    let h = Herdr::new(&env, json!({ "agent": "shell", "shape": "s-1vcpu-256mb", "autoPause": "45m" }));
+
+    // start: reserve, split right with focus, name the pane, type the provision line into it.
+    let (_, started) = tokio::task::block_in_place(|| h.action("start", "w1:p1"));
+    assert_eq!(started["ok"], true, "{started}");
+    assert_eq!(started["provisioning"], true);
+    assert_eq!(started["agent"], "shell");
+    let pane = started["pane"].as_str().unwrap().to_string();
+    assert_eq!(pane, "w1:p2");
+    let split = h.log().into_iter().find(|c| is(c, "pane", "split")).unwrap();
+    assert_eq!(split[2], "w1:p1");
+    assert!(split.windows(2).any(|w| w == ["--direction", "right"]), "{split:?}");
+    assert!(split.contains(&"--focus".to_string()));
+    assert!(split.iter().any(|a| a.starts_with("HERDR_PLUGIN_STATE_DIR=")), "{split:?}");
+    assert!(!split.iter().any(|a| a.contains(&h.api_key)), "the API key never reaches Herdr: {split:?}");
+    assert!(h.log().iter().any(|c| is(c, "pane", "rename") && c[3].contains("starting in hd-repo-")));
+    let line = h.typed_into(&pane);
+    assert!(line.contains(" herdr provision "), "{line}");
+    assert!(!line.contains(&h.api_key));
+
+    // A second start while this one provisions is refused (it would bill a second sandbox).
+    let (out, again) = tokio::task::block_in_place(|| h.action("start", "w1:p1"));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(again["error"].as_str().unwrap().contains("already in progress"), "{again}");
+    let (_, from_new) = tokio::task::block_in_place(|| h.action("start", &pane));
+    assert_eq!(from_new["ok"], false, "the opened pane is covered by the reservation too");
+
+    // The pane runs provision: sandbox, upload, baseline, agent PTY, mapping, then attaches.
+    let mut provision = PaneProcess::spawn(&h, &pane, &line);
+    let provisioned = provision.result().await;
+    assert_eq!(provisioned["action"], "provision");
+    assert_eq!(provisioned["ok"], true, "{provisioned}");
+    let id = box_id_of(&h, &pane);
+    assert_eq!(provisioned["boxId"], id.as_str());
+    assert_eq!(h.pending(), json!({}), "the reservation is released");
+    assert_eq!(h.state()[&pane]["agent"], "shell");
+    assert_eq!(h.state()[&pane]["remote"], "/workspace");
+    let view = env.client.get_sandbox(&id).await.unwrap().view();
+    assert_eq!(view.auto_pause_after_seconds, Some(2700));
+    assert!(h.log().iter().any(|c| is(c, "pane", "rename") && c[3] == format!("Shell @ {}", view.name.clone().unwrap())));
+
+    // What was uploaded: the tracked .env and the key stayed home, the example went.
+    let listing = sh_in_box(&env, &id, "cd /workspace && ls -A && git log --format=%s").await;
+    assert!(listing.contains("README.md") && listing.contains(".env.example"), "{listing}");
+    assert!(!listing.lines().any(|l| l == ".env"), "tracked .env was uploaded: {listing}");
+    assert!(!listing.contains("server.pem"), "{listing}");
+    assert!(listing.contains("herdr-baseline"));
+
+    // info
+    let (out, info) = tokio::task::block_in_place(|| h.action("info", &pane));
+    assert_eq!(info["status"], "running", "{info}");
+    assert_eq!(info["boxId"], id.as_str());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("/workspace"));
+
+    // apply: the sandbox's edits land locally once; the second apply has nothing new.
+    sh_in_box(&env, &id, "cd /workspace && echo 'from the sandbox' >> README.md && mkdir -p docs && echo new > docs/added.txt && git rm -q src/main.rs").await;
+    let (_, applied) = tokio::task::block_in_place(|| h.action("apply", &pane));
+    assert_eq!(applied["result"], "applied", "{applied}");
+    assert!(applied["bytes"].as_u64().unwrap() > 0);
+    assert_eq!(std::fs::read_to_string(h.repo().join("README.md")).unwrap(), "hello\nfrom the sandbox\n");
+    assert_eq!(std::fs::read_to_string(h.repo().join("docs/added.txt")).unwrap(), "new\n");
+    assert!(!h.repo().join("src/main.rs").exists());
+    assert_eq!(std::fs::read_to_string(h.repo().join(".env")).unwrap(), "API_TOKEN=do-not-upload\n", "local secrets untouched");
+    let (_, second) = tokio::task::block_in_place(|| h.action("apply", &pane));
+    assert_eq!(second["result"], "no-changes", "{second}");
+    // Only newer work travels next time, and the agent's own commits are included.
+    sh_in_box(&env, &id, "cd /workspace && echo more >> docs/added.txt && git add -A && git -c user.name=a -c user.email=a@a commit -qm agent").await;
+    let (_, third) = tokio::task::block_in_place(|| h.action("apply", &pane));
+    assert_eq!(third["result"], "applied", "{third}");
+    assert_eq!(std::fs::read_to_string(h.repo().join("docs/added.txt")).unwrap(), "new\nmore\n");
+
+    // pause / resume
+    let (_, paused) = tokio::task::block_in_place(|| h.action("pause", &pane));
+    assert_eq!(paused["status"], "paused", "{paused}");
+    let (_, resumed) = tokio::task::block_in_place(|| h.action("resume", &pane));
+    assert_eq!(resumed["status"], "running", "{resumed}");
+
+    // sync opens a small pane below running a two-way watch sync.
+    let (_, synced) = tokio::task::block_in_place(|| h.action("sync", &pane));
+    assert_eq!(synced["ok"], true, "{synced}");
+    let sync_pane = synced["pane"].as_str().unwrap().to_string();
+    let split = h.log().into_iter().rfind(|c| is(c, "pane", "split")).unwrap();
+    assert_eq!(split[2], pane);
+    assert!(split.windows(2).any(|w| w == ["--direction", "down"]) && split.windows(2).any(|w| w == ["--ratio", "0.25"]));
+    assert!(split.contains(&"--no-focus".to_string()));
+    let sync_line = h.typed_into(&sync_pane);
+    assert!(sync_line.contains(&format!(" sync {id} --local ")) && sync_line.contains("--mode two-way --watch"), "{sync_line}");
+    assert!(sync_line.contains("--exclude .git --exclude node_modules"), "{sync_line}");
+
+    // delete: the first invocation only arms it.
+    let (_, armed) = tokio::task::block_in_place(|| h.action("delete", &pane));
+    assert_eq!(armed["result"], "confirmation-required", "{armed}");
+    assert_eq!(env.client.get_sandbox(&id).await.unwrap().status().to_string(), "running");
+    let (_, deleted) = tokio::task::block_in_place(|| h.action("delete", &pane));
+    assert_eq!(deleted["result"], "deleted", "{deleted}");
+    assert_eq!(h.state(), json!({}));
+    // The attached pane leaves cleanly instead of hanging on a dead sandbox.
+    assert_eq!(provision.exit_code().await, Some(0));
+    assert_eq!(env.settled_live_sandboxes().await, 0);
+    let (out, gone) = tokio::task::block_in_place(|| h.action("info", &pane));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(gone["error"].as_str().unwrap().contains("no CreateOS sandbox"), "{gone}");
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failed_agent_install_destroys_its_sandbox() {
+    let env = common::start().await;
+    let h = Herdr::new(&env, json!({ "agent": "claude-code", "shape": "s-1vcpu-256mb" }));
+    // The install is the first managed process; the emulator refuses it.
+    env.add_fault("POST /v1/sandboxes/*/processes status=422 count=1").await;
+    let (_, started) = tokio::task::block_in_place(|| h.action("start", "w1:p1"));
+    assert_eq!(started["ok"], true, "{started}");
+    let split = h.log().into_iter().find(|c| is(c, "pane", "split")).unwrap();
+    assert!(split.contains(&"HERDR_AGENT=claude".to_string()), "{split:?}");
+    let pane = started["pane"].as_str().unwrap().to_string();
+    let mut provision = PaneProcess::spawn(&h, &pane, &h.typed_into(&pane));
+    let failed = provision.result().await;
+    assert_eq!(failed["action"], "provision");
+    assert_eq!(failed["ok"], false, "{failed}");
+    assert_eq!(provision.exit_code().await, Some(1));
+    let stats = env.stats().await;
+    assert_eq!(stats["handled"]["createSandbox"], 1);
+    assert_eq!(stats["handled"]["destroySandbox"], 1, "{stats}");
+    assert_eq!(env.settled_live_sandboxes().await, 0);
+    assert_eq!(h.state(), json!({}));
+    assert_eq!(h.pending(), json!({}), "the reservation is released on failure too");
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_injected_remote_root_is_refused_before_anything_is_created() {
+    let env = common::start().await;
+    let evil = "'; touch /tmp/PWNED; #";
+    let marker_before = Path::new("/tmp/PWNED").exists();
+    let h = Herdr::new(&env, json!({ "agent": "shell", "remoteRoot": evil }));
+    let (_, refused) = tokio::task::block_in_place(|| h.action("start", "w1:p1"));
+    assert_eq!(refused["ok"], false);
+    assert!(refused["error"].as_str().unwrap().contains("remoteRoot"), "{refused}");
+    assert!(!h.log().iter().any(|c| c[0] == "pane"), "no pane was opened: {:?}", h.log());
+    assert_eq!(h.pending(), json!({}));
+
+    // The provision step checks again: a hand-made spec is refused before the create.
+    let spec = json!({
+        "sourcePane": "w1:p1", "pane": "w1:p9", "box": "hd-evil-000000", "local": h.repo(), "agent": "shell",
+        "shape": "s-1vcpu-256mb", "autoPauseSecs": 1800, "remoteRoot": evil, "egress": [], "excludes": []
+    });
+    use base64::Engine as _;
+    let encoded = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(spec.to_string());
+    let out = tokio::task::block_in_place(|| h.command("w1:p9").args(["herdr", "provision", &encoded]).output().unwrap());
+    let v = result_line(&out);
+    assert!(v["error"].as_str().unwrap().contains("remoteRoot"), "{v}");
+    assert_eq!(env.requests("createSandbox").await, 0);
+    assert_eq!(env.stats().await["sandboxes_created"], 0);
+    assert_eq!(Path::new("/tmp/PWNED").exists(), marker_before);
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_failure_still_prints_one_result_line() {
+    let env = common::start().await;
+    let h = Herdr::new(&env, json!({ "agent": "shell" }));
+
+    // Unknown action: exit 2, with a line.
+    let (out, v) = tokio::task::block_in_place(|| h.action("explode", "w1:p1"));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(v["error"].as_str().unwrap().contains("unknown action"));
+    // The action name may come from Herdr's environment instead of argv.
+    let out = tokio::task::block_in_place(|| {
+        h.command("w1:p1").arg("herdr").env("HERDR_PLUGIN_ACTION_ID", "createos.sandbox.info").output().unwrap()
+    });
+    let v = result_line(&out);
+    assert_eq!(v["action"], "info");
+    assert!(v["error"].as_str().unwrap().contains("no CreateOS sandbox"), "{v}");
+
+    // Not launched by Herdr.
+    let out = tokio::task::block_in_place(|| h.command("w1:p1").args(["herdr", "info"]).env_remove("HERDR_PLUGIN_STATE_DIR").output().unwrap());
+    assert!(result_line(&out)["error"].as_str().unwrap().contains("HERDR_PLUGIN_STATE_DIR"));
+
+    // No credentials at all (the client cannot even be built).
+    let out = tokio::task::block_in_place(|| {
+        h.command("w1:p1").args(["herdr", "apply"]).env_remove("CREATEOS_API_KEY").output().unwrap()
+    });
+    let v = result_line(&out);
+    assert_eq!(v["action"], "apply");
+    assert!(!v["error"].as_str().unwrap().contains(&h.api_key));
+
+    // A config typo is an error, not a silently ignored setting.
+    std::fs::write(h.config_dir().join("config.json"), r#"{"agent":"shell","remoteRot":"/x"}"#).unwrap();
+    let (_, v) = tokio::task::block_in_place(|| h.action("start", "w1:p1"));
+    assert!(v["error"].as_str().unwrap().contains("remoteRot"), "{v}");
+
+    // A corrupt state file is moved aside and the action fails; it is never read as empty.
+    let corrupt = b"{\"w1:p2\": {\"box\": \"hd-x\", \"boxId\": ";
+    std::fs::write(h.path("state").join("panes.json"), corrupt).unwrap();
+    let (out, v) = tokio::task::block_in_place(|| h.action("delete", "w1:p2"));
+    assert!(v["error"].as_str().unwrap().contains("moved aside"), "{v}");
+    assert!(!h.path("state").join("panes.json").exists());
+    let aside: Vec<PathBuf> = std::fs::read_dir(h.path("state"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("panes.json.corrupt-"))
+        .collect();
+    assert_eq!(aside.len(), 1, "{aside:?}");
+    assert_eq!(std::fs::read(&aside[0]).unwrap(), corrupt);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("moved aside"));
+
+    // A pane that Herdr cannot type into: the opened pane is closed and the start undone.
+    std::fs::write(h.config_dir().join("config.json"), r#"{"agent":"shell"}"#).unwrap();
+    let out = tokio::task::block_in_place(|| {
+        h.command("w1:p1").args(["herdr", "start"]).env("HERDR_STANDIN_FAIL_RUN", "1").output().unwrap()
+    });
+    let v = result_line(&out);
+    assert!(v["error"].as_str().unwrap().contains("pane run"), "{v}");
+    assert!(h.log().iter().any(|c| is(c, "pane", "close")), "{:?}", h.log());
+    assert_eq!(h.pending(), json!({}));
+    // Failures are shown in Herdr, not only in its plugin log.
+    assert!(h.log().iter().any(|c| is(c, "notification", "show")));
+    assert_eq!(env.requests("createSandbox").await, 0);
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn setup_writes_config_0600_and_keys_once() {
+    let env = common::start().await;
+    let h = Herdr::new(&env, json!({}));
+    std::fs::remove_file(h.config_dir().join("config.json")).unwrap();
+    let xdg = h.path("xdg");
+    let original = "[ui]\ntheme = \"dark\"\n";
+    std::fs::create_dir_all(xdg.join("config/herdr")).unwrap();
+    std::fs::write(xdg.join("config/herdr/config.toml"), original).unwrap();
+    let setup = |args: &[&str]| {
+        let mut cmd = h.command("w1:p1");
+        cmd.args(["-o", "json", "setup", "herdr"]).args(args);
+        cmd.env("XDG_CONFIG_HOME", xdg.join("config")).env("XDG_DATA_HOME", xdg.join("data"));
+        cmd.output().unwrap()
+    };
+    let json_of = |out: &Output| -> Value {
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!("{e}: {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+        })
+    };
+
+    // --doctor checks and changes nothing.
+    let out = tokio::task::block_in_place(|| setup(&["--doctor"]));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doctor = json_of(&out);
+    let names: Vec<&str> = doctor["checks"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["herdr", "git", "createos session"]);
+    assert!(doctor["checks"].as_array().unwrap().iter().all(|c| c["ok"] == true), "{doctor}");
+    assert!(!h.config_dir().join("config.json").exists());
+    assert_eq!(std::fs::read_to_string(xdg.join("config/herdr/config.toml")).unwrap(), original);
+    let out = tokio::task::block_in_place(|| {
+        let mut cmd = h.command("w1:p1");
+        cmd.args(["-o", "json", "setup", "herdr", "--doctor"]).env("HERDR_STANDIN_VERSION", "0.7.1");
+        cmd.output().unwrap()
+    });
+    assert_eq!(out.status.code(), Some(1));
+    assert!(json_of(&out)["checks"][0]["detail"].as_str().unwrap().contains("older than"));
+
+    // Bad flags are refused before anything is written.
+    let out = tokio::task::block_in_place(|| setup(&["--agent", "gemini"]));
+    assert!(!out.status.success());
+    assert!(!h.config_dir().join("config.json").exists());
+
+    let out = tokio::task::block_in_place(|| setup(&["--agent", "codex", "--shape", "s-4vcpu-8gb"]));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let first = json_of(&out);
+    assert_eq!(first["keys_added"].as_array().unwrap().len(), 6, "{first}");
+    assert_eq!(first["config_written"], true);
+    let config_json = h.config_dir().join("config.json");
+    assert_eq!(mode_of(&config_json), 0o600);
+    let config: Value = serde_json::from_slice(&std::fs::read(&config_json).unwrap()).unwrap();
+    assert_eq!(config["agent"], "codex");
+    assert_eq!(config["shape"], "s-4vcpu-8gb");
+    assert_eq!(config["remoteRoot"], "/workspace");
+    let toml = std::fs::read_to_string(xdg.join("config/herdr/config.toml")).unwrap();
+    assert!(toml.starts_with(original));
+    for action in ["start", "attach", "sync", "apply", "info", "delete"] {
+        assert_eq!(toml.matches(&format!("command = \"createos.sandbox.{action}\"")).count(), 1, "{toml}");
+    }
+    assert_eq!(std::fs::read_to_string(xdg.join("config/herdr/config.toml.before-createos")).unwrap(), original);
+    // The plugin directory holds the manifest and a launcher with this cos's absolute path.
+    let plugin_dir = PathBuf::from(first["plugin_dir"].as_str().unwrap());
+    assert!(plugin_dir.starts_with(xdg.join("data")));
+    let launcher = std::fs::read_to_string(plugin_dir.join("run.sh")).unwrap();
+    assert!(launcher.contains(env!("CARGO_BIN_EXE_cos")), "{launcher}");
+    assert!(std::fs::read_to_string(plugin_dir.join("herdr-plugin.toml")).unwrap().contains("id = \"createos.sandbox\""));
+    let links = h.log().into_iter().filter(|c| is(c, "plugin", "link")).count();
+    assert_eq!(links, 1);
+    assert!(h.log().iter().any(|c| is(c, "config", "check")));
+
+    // Twice: nothing added, the config kept, no second link.
+    std::fs::write(&config_json, r#"{"agent":"pi"}"#).unwrap();
+    let out = tokio::task::block_in_place(|| setup(&["--agent", "codex"]));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let second = json_of(&out);
+    assert_eq!(second["keys_added"], json!([]));
+    assert_eq!(second["config_written"], false);
+    assert_eq!(std::fs::read_to_string(&config_json).unwrap(), r#"{"agent":"pi"}"#);
+    assert_eq!(std::fs::read_to_string(xdg.join("config/herdr/config.toml")).unwrap(), toml);
+    assert_eq!(h.log().into_iter().filter(|c| is(c, "plugin", "link")).count(), 1);
+    // --force replaces the config; --no-keys leaves config.toml alone.
+    let out = tokio::task::block_in_place(|| setup(&["--agent", "opencode", "--force", "--no-keys"]));
+    assert!(out.status.success());
+    let config: Value = serde_json::from_slice(&std::fs::read(&config_json).unwrap()).unwrap();
+    assert_eq!(config["agent"], "opencode");
+    assert_eq!(mode_of(&config_json), 0o600);
+    env.shutdown().await;
+}
+
+#[test]
+fn build_script_writes_a_launcher_with_the_absolute_cos_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = dir.path().join("plugin dir");
+    std::fs::create_dir_all(&plugin).unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("integrations/herdr");
+    for f in ["herdr-plugin.toml", "build.sh"] {
+        std::fs::copy(src.join(f), plugin.join(f)).unwrap();
+    }
+    let manifest = std::fs::read_to_string(plugin.join("herdr-plugin.toml")).unwrap();
+    for id in ["start", "attach", "sync", "apply", "pause", "resume", "info", "delete", "boxes"] {
+        assert!(manifest.contains(&format!("id = \"{id}\"")), "{id} missing");
+        assert!(manifest.contains(&format!("command = [\"sh\", \"run.sh\", \"{id}\"]")), "{id} command missing");
+    }
+    // As Herdr runs it: a bare argv from the plugin directory, cos only reachable via COS_BIN.
+    let out = Command::new("sh")
+        .arg("build.sh")
+        .current_dir(&plugin)
+        .env("COS_BIN", env!("CARGO_BIN_EXE_cos"))
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let launcher = std::fs::read_to_string(plugin.join("run.sh")).unwrap();
+    assert!(launcher.contains(&format!("COS_BIN='{}'", env!("CARGO_BIN_EXE_cos"))), "{launcher}");
+    // The launcher works from anywhere, with no PATH: an unknown action still reports.
+    let out = Command::new("/bin/sh").arg(plugin.join("run.sh")).arg("nope").env_clear().output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(result_line(&out)["ok"], false);
+    // Without any cos the build fails loudly instead of writing a broken launcher.
+    std::fs::remove_file(plugin.join("run.sh")).unwrap();
+    let out = Command::new("sh")
+        .arg("build.sh")
+        .current_dir(&plugin)
+        .env_remove("COS_BIN")
+        .env("HOME", dir.path())
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
+    if !["/usr/local/bin/cos", "/usr/bin/cos", "/bin/cos", "/opt/homebrew/bin/cos"].iter().any(|p| Path::new(p).exists()) {
+        assert!(!out.status.success());
+        assert!(String::from_utf8_lossy(&out.stderr).contains("cos was not found"), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(!plugin.join("run.sh").exists());
+    }
+}
+
+/// A tmux server whose panes have the Herdr pane's environment.
+struct Tmux {
+    session: String,
+    socket: String,
+}
+
+impl Tmux {
+    fn start(h: &Herdr, pane: &str, cols: u16, rows: u16) -> Tmux {
+        let id = format!("cosherdr{}", std::process::id());
+        let socket = h.path("tmux.sock").to_string_lossy().to_string();
+        let t = Tmux { session: id, socket };
+        let mut template = Command::new("true");
+        h.apply_env(&mut template, pane);
+        let mut cmd = Command::new("tmux");
+        cmd.args(["-S", &t.socket, "-f", "/dev/null", "new-session", "-d", "-s", &t.session])
+            .args(["-x", &cols.to_string(), "-y", &rows.to_string(), "sh"])
+            .env("PS1", "$ ")
+            .env_remove("TMUX");
+        for (k, v) in template.get_envs() {
+            match v {
+                Some(v) => cmd.env(k, v),
+                None => cmd.env_remove(k),
+            };
+        }
+        cmd.current_dir(h.repo());
+        assert!(cmd.status().expect("tmux runs").success());
+        t.cmd(&["set-option", "-t", &t.session, "window-size", "manual"]);
+        t
+    }
+
+    fn cmd(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux").args(["-S", &self.socket]).args(args).output().expect("tmux runs");
+        String::from_utf8_lossy(&out.stdout).to_string()
+    }
+
+    fn type_line(&self, line: &str) {
+        self.cmd(&["send-keys", "-t", &self.session, "-l", line]);
+        self.cmd(&["send-keys", "-t", &self.session, "Enter"]);
+    }
+
+    fn screen(&self) -> String {
+        self.cmd(&["capture-pane", "-p", "-J", "-S", "-400", "-t", &self.session])
+    }
+
+    fn clear(&self) {
+        self.cmd(&["send-keys", "-t", &self.session, "-R"]);
+        self.cmd(&["clear-history", "-t", &self.session]);
+    }
+
+    /// Wait (bounded) until the screen contains `needle`.
+    async fn wait_for(&self, needle: &str) -> String {
+        let mut screen = String::new();
+        for _ in 0..1200 {
+            screen = self.screen();
+            if screen.contains(needle) {
+                return screen;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("{needle:?} never appeared; screen:\n{screen}");
+    }
+
+    fn resize(&self, cols: u16, rows: u16) {
+        self.cmd(&["resize-window", "-t", &self.session, "-x", &cols.to_string(), "-y", &rows.to_string()]);
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux").args(["-S", &self.socket, "kill-server"]).status();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn attach_in_a_terminal_follows_resizes_restarts_and_leaves_when_deleted() {
+    let env = common::start().await;
+    let h = Herdr::new(&env, json!({ "agent": "shell", "shape": "s-1vcpu-256mb" }));
+    let (_, started) = tokio::task::block_in_place(|| h.action("start", "w1:p1"));
+    let pane = started["pane"].as_str().unwrap().to_string();
+    let tmux = Tmux::start(&h, &pane, 100, 30);
+
+    // The provision line runs in the pane; the agent's PTY has the pane's size from the start.
+    tmux.type_line(&format!("{}; echo local-status=$?", h.typed_into(&pane)));
+    tmux.wait_for(r#""action":"provision","ok":true"#).await;
+    tmux.type_line("echo remote-$((6*7)); stty size");
+    tmux.wait_for("remote-42").await;
+    tmux.wait_for("30 100").await;
+    // Ctrl-] detaches and gives the pane back.
+    tmux.cmd(&["send-keys", "-t", &tmux.session, "C-]"]);
+    tmux.wait_for("local-status=0").await;
+
+    // The attach action types `cos herdr connect` into the pane: a native attach.
+    let (_, attached) = tokio::task::block_in_place(|| h.action("attach", &pane));
+    assert_eq!(attached["ok"], true, "{attached}");
+    let process = h.state()[&pane]["processId"].as_str().unwrap().to_string();
+    assert_eq!(attached["processId"], process.as_str());
+    let connect = h.typed_into(&pane);
+    assert!(connect.contains(&format!(" herdr connect {pane}")), "{connect}");
+    tmux.clear();
+    tmux.type_line(&format!("{connect}; echo local-status=$?"));
+    tmux.type_line("echo back-$((2*21))");
+    tmux.wait_for("back-42").await;
+    // It follows the pane's size.
+    tmux.resize(120, 40);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    tmux.type_line("stty size");
+    tmux.wait_for("40 120").await;
+
+    // The agent exits: the pane says so; attach restarts it at the pane's size.
+    tmux.clear();
+    tmux.type_line("exit 3");
+    tmux.wait_for("local-status=3").await;
+    let (_, restarted) = tokio::task::block_in_place(|| h.action("attach", &pane));
+    assert_eq!(restarted["restart"], true, "{restarted}");
+    tmux.clear();
+    tmux.type_line(&format!("{}; echo local-status=$?", h.typed_into(&pane)));
+    tmux.wait_for("restarted Shell").await;
+    tmux.type_line("stty size");
+    tmux.wait_for("40 120").await;
+    assert_ne!(h.state()[&pane]["processId"].as_str().unwrap(), process, "the mapping follows the new process");
+
+    // Deleting the sandbox from Herdr ends the attachment cleanly: no frozen pane.
+    let (_, armed) = tokio::task::block_in_place(|| h.action("delete", &pane));
+    assert_eq!(armed["result"], "confirmation-required");
+    let (_, deleted) = tokio::task::block_in_place(|| h.action("delete", &pane));
+    assert_eq!(deleted["result"], "deleted", "{deleted}");
+    tmux.wait_for("was deleted; this pane is a local shell again").await;
+    tmux.wait_for("local-status=0").await;
+    tmux.type_line("echo local-$((5*5))");
+    tmux.wait_for("local-25").await;
+    drop(tmux);
+    assert_eq!(env.settled_live_sandboxes().await, 0);
+    env.shutdown().await;
+}
