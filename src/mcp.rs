@@ -75,7 +75,10 @@ impl McpServer {
     }
 }
 
-const INSTRUCTIONS: &str = "CreateOS sandboxes: remote Linux machines. Each MCP session gets its own sandbox, created on the first call that needs it (sandbox_exec without sandbox_id) and kept across restarts; sandbox_release destroys it. Use sandbox_exec for a command that finishes, sandbox_process_start for servers and background work. Egress is unrestricted by default; sandbox_firewall takes IP/CIDR rules only. Preview URLs are unverified until you check them.";
+const INSTRUCTIONS: &str = "CreateOS sandboxes: remote Linux machines. Each MCP session gets its own sandbox, created on the first call that needs it (sandbox_exec without sandbox_id) and kept across restarts; sandbox_release destroys it. Use sandbox_exec for a command that finishes, sandbox_process_start for servers and background work. Egress is unrestricted by default; sandbox_firewall takes IP/CIDR rules only. Preview URLs are unverified until you check them. File tools (sandbox_read, sandbox_write, sandbox_edit, sandbox_patch, sandbox_glob, sandbox_grep) work on the session sandbox's working directory; sandbox_push and sandbox_pull move files and directories between this machine and a sandbox.";
+
+/// Added to the instructions in remote mode.
+const REMOTE_INSTRUCTIONS: &str = " Remote mode: the native_* tools run the shell and file tools in this session's sandbox, never on this machine.";
 
 fn render(output: ToolOutput) -> CallToolResult {
     let content = output
@@ -95,7 +98,10 @@ impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("cos", env!("CARGO_PKG_VERSION")))
-            .with_instructions(INSTRUCTIONS)
+            .with_instructions(match self.runtime.config().mode {
+                Mode::Remote => format!("{INSTRUCTIONS}{REMOTE_INSTRUCTIONS}"),
+                Mode::Local => INSTRUCTIONS.to_string(),
+            })
     }
 
     async fn list_tools(

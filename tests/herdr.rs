@@ -4,214 +4,16 @@
 //! panes (`herdr pane run`) are run here the way a pane's shell would run them.
 
 mod common;
+#[path = "fixtures/herdr/support.rs"]
+mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, BufReader};
 
-const STANDIN: &str = include_str!("fixtures/herdr/herdr-standin.sh");
-const PREFIX: &str = "CREATEOS_HERDR_RESULT: ";
-
-/// A fake Herdr installation plus a Git worktree to work on.
-struct Herdr {
-    root: tempfile::TempDir,
-    base_url: String,
-    api_key: String,
-}
-
-impl Herdr {
-    fn new(env: &common::Env, config: Value) -> Herdr {
-        let root = tempfile::tempdir().unwrap();
-        let h = Herdr { root, base_url: env.base_url(), api_key: env.mock.api_key() };
-        for d in ["bin", "standin", "state", "home", "repo"] {
-            std::fs::create_dir_all(h.path(d)).unwrap();
-        }
-        let bin = h.path("bin").join("herdr");
-        std::fs::write(&bin, STANDIN).unwrap();
-        set_mode(&bin, 0o755);
-        std::fs::create_dir_all(h.config_dir()).unwrap();
-        std::fs::write(h.config_dir().join("config.json"), serde_json::to_vec(&config).unwrap()).unwrap();
-        h.init_repo();
-        h
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.root.path().join(name)
-    }
-
-    fn repo(&self) -> PathBuf {
-        self.path("repo")
-    }
-
-    fn config_dir(&self) -> PathBuf {
-        self.path("standin").join("config/plugins/config/createos.sandbox")
-    }
-
-    fn init_repo(&self) {
-        let repo = self.repo();
-        std::fs::write(repo.join("README.md"), "hello\n").unwrap();
-        std::fs::create_dir_all(repo.join("src")).unwrap();
-        std::fs::write(repo.join("src/main.rs"), "fn main() {}\n").unwrap();
-        std::fs::write(repo.join(".env"), "API_TOKEN=do-not-upload\n").unwrap();
-        std::fs::write(repo.join(".env.example"), "API_TOKEN=\n").unwrap();
-        std::fs::write(repo.join("server.pem"), "-----BEGIN PRIVATE KEY-----\n").unwrap();
-        for args in [
-            &["init", "-q"][..],
-            &["add", "-A"],
-            &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"],
-        ] {
-            let st = Command::new("git").arg("-C").arg(&repo).args(args).status().unwrap();
-            assert!(st.success(), "git {args:?}");
-        }
-        let tracked = Command::new("git").arg("-C").arg(&repo).args(["ls-files", ".env"]).output().unwrap();
-        assert_eq!(String::from_utf8_lossy(&tracked.stdout).trim(), ".env", ".env must be tracked for the test");
-    }
-
-    /// The environment Herdr gives an action invoked from `pane` (plus the emulator).
-    fn command(&self, pane: &str) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cos"));
-        self.apply_env(&mut cmd, pane);
-        cmd
-    }
-
-    fn apply_env(&self, cmd: &mut Command, pane: &str) {
-        let path = format!("{}:{}", self.path("bin").display(), std::env::var("PATH").unwrap_or_default());
-        let context = json!({
-            "focused_pane_id": pane,
-            "focused_pane_cwd": self.repo(),
-            "workspace_cwd": self.repo(),
-        });
-        cmd.env("PATH", path)
-            .env("HOME", self.path("home"))
-            .env_remove("XDG_CONFIG_HOME")
-            .env_remove("HERDR_BIN_PATH")
-            .env_remove("CREATEOS_OUTPUT")
-            .env("HERDR_STANDIN_DIR", self.path("standin"))
-            .env("HERDR_PLUGIN_STATE_DIR", self.path("state"))
-            .env("HERDR_PLUGIN_CONFIG_DIR", self.config_dir())
-            .env("HERDR_PLUGIN_CONTEXT_JSON", context.to_string())
-            .env("HERDR_PANE_ID", pane)
-            .env("CREATEOS_SANDBOX_BASE_URL", &self.base_url)
-            .env("CREATEOS_API_KEY", &self.api_key)
-            .current_dir(self.repo());
-    }
-
-    /// Run an action; returns the output and its one result line.
-    fn action(&self, action: &str, pane: &str) -> (Output, Value) {
-        let out = self.command(pane).args(["herdr", action]).output().unwrap();
-        let result = result_line(&out);
-        (out, result)
-    }
-
-    fn log(&self) -> Vec<Vec<String>> {
-        let text = std::fs::read_to_string(self.path("standin").join("log")).unwrap_or_default();
-        text.lines().map(|l| l.trim_end_matches('\t').split('\t').map(str::to_string).collect()).collect()
-    }
-
-    /// The last line typed into `pane` with `herdr pane run`.
-    fn typed_into(&self, pane: &str) -> String {
-        self.log()
-            .into_iter()
-            .rev()
-            .find(|c| c.len() == 4 && c[0] == "pane" && c[1] == "run" && c[2] == pane)
-            .map(|c| c[3].clone())
-            .unwrap_or_else(|| panic!("nothing was typed into {pane}: {:?}", self.log()))
-    }
-
-    fn state(&self) -> Value {
-        let text = std::fs::read_to_string(self.path("state").join("panes.json")).unwrap_or_else(|_| "{}".into());
-        serde_json::from_str(&text).unwrap()
-    }
-
-    fn pending(&self) -> Value {
-        let text = std::fs::read_to_string(self.path("state").join("pending.json")).unwrap_or_else(|_| "{}".into());
-        serde_json::from_str(&text).unwrap()
-    }
-}
-
-/// Whether a logged call is `herdr <a> <b> …`.
-fn is(call: &[String], a: &str, b: &str) -> bool {
-    call.len() >= 2 && call[0] == a && call[1] == b
-}
-
-fn set_mode(path: &Path, mode: u32) {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
-}
-
-fn mode_of(path: &Path) -> u32 {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
-}
-
-/// Exactly one result line, valid JSON with the fixed fields.
-fn result_line(out: &Output) -> Value {
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let lines: Vec<&str> = stdout.lines().filter(|l| l.starts_with(PREFIX)).collect();
-    assert_eq!(lines.len(), 1, "want one result line; stdout:\n{stdout}\nstderr:\n{}", String::from_utf8_lossy(&out.stderr));
-    let v: Value = serde_json::from_str(&lines[0][PREFIX.len()..]).expect("result line is JSON");
-    assert_eq!(v["schemaVersion"], 1);
-    assert!(v["action"].is_string() && v["ok"].is_boolean(), "{v}");
-    assert_eq!(v["ok"].as_bool().unwrap(), out.status.success(), "ok matches the exit status: {v}");
-    if v["ok"] == false {
-        assert!(v["error"].as_str().is_some_and(|e| !e.is_empty()), "{v}");
-    }
-    v
-}
-
-/// A typed pane line run by `sh`, as a pane's shell would, with the pane's environment.
-struct PaneProcess {
-    child: tokio::process::Child,
-    stdout: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
-    seen: Vec<String>,
-}
-
-impl PaneProcess {
-    fn spawn(h: &Herdr, pane: &str, line: &str) -> PaneProcess {
-        let mut cmd = Command::new("sh");
-        cmd.arg("-c").arg(line);
-        h.apply_env(&mut cmd, pane);
-        let mut cmd = tokio::process::Command::from(cmd);
-        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::inherit()).kill_on_drop(true);
-        let mut child = cmd.spawn().unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap()).lines();
-        PaneProcess { child, stdout, seen: Vec::new() }
-    }
-
-    /// Read stdout until a result line (bounded).
-    async fn result(&mut self) -> Value {
-        let found = tokio::time::timeout(Duration::from_secs(120), async {
-            while let Some(line) = self.stdout.next_line().await.unwrap() {
-                self.seen.push(line.clone());
-                if let Some(json) = line.strip_prefix(PREFIX) {
-                    return serde_json::from_str::<Value>(json).expect("result line is JSON");
-                }
-            }
-            panic!("no result line; stdout: {:?}", self.seen);
-        })
-        .await;
-        found.expect("result line in time")
-    }
-
-    async fn exit_code(mut self) -> Option<i32> {
-        let status = tokio::time::timeout(Duration::from_secs(60), self.child.wait()).await.expect("pane process ends").unwrap();
-        status.code()
-    }
-}
-
-fn box_id_of(h: &Herdr, pane: &str) -> String {
-    h.state()[pane]["boxId"].as_str().unwrap_or_else(|| panic!("{pane} not mapped: {}", h.state())).to_string()
-}
-
-async fn sh_in_box(env: &common::Env, id: &str, script: &str) -> String {
-    let sb = env.client.get_sandbox(id).await.unwrap();
-    let out = sb.exec("sh", ["-c", script]).await.unwrap();
-    assert!(out.success(), "{script}: {}", out.stderr);
-    out.stdout
-}
+use support::{box_id_of, is, mode_of, result_line, sh_in_box, Herdr, PaneProcess, Tmux};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn start_provision_apply_pause_sync_and_delete() {
@@ -343,6 +145,33 @@ async fn a_failed_agent_install_destroys_its_sandbox() {
     assert_eq!(env.settled_live_sandboxes().await, 0);
     assert_eq!(h.state(), json!({}));
     assert_eq!(h.pending(), json!({}), "the reservation is released on failure too");
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn closing_the_pane_while_provisioning_destroys_the_sandbox() {
+    let env = common::start().await;
+    let h = Herdr::new(&env, json!({ "agent": "claude-code", "shape": "s-1vcpu-256mb" }));
+    // Hold the install (the first managed process) long enough to interrupt it.
+    env.add_fault("POST /v1/sandboxes/*/processes delay=5s count=1").await;
+    let (_, started) = tokio::task::block_in_place(|| h.action("start", "w1:p1"));
+    let pane = started["pane"].as_str().unwrap().to_string();
+    let mut provision = PaneProcess::spawn(&h, &pane, &format!("exec {}", h.typed_into(&pane)));
+    for _ in 0..1200 {
+        if env.requests("createProcess").await >= 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(env.handled("createSandbox").await, 1);
+    let pid = provision.child.id().unwrap();
+    assert!(Command::new("kill").args(["-HUP", &pid.to_string()]).status().unwrap().success());
+    let failed = provision.result().await;
+    assert_eq!(failed["ok"], false, "{failed}");
+    assert_eq!(provision.exit_code().await, Some(1));
+    assert_eq!(env.settled_live_sandboxes().await, 0, "the interrupted start left its sandbox");
+    assert_eq!(h.state(), json!({}));
+    assert_eq!(h.pending(), json!({}));
     env.shutdown().await;
 }
 
@@ -573,79 +402,6 @@ fn build_script_writes_a_launcher_with_the_absolute_cos_path() {
     }
 }
 
-/// A tmux server whose panes have the Herdr pane's environment.
-struct Tmux {
-    session: String,
-    socket: String,
-}
-
-impl Tmux {
-    fn start(h: &Herdr, pane: &str, cols: u16, rows: u16) -> Tmux {
-        let id = format!("cosherdr{}", std::process::id());
-        let socket = h.path("tmux.sock").to_string_lossy().to_string();
-        let t = Tmux { session: id, socket };
-        let mut template = Command::new("true");
-        h.apply_env(&mut template, pane);
-        let mut cmd = Command::new("tmux");
-        cmd.args(["-S", &t.socket, "-f", "/dev/null", "new-session", "-d", "-s", &t.session])
-            .args(["-x", &cols.to_string(), "-y", &rows.to_string(), "sh"])
-            .env("PS1", "$ ")
-            .env_remove("TMUX");
-        for (k, v) in template.get_envs() {
-            match v {
-                Some(v) => cmd.env(k, v),
-                None => cmd.env_remove(k),
-            };
-        }
-        cmd.current_dir(h.repo());
-        assert!(cmd.status().expect("tmux runs").success());
-        t.cmd(&["set-option", "-t", &t.session, "window-size", "manual"]);
-        t
-    }
-
-    fn cmd(&self, args: &[&str]) -> String {
-        let out = Command::new("tmux").args(["-S", &self.socket]).args(args).output().expect("tmux runs");
-        String::from_utf8_lossy(&out.stdout).to_string()
-    }
-
-    fn type_line(&self, line: &str) {
-        self.cmd(&["send-keys", "-t", &self.session, "-l", line]);
-        self.cmd(&["send-keys", "-t", &self.session, "Enter"]);
-    }
-
-    fn screen(&self) -> String {
-        self.cmd(&["capture-pane", "-p", "-J", "-S", "-400", "-t", &self.session])
-    }
-
-    fn clear(&self) {
-        self.cmd(&["send-keys", "-t", &self.session, "-R"]);
-        self.cmd(&["clear-history", "-t", &self.session]);
-    }
-
-    /// Wait (bounded) until the screen contains `needle`.
-    async fn wait_for(&self, needle: &str) -> String {
-        let mut screen = String::new();
-        for _ in 0..1200 {
-            screen = self.screen();
-            if screen.contains(needle) {
-                return screen;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("{needle:?} never appeared; screen:\n{screen}");
-    }
-
-    fn resize(&self, cols: u16, rows: u16) {
-        self.cmd(&["resize-window", "-t", &self.session, "-x", &cols.to_string(), "-y", &rows.to_string()]);
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux").args(["-S", &self.socket, "kill-server"]).status();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn attach_in_a_terminal_follows_resizes_restarts_and_leaves_when_deleted() {
     let env = common::start().await;
@@ -677,9 +433,16 @@ async fn attach_in_a_terminal_follows_resizes_restarts_and_leaves_when_deleted()
     tmux.wait_for("back-42").await;
     // It follows the pane's size.
     tmux.resize(120, 40);
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    tmux.type_line("stty size");
-    tmux.wait_for("40 120").await;
+    let mut followed = false;
+    for _ in 0..100 {
+        tmux.type_line("stty size");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        if tmux.screen().contains("40 120") {
+            followed = true;
+            break;
+        }
+    }
+    assert!(followed, "the remote PTY never took the new size:\n{}", tmux.screen());
 
     // The agent exits: the pane says so; attach restarts it at the pane's size.
     tmux.clear();

@@ -399,3 +399,25 @@ async fn bad_input_is_refused_before_anything_is_created() {
     mcp.stop().await;
     env.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_file_call_past_its_deadline_fails_and_leaves_no_helper_running() {
+    let env = common::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let mut mcp = start(&env, dir.path(), project.path(), r#"{"timeout": 1}"#).await;
+    // The sandbox is allocated outside the call's deadline; the operation itself cannot finish in 1 ms.
+    let late = error_text(&mcp.call("sandbox_write", json!({"path": "a.txt", "content": "x"})).await);
+    assert!(late.contains("timed out"), "{late}");
+    let mut live = u64::MAX;
+    for _ in 0..600 {
+        live = env.stats().await["live_processes"].as_u64().unwrap_or(0);
+        if live == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(live, 0, "a helper process outlived its call");
+    mcp.stop().await;
+    env.shutdown().await;
+}

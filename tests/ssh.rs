@@ -1,9 +1,11 @@
-//! The SSH layer against the emulator: the host's real OpenSSH sshd runs inside each
-//! sandbox (its own mount and network namespaces) and is reached through `/tunnel/22` or
-//! the emulator's SSH gateway.
+//! The SSH layer against the emulator, with each guest sshd the emulator offers: the host's
+//! real OpenSSH sshd started inside the sandbox (its own mount and network namespaces) when
+//! the machine has `/usr/sbin/sshd` (CI installs openssh-server), and the emulator's
+//! embedded SSH server. Reached through `/tunnel/22` or the emulator's SSH gateway.
 //!
-//! These tests need `/usr/sbin/sshd` (Debian package openssh-server); without it they fail
-//! with a message saying so.
+//! Every test that needs a guest sshd runs once per mode (`mod <test> { openssh, embedded }`).
+//! The `openssh` run uses `GuestSshd::Auto`, i.e. real OpenSSH where the machine has it and
+//! the embedded server elsewhere, so `cargo test` passes on a fresh machine too.
 
 mod common;
 
@@ -17,7 +19,9 @@ use createos_sandbox::ssh::{
     canonical_public_key, public_path, KnownHosts, RemoteFileKind, SshError, SshFiles, SshOptions, SshPool,
     SshSession, WriteOptions,
 };
+use createos_mock::{GuestSshd, MockConfig};
 use createos_sandbox::{CreateSandbox, Error, Sandbox};
+use serde_json::json;
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
@@ -26,12 +30,49 @@ use tokio::task::AbortHandle;
 /// Bound on anything that could hang, so a broken connection fails the test.
 const GUARD: Duration = Duration::from_secs(120);
 
-fn require_sshd() {
-    assert!(
-        Path::new("/usr/sbin/sshd").exists(),
-        "these tests run the real OpenSSH server inside emulated sandboxes: install it with \
-         `apt-get install openssh-server` (the Debian package providing /usr/sbin/sshd)"
-    );
+/// Which guest sshd a run uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Guest {
+    /// Real OpenSSH when the machine has it (else the embedded server).
+    OpenSsh,
+    /// The emulator's embedded server, always.
+    Embedded,
+}
+
+impl Guest {
+    fn config(self) -> MockConfig {
+        let mode = match self {
+            Guest::OpenSsh => GuestSshd::Auto,
+            Guest::Embedded => GuestSshd::Embedded,
+        };
+        MockConfig::default().guest_sshd(mode)
+    }
+
+    async fn start(self) -> common::Env {
+        common::start_with(self.config()).await
+    }
+}
+
+/// Whether `env`'s guests run the embedded server (rather than real OpenSSH).
+fn embedded(env: &common::Env) -> bool {
+    env.mock.state().guest_sshd.mode() == GuestSshd::Embedded
+}
+
+/// Runs the async test fn `$name(guest)` once per guest sshd mode.
+macro_rules! each_guest {
+    ($name:ident) => {
+        mod $name {
+            #[tokio::test]
+            async fn openssh() {
+                super::$name(super::Guest::OpenSsh).await
+            }
+
+            #[tokio::test]
+            async fn embedded() {
+                super::$name(super::Guest::Embedded).await
+            }
+        }
+    };
 }
 
 fn options(dir: &tempfile::TempDir) -> SshOptions {
@@ -76,10 +117,9 @@ fn ssh_error(err: &Error) -> &SshError {
 
 // --------------------------------------------------------------------------- commands
 
-#[tokio::test]
-async fn exec_over_the_tunnel_keeps_streams_apart_and_reports_status() {
-    require_sshd();
-    let env = common::start().await;
+each_guest!(exec_over_the_tunnel_keeps_streams_apart_and_reports_status);
+async fn exec_over_the_tunnel_keeps_streams_apart_and_reports_status(guest: Guest) {
+    let env = guest.start().await;
     let sb = sandbox(&env).await;
     let dir = tempfile::tempdir().unwrap();
     let ssh = guarded("connect", SshSession::connect(&sb, options(&dir))).await.expect("ssh connect");
@@ -131,10 +171,9 @@ async fn exec_over_the_tunnel_keeps_streams_apart_and_reports_status() {
     env.shutdown().await;
 }
 
-#[tokio::test]
-async fn dropping_a_command_stops_it_and_frees_its_channel() {
-    require_sshd();
-    let env = common::start().await;
+each_guest!(dropping_a_command_stops_it_and_frees_its_channel);
+async fn dropping_a_command_stops_it_and_frees_its_channel(guest: Guest) {
+    let env = guest.start().await;
     let sb = sandbox(&env).await;
     let dir = tempfile::tempdir().unwrap();
     let ssh = guarded("connect", SshSession::connect(&sb, options(&dir))).await.expect("ssh connect");
@@ -174,10 +213,9 @@ async fn dropping_a_command_stops_it_and_frees_its_channel() {
 
 // --------------------------------------------------------------------------- SFTP
 
-#[tokio::test]
-async fn sftp_moves_20_mb_intact_and_manages_files() {
-    require_sshd();
-    let env = common::start().await;
+each_guest!(sftp_moves_20_mb_intact_and_manages_files);
+async fn sftp_moves_20_mb_intact_and_manages_files(guest: Guest) {
+    let env = guest.start().await;
     let sb = sandbox(&env).await;
     let dir = tempfile::tempdir().unwrap();
     let ssh = guarded("connect", SshSession::connect(&sb, options(&dir))).await.expect("ssh connect");
@@ -280,10 +318,9 @@ while grep -q ":0016 00000000:0000 0A" /proc/net/tcp; do i=$((i+1)); [ $i -lt 10
 cat /root/newhostkey/key.pub
 "#;
 
-#[tokio::test]
-async fn host_key_is_pinned_on_first_use_and_a_changed_key_is_refused() {
-    require_sshd();
-    let env = common::start().await;
+each_guest!(host_key_is_pinned_on_first_use_and_a_changed_key_is_refused);
+async fn host_key_is_pinned_on_first_use_and_a_changed_key_is_refused(guest: Guest) {
+    let env = guest.start().await;
     let sb = sandbox(&env).await;
     let dir = tempfile::tempdir().unwrap();
     let ssh = guarded("connect", SshSession::connect(&sb, options(&dir))).await.expect("ssh connect");
@@ -294,10 +331,15 @@ async fn host_key_is_pinned_on_first_use_and_a_changed_key_is_refused() {
     let line = text.lines().find(|l| l.starts_with(&format!("{} ", sb.id()))).expect("a pin for the sandbox");
     assert_eq!(line.split_whitespace().count(), 3, "{line}");
     let pinned = known.lookup(sb.id()).unwrap().expect("pinned key");
-    let guest_pub = ssh.exec("cat /etc/ssh/ssh_host_ed25519_key.pub").await.unwrap();
+    let guest_pub = if embedded(&env) {
+        let shown = env.mock_get(&format!("/_mock/sandboxes/{}/guest-sshd", sb.id())).await;
+        shown["host_key"].as_str().expect("the embedded server's host key").to_string()
+    } else {
+        ssh.exec("cat /etc/ssh/ssh_host_ed25519_key.pub").await.unwrap().stdout_text().into_owned()
+    };
     assert_eq!(
         canonical_public_key(&pinned.to_openssh().unwrap()),
-        canonical_public_key(&guest_pub.stdout_text()),
+        canonical_public_key(&guest_pub),
         "the pin is the guest's ed25519 host key"
     );
     #[cfg(unix)]
@@ -309,8 +351,14 @@ async fn host_key_is_pinned_on_first_use_and_a_changed_key_is_refused() {
     let again = guarded("reconnect", SshSession::connect(&sb, options(&dir))).await.unwrap();
     assert!(again.exec("true").await.unwrap().success());
 
-    // The guest's host key changes.
-    let new_pub = api_sh(&sb, SWAP_HOST_KEY).await;
+    // The guest's host key changes (sshd restarted with another key).
+    let new_pub = if embedded(&env) {
+        let restarted =
+            env.mock_post(&format!("/_mock/sandboxes/{}/guest-sshd/restart", sb.id()), json!({"new_host_key": true})).await;
+        restarted["host_key"].as_str().expect("the new host key").to_string()
+    } else {
+        api_sh(&sb, SWAP_HOST_KEY).await
+    };
     let err = guarded("connect after the change", SshSession::connect(&sb, options(&dir))).await.unwrap_err();
     match ssh_error(&err) {
         SshError::HostKeyChanged { host, pinned, offered, known_hosts } => {
@@ -335,10 +383,9 @@ async fn host_key_is_pinned_on_first_use_and_a_changed_key_is_refused() {
     env.shutdown().await;
 }
 
-#[tokio::test]
-async fn keys_are_private_files_and_authorized_keys_is_appended_once() {
-    require_sshd();
-    let env = common::start().await;
+each_guest!(keys_are_private_files_and_authorized_keys_is_appended_once);
+async fn keys_are_private_files_and_authorized_keys_is_appended_once(guest: Guest) {
+    let env = guest.start().await;
     let sb = sandbox(&env).await;
     let dir = tempfile::tempdir().unwrap();
     let ssh = guarded("connect", SshSession::connect(&sb, options(&dir))).await.expect("ssh connect");
@@ -391,10 +438,9 @@ async fn keys_are_private_files_and_authorized_keys_is_appended_once() {
 
 // --------------------------------------------------------------------------- pooling and reconnects
 
-#[tokio::test]
-async fn concurrent_callers_share_one_connection() {
-    require_sshd();
-    let env = common::start().await;
+each_guest!(concurrent_callers_share_one_connection);
+async fn concurrent_callers_share_one_connection(guest: Guest) {
+    let env = guest.start().await;
     let sb = sandbox(&env).await;
     let dir = tempfile::tempdir().unwrap();
     let pool = Arc::new(SshPool::new(options(&dir)));
@@ -495,10 +541,9 @@ i=0
 while grep -q ":0016 00000000:0000 0A" /proc/net/tcp; do i=$((i+1)); [ $i -lt 100 ] || exit 2; sleep 0.05; done
 "#;
 
-#[tokio::test]
-async fn a_dropped_connection_is_reconnected_transparently() {
-    require_sshd();
-    let env = common::start().await;
+each_guest!(a_dropped_connection_is_reconnected_transparently);
+async fn a_dropped_connection_is_reconnected_transparently(guest: Guest) {
+    let env = guest.start().await;
     let proxy = CuttableProxy::start(env.mock.addr()).await;
     let client = common::client_for(&format!("http://{}", proxy.addr), &env.mock.api_key());
     let sb = client.create_sandbox(CreateSandbox::new("s-1vcpu-1gb")).await.unwrap();
@@ -526,8 +571,14 @@ async fn a_dropped_connection_is_reconnected_transparently() {
     assert_eq!(pool.session(&sb).await.unwrap().connects(), 3);
 
     // sshd itself dies (every sshd of this sandbox, so our connection too): the reconnect
-    // finds nothing listening on port 22, starts sshd again and goes on.
-    api_sh(&sb, KILL_SANDBOX_SSHD).await;
+    // finds nothing listening on port 22, starts sshd again and goes on. The embedded server
+    // is restarted instead (it runs from boot and cannot be started from the guest), which
+    // drops every connection the same way.
+    if embedded(&env) {
+        env.mock_post(&format!("/_mock/sandboxes/{}/guest-sshd/restart", sb.id()), json!({})).await;
+    } else {
+        api_sh(&sb, KILL_SANDBOX_SSHD).await;
+    }
     let revived = guarded("exec after sshd died", ssh.exec("echo revived")).await.expect("sshd restarted");
     assert_eq!(revived.stdout_text(), "revived\n");
     assert_eq!(ssh.connects(), 4);
@@ -538,23 +589,33 @@ async fn a_dropped_connection_is_reconnected_transparently() {
 
 #[tokio::test]
 async fn a_sandbox_without_sshd_gives_a_clear_error() {
-    require_sshd();
-    let env = common::start().await;
+    let env = common::start_with(MockConfig::default().guest_sshd(GuestSshd::Absent)).await;
     let sb = sandbox(&env).await;
     let dir = tempfile::tempdir().unwrap();
-    let err = guarded("connect", SshSession::connect(&sb, options(&dir).sshd_path("/usr/sbin/no-such-sshd")))
-        .await
-        .unwrap_err();
+    let err = guarded("connect", SshSession::connect(&sb, options(&dir))).await.unwrap_err();
     match ssh_error(&err) {
         SshError::SshdMissing { sandbox_id, sshd_path } => {
             assert_eq!(sandbox_id, sb.id());
-            assert_eq!(sshd_path, "/usr/sbin/no-such-sshd");
+            assert_eq!(sshd_path, "/usr/sbin/sshd");
         }
         other => panic!("expected SshdMissing, got {other:?}"),
     }
     let message = err.to_string();
-    assert!(message.contains("devbox:1") && message.contains("/usr/sbin/no-such-sshd"), "{message}");
+    assert!(message.contains("devbox:1") && message.contains("/usr/sbin/sshd"), "{message}");
     assert_eq!(env.requests("openTunnel").await, 0, "no tunnel was opened");
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_guest_whose_sshd_already_listens_needs_no_sshd_binary() {
+    // The embedded server listens from boot: the sshd path is never looked at.
+    let env = Guest::Embedded.start().await;
+    let sb = sandbox(&env).await;
+    let dir = tempfile::tempdir().unwrap();
+    let ssh = guarded("connect", SshSession::connect(&sb, options(&dir).sshd_path("/usr/sbin/no-such-sshd")))
+        .await
+        .expect("connects to the sshd that already listens");
+    assert_eq!(ssh.exec("echo up").await.unwrap().stdout_text(), "up\n");
     env.shutdown().await;
 }
 
@@ -571,12 +632,11 @@ impl russh::client::Handler for TrustAll {
     }
 }
 
-#[tokio::test]
-async fn the_gateway_route_works_end_to_end_and_refuses_everything_else() {
+each_guest!(the_gateway_route_works_end_to_end_and_refuses_everything_else);
+async fn the_gateway_route_works_end_to_end_and_refuses_everything_else(guest: Guest) {
     use tokio::io::AsyncWriteExt;
 
-    require_sshd();
-    let env = common::start_with(createos_mock::MockConfig::default().ssh_gateway(true)).await;
+    let env = common::start_with(guest.config().ssh_gateway(true)).await;
     let gateway = env.mock.ssh_gateway_addr().expect("the emulator runs a gateway");
     let sb = sandbox(&env).await;
     let other = sandbox(&env).await;

@@ -318,47 +318,29 @@ async fn only_keys_in_authorized_keys_log_in() {
 #[tokio::test]
 async fn the_host_key_is_stable_per_sandbox_and_restart_can_change_it() {
     let env = embedded().await;
-    eprintln!("STEP 1");
     let k = key(6);
-    eprintln!("STEP 2");
     let id = sandbox_with_key(&env, &k).await;
-    eprintln!("STEP 3");
     let other = sandbox_with_key(&env, &k).await;
-    eprintln!("STEP 4");
     let (_a, first) = connect(&env, &id).await;
-    eprintln!("STEP 5");
     let (_b, second) = connect(&env, &id).await;
-    eprintln!("STEP 6");
     assert_eq!(first, second, "same host key across reconnects");
-    eprintln!("STEP 7");
     let (_c, others) = connect(&env, &other).await;
-    eprintln!("STEP 8");
     assert_ne!(first, others, "each sandbox has its own host key");
-    eprintln!("STEP 9");
     let shown: serde_json::Value =
         env.http.get(env.url(&format!("/_mock/sandboxes/{id}/guest-sshd"))).send().await.unwrap().json().await.unwrap();
     assert_eq!(shown["listening"], true);
-    eprintln!("STEP 10");
     assert_eq!(shown["host_key"].as_str().unwrap(), first.to_openssh().unwrap());
-    eprintln!("STEP 11");
 
     // Pause and resume keep it too.
     assert_eq!(env.post_empty(&format!("/v1/sandboxes/{id}/pause")).await.status, 202);
-    eprintln!("STEP 12");
     env.wait_status(&id, "paused").await;
-    eprintln!("STEP 13");
     env.post_empty(&format!("/v1/sandboxes/{id}/resume")).await;
-    eprintln!("STEP 14");
     env.wait_status(&id, "running").await;
-    eprintln!("STEP 15");
     let (_d, after_resume) = connect(&env, &id).await;
-    eprintln!("STEP 16");
     assert_eq!(first, after_resume);
-    eprintln!("STEP 17");
 
     // A restart with a new key (like sshd restarted with another host key) ends sessions.
     let ssh = login(&env, &id, &k).await;
-    eprintln!("STEP 18");
     let restarted: serde_json::Value = env
         .http
         .post(env.url(&format!("/_mock/sandboxes/{id}/guest-sshd/restart")))
@@ -375,15 +357,10 @@ async fn the_host_key_is_stable_per_sandbox_and_restart_can_change_it() {
         }
     })
     .await;
-    eprintln!("STEP 19");
     let (_e, changed) = connect(&env, &id).await;
-    eprintln!("STEP 20");
     assert_ne!(first, changed);
-    eprintln!("STEP 21");
     assert_eq!(restarted["host_key"].as_str().unwrap(), changed.to_openssh().unwrap());
-    eprintln!("STEP 22");
     env.mock.shutdown().await;
-    eprintln!("STEP 23");
 }
 
 #[tokio::test]

@@ -19,13 +19,17 @@ use createos_sandbox::herdr::command::ProvisionSpec;
 use createos_sandbox::herdr::context::PluginContext;
 use createos_sandbox::herdr::host::HerdrHost;
 use createos_sandbox::herdr::provision::{self, agent_process, stderr_progress};
-use createos_sandbox::herdr::setup::{self, SetupOptions};
 use createos_sandbox::herdr::state::{PaneEntry, StateStore};
-use createos_sandbox::herdr::{ActionResult, HerdrError, HerdrResult, PLUGIN_ID};
+use createos_sandbox::herdr::{ActionResult, HerdrError, HerdrResult};
 use createos_sandbox::pty::tty;
 use createos_sandbox::{Client, ListSandboxes, Region, SandboxStatus};
 
 use super::interactive::{self, AttachArgs};
+
+mod setup;
+
+pub use setup::SetupHerdrArgs;
+use setup::setup_with;
 use super::{Cli, Command, Ctx, Out};
 
 /// Size used when the pane's terminal size cannot be read.
@@ -49,34 +53,6 @@ pub struct HerdrArgs {
 pub enum SetupCmd {
     /// Install the CreateOS plugin into Herdr: checks, plugin link, config.json, key bindings.
     Herdr(SetupHerdrArgs),
-}
-
-#[derive(Debug, Args)]
-pub struct SetupHerdrArgs {
-    /// Report the prerequisites and change nothing.
-    #[arg(long)]
-    pub doctor: bool,
-    /// Agent: claude-code, codex, opencode, pi, cursor, shell.
-    #[arg(long, env = "CREATEOS_AGENT")]
-    pub agent: Option<String>,
-    /// Sandbox shape (default s-2vcpu-4gb).
-    #[arg(long, env = "CREATEOS_SHAPE")]
-    pub shape: Option<String>,
-    /// Base image.
-    #[arg(long, env = "CREATEOS_ROOTFS")]
-    pub rootfs: Option<String>,
-    /// Pause a sandbox after this long without activity (default 30m).
-    #[arg(long)]
-    pub auto_pause: Option<String>,
-    /// Where the worktree lands in the sandbox (default /workspace).
-    #[arg(long)]
-    pub remote_root: Option<String>,
-    /// Leave Herdr's config.toml alone.
-    #[arg(long)]
-    pub no_keys: bool,
-    /// Replace an existing plugin config.json.
-    #[arg(long)]
-    pub force: bool,
 }
 
 /// How this `cos` was pointed at a control plane, for the client and for panes.
@@ -263,6 +239,7 @@ fn cancel_on_signals() -> CancellationToken {
 /// then become the agent (native attach).
 async fn provision_in_pane(launch: &Launch, rest: &[String]) -> ExitCode {
     let host = HerdrHost::from_env();
+    let cancel = cancel_on_signals();
     let mut released: Option<(StateStore, String)> = None;
     let outcome = async {
         let spec = ProvisionSpec::decode(rest.first().map(String::as_str).unwrap_or_default())?;
@@ -270,7 +247,6 @@ async fn provision_in_pane(launch: &Launch, rest: &[String]) -> ExitCode {
         released = Some((store.clone(), spec.source_pane.clone()));
         let client = launch.client.clone().map_err(|m| HerdrError::invalid("credentials", m))?;
         let size = tty::size_or(FALLBACK_SIZE);
-        let cancel = cancel_on_signals();
         let done = provision::provision(&client, &spec, size, &stderr_progress, &cancel).await?;
         let entry = PaneEntry {
             box_name: spec.box_name.clone(),
@@ -305,7 +281,7 @@ async fn provision_in_pane(launch: &Launch, rest: &[String]) -> ExitCode {
                 .with("boxId", entry.box_id.clone())
                 .with("pane", spec.pane.clone());
             println!("{}", result.line());
-            attach_in_pane(&client, &store, &spec.pane, &entry, 0).await
+            attach_in_pane(&client, &store, &spec.pane, &entry, 0, &cancel).await
         }
         Err(e) => {
             if let Some((store, source)) = released {
@@ -320,6 +296,7 @@ async fn provision_in_pane(launch: &Launch, rest: &[String]) -> ExitCode {
 /// exited, then attach.
 async fn connect_in_pane(launch: &Launch, rest: &[String]) -> ExitCode {
     let host = HerdrHost::from_env();
+    let cancel = cancel_on_signals();
     let prepared = async {
         let pane = rest.first().cloned().ok_or_else(|| HerdrError::invalid("connect", "needs the pane id"))?;
         let env = action_env(launch, host.clone())?;
@@ -352,17 +329,31 @@ async fn connect_in_pane(launch: &Launch, rest: &[String]) -> ExitCode {
     }
     .await;
     match prepared {
-        Ok((env, pane, entry, after)) => attach_in_pane(&env.client, &env.store, &pane, &entry, after).await,
+        Ok((env, pane, entry, after)) => attach_in_pane(&env.client, &env.store, &pane, &entry, after, &cancel).await,
         Err(e) => finish(&host, "connect", Err(e)).await,
     }
 }
 
 /// Bridge the pane to the agent's PTY with `cos attach`; when the sandbox goes away (deleted
 /// from another pane or by `delete`), say so and give the pane back instead of hanging.
-async fn attach_in_pane(client: &Client, store: &StateStore, pane: &str, entry: &PaneEntry, after: u64) -> ExitCode {
+async fn attach_in_pane(
+    client: &Client,
+    store: &StateStore,
+    pane: &str,
+    entry: &PaneEntry,
+    after: u64,
+    cancel: &CancellationToken,
+) -> ExitCode {
     let ctx = Ctx { client: client.clone(), out: Out { json: false, explicit_json: false } };
     let args = AttachArgs { sandbox: entry.box_id.clone(), process: Some(entry.process_id.clone()), after };
-    let attached = interactive::attach(&ctx, args).await;
+    // The pane closing (SIGHUP) or a SIGTERM detaches; the agent keeps running remotely.
+    let attached = tokio::select! {
+        r = interactive::attach(&ctx, args) => r,
+        _ = cancel.cancelled() => {
+            eprintln!("\r\ndetached from {}: the agent keeps running; the attach action reconnects.", entry.box_name);
+            return ExitCode::from(129);
+        }
+    };
     let gone = match client.get_sandbox(&entry.box_id).await {
         Ok(sb) => matches!(sb.status(), SandboxStatus::Destroyed | SandboxStatus::Destroying) || sb.status().is_terminal(),
         Err(e) => e.is_not_found(),
@@ -418,108 +409,4 @@ async fn boxes(launch: &Launch) -> ExitCode {
             _ = cancel.cancelled() => return ExitCode::SUCCESS,
         }
     }
-}
-
-async fn setup_with(launch: Launch, args: SetupHerdrArgs) -> ExitCode {
-    match setup_herdr(&launch, args).await {
-        Ok(code) => code,
-        Err(e) => {
-            if launch.out.json {
-                println!("{}", serde_json::json!({ "error": { "code": "setup_failed", "message": e.to_string() } }));
-            }
-            eprintln!("error: {e}");
-            ExitCode::from(1)
-        }
-    }
-}
-
-async fn setup_herdr(launch: &Launch, args: SetupHerdrArgs) -> HerdrResult<ExitCode> {
-    let options = SetupOptions {
-        doctor: args.doctor,
-        agent: args.agent,
-        shape: args.shape,
-        rootfs: args.rootfs,
-        auto_pause: args.auto_pause,
-        remote_root: args.remote_root,
-        no_keys: args.no_keys,
-        force: args.force,
-    };
-    // Flags are checked before anything is looked at or written.
-    let config = options.plugin_config()?;
-    let host = HerdrHost::from_env();
-    let mut checks = setup::check_tools(&host).await;
-    checks.push(match &launch.client {
-        Ok(client) => match client.list_sandboxes(ListSandboxes::default()).try_next().await {
-            Ok(_) => setup::Check { name: "createos session".into(), ok: true, detail: format!("{}", client.base_url()) },
-            Err(e) => setup::Check { name: "createos session".into(), ok: false, detail: e.to_string() },
-        },
-        Err(m) => setup::Check { name: "createos session".into(), ok: false, detail: m.clone() },
-    });
-    let all_ok = checks.iter().all(|c| c.ok);
-    for c in &checks {
-        eprintln!("{} {:<17} {}", if c.ok { "ok  " } else { "FAIL" }, c.name, c.detail);
-    }
-    let checks_json: Vec<serde_json::Value> =
-        checks.iter().map(|c| serde_json::json!({ "name": c.name, "ok": c.ok, "detail": c.detail })).collect();
-    if options.doctor {
-        if launch.out.json {
-            println!("{}", serde_json::json!({ "ok": all_ok, "checks": checks_json }));
-        }
-        return Ok(if all_ok { ExitCode::SUCCESS } else { ExitCode::from(1) });
-    }
-    if !all_ok {
-        return Err(HerdrError::invalid("prerequisites", "some checks failed (see above); fix them and run again"));
-    }
-
-    let plugin_dir = setup::default_plugin_dir().ok_or_else(|| HerdrError::invalid("plugin directory", "no data directory (set HOME)"))?;
-    let cos = PathBuf::from(&launch.cos[0]);
-    setup::write_plugin_dir(&plugin_dir, &cos)?;
-    let linked_before = setup::plugin_linked(&host).await?;
-    if !linked_before {
-        host.call(&["plugin".into(), "link".into(), plugin_dir.to_string_lossy().into_owned()]).await?;
-    }
-    let config_dir = host.config_dir(PLUGIN_ID).await?;
-    let config_written = setup::write_plugin_config(&config_dir, &config, options.force)?;
-    let mut keys = setup::KeysOutcome::default();
-    if !options.no_keys {
-        let root = setup::herdr_config_root().ok_or_else(|| HerdrError::invalid("herdr config", "no config directory (set HOME)"))?;
-        keys = setup::add_key_bindings(&root.join("config.toml"))?;
-        if !keys.added.is_empty() {
-            host.call(&["config".into(), "check".into()]).await.map_err(|e| {
-                HerdrError::invalid("config.toml", format!("{e}; undo the added keys with `herdr config reset-keys`"))
-            })?;
-            // No running server is not an error: the keys load when it starts.
-            let _ = host.call(&["server".into(), "reload-config".into()]).await;
-        }
-    }
-    let summary = serde_json::json!({
-        "ok": true,
-        "checks": checks_json,
-        "plugin_dir": plugin_dir,
-        "linked": !linked_before,
-        "config": config_dir.join("config.json"),
-        "config_written": config_written,
-        "keys_added": keys.added,
-        "key_conflicts": keys.conflicts,
-        "backup": keys.backup,
-    });
-    if launch.out.json {
-        println!("{summary}");
-    } else {
-        println!("plugin   {} ({})", plugin_dir.display(), if linked_before { "already linked" } else { "linked" });
-        println!(
-            "config   {} ({})",
-            config_dir.join("config.json").display(),
-            if config_written { "written" } else { "kept; --force replaces it" }
-        );
-        if options.no_keys {
-            println!("keys     left alone (--no-keys)");
-        } else {
-            println!("keys     {} added{}", keys.added.len(), if keys.added.is_empty() { String::new() } else { format!(": {}", keys.added.join(", ")) });
-            for c in &keys.conflicts {
-                println!("         skipped {c}: already bound");
-            }
-        }
-    }
-    Ok(ExitCode::SUCCESS)
 }

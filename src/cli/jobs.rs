@@ -173,7 +173,12 @@ fn failure(err: JobError) -> Result<ExitCode> {
         eprintln!("{err}");
         return Ok(ExitCode::from(130));
     }
-    Err(anyhow::Error::new(err))
+    match err {
+        // plain library errors keep their JSON error codes (bad_request, not_found, …)
+        JobError::Invalid(e) => Err(e.into()),
+        JobError::Create(e) => Err(anyhow::Error::new(e).context("creating the job sandbox")),
+        other => Err(anyhow::Error::new(other)),
+    }
 }
 
 fn exit_status(code: Option<i32>) -> ExitCode {

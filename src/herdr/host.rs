@@ -8,6 +8,9 @@ use serde_json::Value;
 
 use super::error::{HerdrError, HerdrResult};
 
+/// Longest wait for one `herdr` command.
+pub const CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Split direction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Direction {
@@ -51,12 +54,15 @@ impl HerdrHost {
     /// Run `herdr args…`; stdout on success, an error with its stderr otherwise.
     pub async fn call(&self, args: &[String]) -> HerdrResult<String> {
         let what = args.iter().take(2).cloned().collect::<Vec<_>>().join(" ");
-        let out = tokio::process::Command::new(&self.bin)
+        let run = tokio::process::Command::new(&self.bin)
             .args(args)
             .stdin(std::process::Stdio::null())
             .kill_on_drop(true)
-            .output()
+            .output();
+        // A wedged Herdr server must not hang an action forever.
+        let out = tokio::time::timeout(CALL_TIMEOUT, run)
             .await
+            .map_err(|_| HerdrError::Herdr { command: what.clone(), message: format!("no answer within {}s", CALL_TIMEOUT.as_secs()) })?
             .map_err(|e| HerdrError::Herdr { command: what.clone(), message: format!("cannot run {:?}: {e}", self.bin) })?;
         if !out.status.success() {
             let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();

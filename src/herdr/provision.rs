@@ -87,6 +87,11 @@ pub async fn provision(
                 Some(sb) => {
                     say(format!("cleaning up: deleting sandbox {} ({})", spec.box_name, sb.id()));
                     match sb.destroy().await {
+                        Ok(_) if matches!(err, HerdrError::Api(crate::Error::Cancelled)) => Err(HerdrError::Remote {
+                            step: "provisioning".into(),
+                            sandbox: sb.id().to_string(),
+                            message: "interrupted (pane closed, Ctrl-C or SIGTERM); the sandbox was deleted".into(),
+                        }),
                         Ok(_) => Err(err),
                         Err(e) => Err(HerdrError::Remote {
                             step: "cleanup".into(),

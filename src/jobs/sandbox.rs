@@ -95,7 +95,7 @@ impl JobSandbox {
         let id = self.id().to_string();
         let fate = match keep {
             Some(reason) => {
-                tracing::warn!(sandbox = %id, reason = reason.describe(), "keeping the job sandbox");
+                tracing::info!(sandbox = %id, reason = reason.describe(), "keeping the job sandbox");
                 Fate::Kept(id.clone(), reason)
             }
             None => match self.sandbox.destroy().await {

@@ -23,7 +23,8 @@ use tar::{EntryType, Header};
 
 use super::gzip::{self, ParallelGzip};
 use super::inspect::FileId;
-use super::relpath::{ancestors, display, join, path_bytes};
+use super::prefetch::{self, Content, Prefetched};
+use super::relpath::{ancestors, display, path_bytes};
 use super::types::{Compression, Entry, EntryKind};
 use crate::error::Error;
 
@@ -76,7 +77,7 @@ impl Plan {
     }
 
     /// The entries in archive order; files come with their identity at the scan.
-    fn items_with_ids(&self) -> impl Iterator<Item = (&Entry, Option<FileId>)> {
+    pub(crate) fn items_with_ids(&self) -> impl Iterator<Item = (&Entry, Option<FileId>)> {
         self.order.iter().map(|item| match *item {
             Item::Dir(i) => (&self.dirs[i], None),
             Item::File(i) => (&self.files[i], self.ids.get(i).copied()),
@@ -101,7 +102,7 @@ fn padded(len: u64) -> u64 {
 }
 
 /// The raw bytes of an entry path (built from bytes on Unix, so always representable).
-fn raw_name(path: &Path) -> &[u8] {
+pub(crate) fn raw_name(path: &Path) -> &[u8] {
     path_bytes(path).unwrap_or_default()
 }
 
@@ -154,33 +155,40 @@ impl<W: Write> Write for Guarded<'_, W> {
     }
 }
 
-/// Write the archive of `plan` into `out`; returns `out` once the archive is complete.
+/// Write the archive of `plan` into `out`; returns `out` once the archive is complete. Files
+/// are read ahead on reader threads (see [`prefetch`](super::prefetch)); with gzip, deflate runs
+/// on worker threads too, and this thread only assembles the tar.
 pub(crate) fn write<W: Write>(plan: &Plan, out: W, compression: Compression) -> Result<W, Error> {
     let flags = Flags::default();
     let sink = Guarded { inner: out, flags: &flags };
     let sink_error = |e: io::Error| Error::io("writing the archive", e);
-    match compression {
-        Compression::None => Ok(write_entries(plan, sink, &flags)?.inner),
-        // deflate runs on worker threads while this one reads the files and writes the tar
-        Compression::Gzip { level } => std::thread::scope(|scope| {
-            let workers = gzip::default_workers();
-            let jobs = gzip::spawn_workers(scope, workers, level);
-            let gz = ParallelGzip::new(sink, jobs, workers, level);
-            let gz = write_entries(plan, gz, &flags)?;
-            let sink = gz.finish().map_err(|e| {
-                flags.aborted.set(true);
-                sink_error(e)
-            })?;
-            Ok(sink.inner)
-        }),
-    }
+    std::thread::scope(|scope| {
+        let prefetched = prefetch::spawn(scope, plan, prefetch::default_readers());
+        match compression {
+            Compression::None => Ok(write_entries(plan, prefetched, sink, &flags)?.inner),
+            Compression::Gzip { level } => {
+                let workers = gzip::default_workers();
+                let jobs = gzip::spawn_workers(scope, workers, level);
+                let gz = ParallelGzip::new(sink, jobs, workers, level);
+                let gz = write_entries(plan, prefetched, gz, &flags)?;
+                let sink = gz.finish().map_err(|e| {
+                    flags.aborted.set(true);
+                    sink_error(e)
+                })?;
+                Ok(sink.inner)
+            }
+        }
+    })
 }
 
-fn write_entries<W: Write>(plan: &Plan, out: W, flags: &Flags) -> Result<W, Error> {
+/// Write every item of `plan`, its content taken from `prefetched` (dropped on return, which
+/// stops the readers).
+fn write_entries<W: Write>(plan: &Plan, mut prefetched: Prefetched, out: W, flags: &Flags) -> Result<W, Error> {
     let mut builder = tar::Builder::new(out);
     let mut result = Ok(());
-    for (entry, id) in plan.items_with_ids() {
-        if let Err(e) = append(&mut builder, &plan.root, entry, id) {
+    for entry in plan.items() {
+        let appended = prefetched.next().and_then(|content| append(&mut builder, entry, content));
+        if let Err(e) = appended {
             let context = if flags.sink_failed.get() {
                 "writing the archive".to_string()
             } else {
@@ -190,6 +198,7 @@ fn write_entries<W: Write>(plan: &Plan, out: W, flags: &Flags) -> Result<W, Erro
             break;
         }
     }
+    drop(prefetched);
     if let Err(e) = result {
         // before `builder` drops (and tries to write the end-of-archive blocks)
         flags.aborted.set(true);
@@ -201,7 +210,7 @@ fn write_entries<W: Write>(plan: &Plan, out: W, flags: &Flags) -> Result<W, Erro
     })
 }
 
-fn append<W: Write>(builder: &mut tar::Builder<W>, root: &Path, entry: &Entry, id: Option<FileId>) -> io::Result<()> {
+fn append<W: Write>(builder: &mut tar::Builder<W>, entry: &Entry, content: Content) -> io::Result<()> {
     let name = tar_name(entry);
     let target = link_target(entry);
     if name.len() > NAME_FIELD {
@@ -229,23 +238,10 @@ fn append<W: Write>(builder: &mut tar::Builder<W>, root: &Path, entry: &Entry, i
     header.set_size(entry.size);
     header.set_cksum();
 
-    match entry.kind {
-        EntryKind::File => {
-            let reader = ExactReader::open(&join(root, raw_name(&entry.path)), entry.size, id)?;
-            builder.append(&header, reader)
-        }
-        EntryKind::Symlink { ref target } => {
-            let path = join(root, raw_name(&entry.path));
-            let now = std::fs::read_link(&path)?;
-            if &now != target {
-                return Err(io::Error::other(format!(
-                    "the symlink changed since the scan (now -> {}); scan again",
-                    now.display()
-                )));
-            }
-            builder.append(&header, io::empty())
-        }
-        EntryKind::Directory => builder.append(&header, io::empty()),
+    match content {
+        Content::Header => builder.append(&header, io::empty()),
+        Content::Bytes(bytes) => builder.append(&header, &bytes[..]),
+        Content::Open(reader) => builder.append(&header, reader),
     }
 }
 
@@ -276,26 +272,24 @@ pub(crate) struct ExactReader<R> {
     remaining: u64,
 }
 
-impl ExactReader<File> {
-    /// Open `path` once and check, through the handle, that it is still the regular file of
-    /// the scan (`id`: not replaced, not swapped for a symlink) and still `size` bytes long.
-    fn open(path: &Path, size: u64, id: Option<FileId>) -> io::Result<Self> {
-        let file = open_no_follow(path)?;
-        let meta = file.metadata()?;
-        if !meta.file_type().is_file() {
-            return Err(io::Error::other("it is no longer a regular file; scan again"));
-        }
-        if id.is_some_and(|id| id != FileId::of(&meta)) {
-            return Err(io::Error::other("it was replaced since the scan; scan again"));
-        }
-        if meta.len() != size {
-            return Err(io::Error::other(format!(
-                "its size changed since the scan ({size} -> {} bytes); scan again",
-                meta.len()
-            )));
-        }
-        Ok(ExactReader::new(file, size))
+/// Open `path` once and check, through the handle, that it is still the regular file of the
+/// scan (`id`: not replaced, not swapped for a symlink) and still `size` bytes long.
+pub(crate) fn open_checked(path: &Path, size: u64, id: Option<FileId>) -> io::Result<File> {
+    let file = open_no_follow(path)?;
+    let meta = file.metadata()?;
+    if !meta.file_type().is_file() {
+        return Err(io::Error::other("it is no longer a regular file; scan again"));
     }
+    if id.is_some_and(|id| id != FileId::of(&meta)) {
+        return Err(io::Error::other("it was replaced since the scan; scan again"));
+    }
+    if meta.len() != size {
+        return Err(io::Error::other(format!(
+            "its size changed since the scan ({size} -> {} bytes); scan again",
+            meta.len()
+        )));
+    }
+    Ok(file)
 }
 
 /// Open without following a final symlink, and without blocking should the name now be a

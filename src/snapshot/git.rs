@@ -25,8 +25,40 @@ pub(crate) struct Listing {
     pub gitlinks: BTreeSet<Vec<u8>>,
     /// Untracked ignored names (whole ignored directories once, without the trailing `/`).
     pub ignored: Vec<Vec<u8>>,
-    /// Tracked names that the ignore rules match now (they stay home).
-    pub ignored_tracked: BTreeSet<Vec<u8>>,
+    /// Tracked names that the ignore rules match now (they stay home), still being listed.
+    pub ignored_tracked: Running,
+}
+
+/// A `git` command whose output a thread of its own is reading.
+pub(crate) struct Running {
+    what: String,
+    root: PathBuf,
+    output: std::thread::JoinHandle<io::Result<std::process::Output>>,
+}
+
+impl Running {
+    fn start(git: &Git<'_>, args: &[&str]) -> Result<Running, Error> {
+        let what = args.join(" ");
+        let child = git.command().args(args).spawn().map_err(|e| Error::io(format!("cannot run git {what}"), e))?;
+        let output = std::thread::Builder::new()
+            .name("snapshot-git".into())
+            .spawn(move || child.wait_with_output())
+            .map_err(|e| Error::io("cannot start a thread to read git", e))?;
+        Ok(Running { what, root: git.root.to_path_buf(), output })
+    }
+
+    /// Wait for the command; its NUL-separated records, or why the listing cannot be trusted.
+    pub(crate) fn records(self) -> Result<Vec<Vec<u8>>, Error> {
+        let out = self
+            .output
+            .join()
+            .map_err(|_| failure(&self.root, &self.what, b"the reader thread panicked"))?
+            .map_err(|e| Error::io(format!("waiting for git {}", self.what), e))?;
+        if !out.status.success() {
+            return Err(failure(&self.root, &self.what, &out.stderr));
+        }
+        split_z(&out.stdout).map_err(|m| failure(&self.root, &self.what, m.as_bytes()))
+    }
 }
 
 impl<'a> Git<'a> {
@@ -80,7 +112,9 @@ impl<'a> Git<'a> {
     }
 
     /// The listings a snapshot needs. The four `ls-files` runs are independent, so they run at
-    /// the same time (each read by its own thread, so no full pipe stalls another).
+    /// the same time, each read by its own thread (so no full pipe stalls another). The
+    /// slowest one, tracked-but-ignored, is only needed at the end of the scan: it comes back
+    /// still running, for the caller to collect after looking at the files on disk.
     pub(crate) fn list(&self) -> Result<Listing, Error> {
         const STAGED: &[&str] = &["ls-files", "-z", "--stage"];
         const UNTRACKED: &[&str] = &["ls-files", "-z", "--others", "--exclude-standard"];
@@ -88,47 +122,13 @@ impl<'a> Git<'a> {
             &["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory", "--no-empty-directory"];
         // tracked files that the ignore rules match now (a file committed once and ignored later)
         const IGNORED_TRACKED: &[&str] = &["ls-files", "-z", "--cached", "--ignored", "--exclude-standard"];
-        let runs = [STAGED, UNTRACKED, IGNORED_UNTRACKED, IGNORED_TRACKED];
 
-        let children = runs
-            .iter()
-            .map(|args| {
-                self.command().args(*args).spawn().map_err(|e| Error::io(format!("cannot run git {}", args[1]), e))
-            })
-            .collect::<Vec<_>>();
-        let outputs: Vec<Result<std::process::Output, Error>> = std::thread::scope(|scope| {
-            let readers: Vec<_> = children
-                .into_iter()
-                .map(|child| {
-                    scope.spawn(move || {
-                        child?.wait_with_output().map_err(|e| Error::io("waiting for git ls-files", e))
-                    })
-                })
-                .collect();
-            readers
-                .into_iter()
-                .map(|r| r.join().unwrap_or_else(|_| Err(self.failure("ls-files", b"the reader thread panicked"))))
-                .collect()
-        });
-        let mut records = Vec::with_capacity(runs.len());
-        for (args, output) in runs.iter().zip(outputs) {
-            let what = args[1..].join(" ");
-            let out = output?;
-            if !out.status.success() {
-                return Err(self.failure(&what, &out.stderr));
-            }
-            records.push(split_z(&out.stdout).map_err(|m| self.failure(&what, m.as_bytes()))?);
-        }
-        let mut records = records.into_iter();
-        let (staged, untracked, ignored_untracked, ignored_tracked) = match (
-            records.next(),
-            records.next(),
-            records.next(),
-            records.next(),
-        ) {
-            (Some(a), Some(b), Some(c), Some(d)) => (a, b, c, d),
-            _ => return Err(self.failure("ls-files", b"a listing is missing")),
-        };
+        let ignored_tracked = Running::start(self, IGNORED_TRACKED)?;
+        let staged = Running::start(self, STAGED)?;
+        let untracked = Running::start(self, UNTRACKED)?;
+        let ignored_untracked = Running::start(self, IGNORED_UNTRACKED)?;
+        let (staged, untracked, ignored_untracked) =
+            (staged.records()?, untracked.records()?, ignored_untracked.records()?);
 
         let mut candidates = untracked;
         let mut gitlinks = BTreeSet::new();
@@ -157,17 +157,21 @@ impl<'a> Git<'a> {
             })
             .filter(|name| !name.is_empty())
             .collect();
-        Ok(Listing { candidates, gitlinks, ignored, ignored_tracked: ignored_tracked.into_iter().collect() })
+        Ok(Listing { candidates, gitlinks, ignored, ignored_tracked })
     }
 
     fn failure(&self, what: &str, stderr: &[u8]) -> Error {
-        let message = String::from_utf8_lossy(stderr).trim().to_string();
-        let message = if message.is_empty() { "exited with an error".to_string() } else { message };
-        Error::io(
-            format!("git {what} in {} failed; the file list would be incomplete", self.root.display()),
-            io::Error::other(message),
-        )
+        failure(self.root, what, stderr)
     }
+}
+
+fn failure(root: &Path, what: &str, stderr: &[u8]) -> Error {
+    let message = String::from_utf8_lossy(stderr).trim().to_string();
+    let message = if message.is_empty() { "exited with an error".to_string() } else { message };
+    Error::io(
+        format!("git {what} in {} failed; the file list would be incomplete", root.display()),
+        io::Error::other(message),
+    )
 }
 
 /// Split NUL-terminated records; output that does not end in a NUL was cut short.

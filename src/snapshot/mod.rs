@@ -47,6 +47,7 @@ mod filters;
 mod git;
 mod gzip;
 mod inspect;
+mod prefetch;
 mod relpath;
 mod root;
 mod rules;
@@ -93,12 +94,12 @@ impl Snapshot {
             Some(_) => {
                 let listing = git::Git::new(&root).list()?;
                 dropped.extend(listing.ignored.into_iter().map(|n| (n, DropReason::Ignored)));
-                (listing.candidates, listing.gitlinks, listing.ignored_tracked)
+                (listing.candidates, listing.gitlinks, Some(listing.ignored_tracked))
             }
             None => {
                 let walked = walk::walk(&root, &filters)?;
                 dropped.extend(walked.dropped);
-                (walked.candidates, BTreeSet::new(), BTreeSet::new())
+                (walked.candidates, BTreeSet::new(), None)
             }
         };
         let survivors = filter_names(candidates, &gitlinks, &filters, &mut dropped);
@@ -108,6 +109,11 @@ impl Snapshot {
 
         // tracked files the ignore rules match now stay home (after the other filters, so a
         // denied or missing file keeps that more telling reason)
+        // (collected only now: Git lists them while the files were being looked at)
+        let ignored_tracked: BTreeSet<Vec<u8>> = match ignored_tracked {
+            Some(running) => running.records()?.into_iter().collect(),
+            None => BTreeSet::new(),
+        };
         if !ignored_tracked.is_empty() {
             entries.retain(|(name, _, _)| {
                 let ignored = ignored_tracked.contains(name);

@@ -8,11 +8,11 @@ use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
+use super::guest_side;
 use super::plan::{hash_candidates, plan, Plan};
 use super::state::{self, Meta, SyncState, Synced};
 use super::{safety, Conflict, SyncMode, SyncOptions, SyncReport};
 use crate::error::{Error, Result};
-use crate::guest::{FileType, ManifestOptions, PathMap};
 use crate::snapshot::{EntryKind, Snapshot, SnapshotOptions};
 use crate::transfer::{self, Remote};
 
@@ -105,12 +105,10 @@ impl Syncer {
             return Ok(SyncReport { pushed, bytes_sent: sent.bytes, ..SyncReport::default() });
         }
         let mut report = SyncReport::default();
-        let local = self.scan_local(&mut report).await?;
-        let mkdir = self.remote.run_sh(r#"mkdir -p -- "$1""#, vec![self.remote_dir.clone()], Vec::new()).await?;
-        if !mkdir.success() {
-            return Err(mkdir.failure("creating the remote directory"));
-        }
-        let remote = self.scan_remote(&local.dropped, &mut report).await?;
+        // both sides are scanned at once: the local walk is CPU work, the guest's a round trip
+        let (local, guest) = tokio::try_join!(self.scan_local(&mut report), guest_side::list(&*self.remote, &self.remote_dir))?;
+        report.skipped.extend(guest.skipped);
+        let remote = self.scope_remote(guest.files, &local.dropped)?;
         let previous = match &self.state_path {
             Some(path) => state::load(path)?.filter(|s| {
                 s.sandbox == self.remote.sandbox().id() && s.local == self.local && s.remote == self.remote_dir
@@ -123,9 +121,27 @@ impl Syncer {
         let pushed = self.execute(&plan, &mut report).await?;
 
         if let Some(path) = &self.state_path {
-            let after = self.scan_local(&mut SyncReport::default()).await?;
+            // the local side as scanned (a file edited during the sync then shows as changed
+            // next time), minus what was deleted, plus what arrived from the guest
+            let mut after = local.files;
+            for gone in &plan.delete_local {
+                after.remove(gone);
+            }
+            let arrived: Vec<String> =
+                plan.pull.iter().cloned().chain(report.conflicts.iter().map(|c| c.remote_copy.clone())).collect();
+            let root = self.local.clone();
+            let fresh = tokio::task::spawn_blocking(move || {
+                arrived.into_iter().map(|p| (local_meta(&root, &p), p)).collect::<Vec<_>>()
+            })
+            .await
+            .map_err(|e| Error::io("the scanning thread failed", std::io::Error::other(e.to_string())))?;
+            for (meta, p) in fresh {
+                match meta {
+                    Some(meta) => after.insert(p, meta),
+                    None => after.remove(&p),
+                };
+            }
             let entries = after
-                .files
                 .into_iter()
                 .filter_map(|(p, l)| {
                     let r = if pushed.contains(&p) { Some(l.clone()) } else { remote.files.get(&p).cloned() }?;
@@ -187,42 +203,19 @@ impl Syncer {
         Ok(Side { files, dropped })
     }
 
-    /// The guest manifest, limited to the sync's scope.
-    async fn scan_remote(&self, local_dropped: &BTreeSet<String>, report: &mut SyncReport) -> Result<Side> {
-        let manifest = self.manifest(false).await?;
-        let mut candidates = Vec::new();
-        for entry in manifest.entries {
-            if entry.path_b64.is_some() || entry.target_b64.is_some() {
-                report.skipped.push(entry.path.clone());
-                continue;
-            }
-            let link = match entry.kind {
-                FileType::File => None,
-                FileType::Symlink => Some(entry.target.clone().unwrap_or_default()),
-                _ => continue,
-            };
-            let mtime_ns = if entry.mtime_ns != 0 { entry.mtime_ns } else { (entry.mtime * 1e9) as i64 };
-            candidates.push((entry.path, Meta { size: if link.is_some() { 0 } else { entry.size }, mtime_ns, link }));
-        }
-        let names: Vec<&[u8]> = candidates.iter().map(|(p, _)| p.as_bytes()).collect();
+    /// The guest's files limited to the sync's scope: the excludes, and nothing at or below a
+    /// path the local scan left out.
+    fn scope_remote(&self, listed: Vec<(String, Meta)>, local_dropped: &BTreeSet<String>) -> Result<Side> {
+        let names: Vec<&[u8]> = listed.iter().map(|(p, _)| p.as_bytes()).collect();
         let verdicts = crate::snapshot::fuzz_name_filter(&self.options.excludes, &[], &names)?;
         let mut files = BTreeMap::new();
-        for ((path, meta), (reason, _)) in candidates.into_iter().zip(verdicts) {
+        for ((path, meta), (reason, _)) in listed.into_iter().zip(verdicts) {
             if reason.is_some() || out_of_scope(&path, local_dropped) {
                 continue;
             }
             files.insert(path, meta);
         }
         Ok(Side { files, dropped: BTreeSet::new() })
-    }
-
-    async fn manifest(&self, sha256: bool) -> Result<crate::guest::Manifest> {
-        let guest = self.remote.guest(PathMap::new(&self.remote_dir)?);
-        let mut options = ManifestOptions::default().path(self.remote_dir.clone()).sha256(sha256);
-        for vcs in [".git", ".hg", ".svn"] {
-            options = options.exclude(vcs);
-        }
-        guest.manifest(options).await
     }
 
     /// Paths whose content is the same on both sides although their mtimes differ.
@@ -243,13 +236,7 @@ impl Syncer {
         })
         .await
         .map_err(|e| Error::io("the hashing thread failed", std::io::Error::other(e.to_string())))?;
-        let remote_hashes: BTreeMap<String, String> = self
-            .manifest(true)
-            .await?
-            .entries
-            .into_iter()
-            .filter_map(|e| Some((e.path, e.sha256?)))
-            .collect();
+        let remote_hashes = guest_side::hashes(&*self.remote, &self.remote_dir, &candidates).await?;
         Ok(candidates
             .into_iter()
             .filter(|p| matches!((local_hashes.get(p), remote_hashes.get(p)), (Some(a), Some(b)) if a.eq_ignore_ascii_case(b)))
@@ -386,6 +373,17 @@ fn delete_local(root: &Path, paths: &[String]) -> Result<()> {
         let _ = std::fs::remove_dir(root.join(dir));
     }
     Ok(())
+}
+
+/// What is compared of the local file or symlink `rel` (`None`: gone, or another kind).
+fn local_meta(root: &Path, rel: &str) -> Option<Meta> {
+    let full = root.join(rel);
+    let meta = std::fs::symlink_metadata(&full).ok()?;
+    if meta.file_type().is_symlink() {
+        let target = std::fs::read_link(&full).ok()?;
+        return Some(Meta { size: 0, mtime_ns: mtime_ns(&meta), link: Some(target.to_str()?.to_string()) });
+    }
+    meta.is_file().then(|| Meta { size: meta.len(), mtime_ns: mtime_ns(&meta), link: None })
 }
 
 /// Modification time in nanoseconds since the epoch.

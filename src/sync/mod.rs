@@ -42,6 +42,7 @@
 //! ```
 
 mod engine;
+mod guest_side;
 mod plan;
 pub mod safety;
 pub mod state;

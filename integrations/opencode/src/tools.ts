@@ -93,6 +93,27 @@ export function missingRoutes(catalog: McpTool[]): string[] {
   return ROUTED_NATIVE.filter((id) => !names.has(`${NATIVE_PREFIX}${id}`));
 }
 
+/**
+ * The permission OpenCode's own tool `id` asks for, so the user's permission rules
+ * (`permission.bash`, `permission.edit`, …) still apply once the tool is routed.
+ */
+export function routedPermission(id: string, args: Record<string, unknown>) {
+  const str = (k: string) => (typeof args[k] === "string" ? (args[k] as string) : "");
+  switch (id) {
+    case "bash":
+      return { permission: "bash", patterns: [str("command")], always: [`${str("command").split(/\s+/)[0]} *`] };
+    case "write":
+    case "edit":
+      return { permission: "edit", patterns: [str("filePath")], always: ["*"] };
+    case "apply_patch":
+      return { permission: "edit", patterns: ["*"], always: ["*"] };
+    case "read":
+      return { permission: "read", patterns: [str("filePath")], always: ["*"] };
+    default:
+      return { permission: id, patterns: [str("pattern")], always: ["*"] };
+  }
+}
+
 /** One OpenCode tool definition per exposed catalog entry, keyed by OpenCode id. */
 export function buildTools(catalog: McpTool[], mode: "local" | "remote", invoke: Invoke) {
   const tools: Record<string, ReturnType<typeof tool>> = {};
@@ -103,7 +124,14 @@ export function buildTools(catalog: McpTool[], mode: "local" | "remote", invoke:
     tools[id] = tool({
       description: entry.description ?? entry.name,
       args: shape,
-      execute: (args, ctx) => invoke(entry.name, args as Record<string, unknown>, ctx),
+      execute: async (args, ctx) => {
+        const input = args as Record<string, unknown>;
+        if (id !== entry.name) {
+          // A routed native tool: ask as the native one would (rules allow, deny or prompt).
+          await ctx.ask({ ...routedPermission(id, input), metadata: { remote: true } });
+        }
+        return invoke(entry.name, input, ctx);
+      },
     });
   }
   return tools;

@@ -1,14 +1,20 @@
 // Shared helpers of the unit tests: the fake `cos` and its event log.
-import { existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 export const FAKE_COS = join(dirname(fileURLToPath(import.meta.url)), "fake-cos.mjs");
 
+const dirs = [];
+process.on("exit", () => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
 /** A fresh log file path and the env that points the fake at it. */
 export function fakeEnv(extra = {}) {
   const dir = mkdtempSync(join(tmpdir(), "fake-cos-"));
+  dirs.push(dir);
   const log = join(dir, "events.jsonl");
   return { log, env: { ...process.env, FAKE_COS_LOG: log, COS_BIN: FAKE_COS, ...extra } };
 }
@@ -42,6 +48,7 @@ export function alive(pid) {
 /** A minimal OpenCode tool context. */
 export function toolCtx(sessionID, signal = new AbortController().signal) {
   const metadata = [];
+  const asked = [];
   return {
     sessionID,
     messageID: "msg_1",
@@ -50,7 +57,10 @@ export function toolCtx(sessionID, signal = new AbortController().signal) {
     worktree: "/tmp",
     abort: signal,
     metadata: (m) => metadata.push(m),
-    ask: async () => {},
+    ask: async (a) => {
+      asked.push(a);
+    },
     seen: metadata,
+    asked,
   };
 }

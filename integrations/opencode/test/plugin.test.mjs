@@ -79,12 +79,24 @@ test("errors, images and aborts are translated", async () => {
 });
 
 test("remote mode registers the routed tools under OpenCode's ids and forwards them unchanged", async () => {
-  const { hooks } = await classic({ mode: "remote" });
+  const { hooks, log } = await classic({ mode: "remote" });
   try {
     for (const id of ["bash", "read", "write", "edit", "apply_patch", "glob", "grep"]) assert.ok(hooks.tool[id], id);
     assert.equal(hooks.tool.native_bash, undefined, "not under the MCP name");
-    const out = await hooks.tool.bash.execute({ command: "uname -a" }, toolCtx("ses_r"));
+    const ctx = toolCtx("ses_r");
+    const out = await hooks.tool.bash.execute({ command: "uname -a" }, ctx);
     assert.deepEqual(JSON.parse(out.output), { routed: "native_bash", args: { command: "uname -a" }, session: "ses_r" });
+    assert.deepEqual(ctx.asked[0].permission, "bash", "the user's bash permission rules still apply");
+    assert.deepEqual(ctx.asked[0].patterns, ["uname -a"]);
+    const denied = toolCtx("ses_r");
+    denied.ask = async () => {
+      throw new Error("permission denied by rule");
+    };
+    await assert.rejects(hooks.tool.write.execute({ filePath: "a.txt" }, denied), /permission denied/);
+    assert.ok(!events(log).some((e) => e.name === "native_write"), "a denied call never reaches cos");
+    const local = toolCtx("ses_r");
+    await hooks.tool.sandbox_echo.execute({ text: "x" }, local);
+    assert.equal(local.asked.length, 0, "sandbox tools do not ask");
   } finally {
     await hooks.dispose();
   }
@@ -107,7 +119,7 @@ test("bad options are refused before cos is started", async () => {
 });
 
 test("a missing cos binary names the option to set", async () => {
-  await assert.rejects(classic({ bin: "/nonexistent/cos" }), /could not start `\/nonexistent\/cos mcp` \(is .* installed\? set the plugin option "bin" or COS_BIN/);
+  await assert.rejects(classic({ bin: "/nonexistent/cos" }, { COS_BIN: "" }), /could not start `\/nonexistent\/cos mcp` \(is .* installed\? set the plugin option "bin" or COS_BIN/);
 });
 
 test("commands are added to the config and run in the plugin", async () => {

@@ -166,7 +166,7 @@ async fn accept_loop(server: Arc<GuestServer>, listener: TcpListener, sandbox: S
             let current = server.current();
             (current.config.clone(), current.sessions.clone())
         };
-        let stream = Gated::new(tcp, server.frozen.subscribe());
+        let stream = Gated::new(tcp, server.frozen.subscribe(), sessions.clone());
         let handler = GuestSession::new(sandbox.clone(), sessions.clone());
         let id = sandbox.id.clone();
         tokio::spawn(async move {
