@@ -574,6 +574,46 @@ fn a_file_that_changed_since_the_scan_fails_the_archive() {
     assert!(matches!(inner, Error::Io { .. }), "{inner}");
 }
 
+/// Each file is opened once and judged through that handle against the scan: a file swapped
+/// for another of the same size (an editor's save-by-rename), for a symlink, or for a fifo
+/// fails the archive — the fifo without hanging the writer.
+#[test]
+fn a_file_replaced_since_the_scan_fails_the_archive() {
+    let tmp = TempDir::new().expect("tmp");
+    let dir = tmp.path().join("plain");
+    for i in 0..50 {
+        write(&dir, format!("f{i:02}.txt"), b"same size\n");
+    }
+    let cases: [(&str, fn(&Path)); 3] = [
+        ("replaced", |path| {
+            let fresh = path.with_extension("new");
+            std::fs::write(&fresh, b"other one\n").expect("new file");
+            std::fs::rename(&fresh, path).expect("rename over");
+        }),
+        ("symlink", |path| {
+            std::fs::remove_file(path).expect("remove");
+            symlink("/etc/hostname", path).expect("symlink");
+        }),
+        ("regular file", |path| {
+            std::fs::remove_file(path).expect("remove");
+            let status = Command::new("mkfifo").arg(path).status().expect("mkfifo");
+            assert!(status.success());
+        }),
+    ];
+    for (i, (expected, change)) in cases.iter().enumerate() {
+        let snap = scan(&dir, &opts(&tmp));
+        let victim = format!("f{:02}.txt", 10 + i * 10);
+        change(&dir.join(&victim));
+        for compression in [Compression::None, Compression::gzip()] {
+            let err = snap.write_archive(Vec::new(), compression).expect_err("the archive must fail");
+            let text = err.to_string();
+            assert!(text.contains(&victim) && text.contains(expected), "{compression:?}: {text}");
+        }
+        std::fs::remove_file(dir.join(&victim)).expect("clean up");
+        write(&dir, &victim, b"same size\n");
+    }
+}
+
 #[tokio::test]
 async fn the_stream_equals_write_tar_byte_for_byte() {
     let tmp = TempDir::new().expect("tmp");

@@ -389,6 +389,7 @@ enum Channel {
 
 async fn random_rounds(mode: SyncMode, channel: Channel) {
     let seed = seed();
+    let setup = std::time::Instant::now();
     let mut rng = Rng(seed ^ (mode as u64).wrapping_mul(0x1000_0000_01b3));
     let env = common::start().await;
     let sb = env.client.create_sandbox(CreateSandbox::new("s-1vcpu-1gb")).await.expect("create");
@@ -421,6 +422,7 @@ async fn random_rounds(mode: SyncMode, channel: Channel) {
         write_local(&local_root, &path, &content);
         local.insert(path, Blob::new(content));
     }
+    let setup = setup.elapsed();
     let work = async {
         let started = std::time::Instant::now();
         let first = syncer.run().await.expect("first sync");
@@ -504,7 +506,7 @@ async fn random_rounds(mode: SyncMode, channel: Channel) {
             checking += phase.elapsed();
         }
         eprintln!(
-            "{mode}: {FILES} files, first sync {first_sync:.1?}, {ROUNDS} rounds in {:.1?} (changing {changing:.1?}, \
+            "{mode}: {FILES} files, setup {setup:.1?}, first sync {first_sync:.1?}, {ROUNDS} rounds in {:.1?} (changing {changing:.1?}, \
              syncing {syncing:.1?}, checking {checking:.1?})",
             started.elapsed() - first_sync
         );

@@ -16,7 +16,7 @@ use createos_sandbox::snapshot::{GitMode, Snapshot, SnapshotOptions};
 use createos_sandbox::ssh::{SshFiles, SshOptions, SshSession};
 use createos_sandbox::sync::{SyncMode, SyncOptions, Syncer};
 use createos_sandbox::transfer::{self, Remote, SshRemote};
-use createos_sandbox::{CreateSandbox, Error, Sandbox};
+use createos_sandbox::{CreateSandbox, Error};
 use sha2::{Digest, Sha256};
 
 const GUARD: Duration = Duration::from_secs(180);
@@ -54,7 +54,6 @@ fn pattern(len: usize, mut seed: u64) -> Vec<u8> {
 /// local scratch directory.
 struct Fx {
     env: common::Env,
-    sb: Sandbox,
     ssh: SshSession,
     tmp: tempfile::TempDir,
 }
@@ -68,7 +67,7 @@ async fn fixture() -> Fx {
         SshOptions::new().files(SshFiles::at(tmp.path().join("keys"))).connect_timeout(Duration::from_secs(60));
     let ssh = guarded(SshSession::connect(&sb, options)).await.expect("ssh connect");
     env.reset_stats().await;
-    Fx { env, sb, ssh, tmp }
+    Fx { env, ssh, tmp }
 }
 
 impl Fx {

@@ -7,9 +7,10 @@
 //! bsdtar both read. Owners are uid/gid 0 with empty user and group names; modes and mtimes
 //! are the scanned ones, so writing the same snapshot twice gives the same bytes.
 //!
-//! File contents are read now: a file whose size differs from the scan, which grows or
-//! shrinks while it is read, or which was swapped for another file or a symlink, aborts the
-//! archive with an error. After such an error nothing more is written (not even the
+//! File contents are read now, ahead of the writer on reader threads (`prefetch`). Each file
+//! is opened once (`O_NOFOLLOW | O_NONBLOCK`) and judged through that handle: one whose size
+//! differs from the scan, which grows or shrinks while it is read, or which is no longer the
+//! scanned file (another inode, a symlink, a fifo) aborts the archive with an error. After such an error nothing more is written (not even the
 //! end-of-archive blocks or the gzip trailer), so a partial output can never pass for a
 //! complete archive.
 

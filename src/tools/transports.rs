@@ -18,6 +18,11 @@ use crate::tunnel::RunningTunnel;
 /// How often a two-way watcher looks for changes made inside the sandbox.
 pub const TWO_WAY_POLL: Duration = Duration::from_secs(5);
 
+/// How often a one-way or mirror watcher syncs without a file event: a backstop, because the
+/// watch drops events that arrive while a sync runs (an edit made then would wait for the
+/// next one).
+pub const BACKSTOP_POLL: Duration = Duration::from_secs(10);
+
 /// How long stopping one transport may take before its task is abandoned (aborted).
 const STOP_GRACE: Duration = Duration::from_secs(10);
 
@@ -178,19 +183,19 @@ impl Transports {
     }
 
     /// Start watching with `syncer` (already run once by the caller): it syncs again after
-    /// every burst of local changes, and for two-way every [`TWO_WAY_POLL`].
+    /// every burst of local changes, and every [`TWO_WAY_POLL`] (two-way) or [`BACKSTOP_POLL`].
     pub fn start_sync(&self, session: &str, sandbox: &str, syncer: Arc<Syncer>) -> Result<String, ToolError> {
         let cancel = self.lifetime.child_token();
         let progress = Arc::new(Mutex::new(WatchProgress::default()));
         let mode = syncer.options().mode;
-        let poll = (mode == SyncMode::TwoWay).then_some(TWO_WAY_POLL);
+        let poll = if mode == SyncMode::TwoWay { TWO_WAY_POLL } else { BACKSTOP_POLL };
         let task = {
             let (syncer, cancel, progress) = (syncer.clone(), cancel.clone(), progress.clone());
             tokio::spawn(async move {
                 let remote = syncer.remote_dir().to_string();
                 let record = progress.clone();
                 let watched = syncer
-                    .watch(cancel, poll, move |outcome| {
+                    .watch(cancel, Some(poll), move |outcome| {
                         let mut p = record.lock().unwrap_or_else(|e| e.into_inner());
                         match outcome {
                             Ok(report) => count_report(&mut p, &report),

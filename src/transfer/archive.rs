@@ -218,8 +218,13 @@ mod tests {
     #[test]
     fn archives_carry_nanosecond_mtimes() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("a.txt"), "x").unwrap();
-        let meta = std::fs::metadata(dir.path().join("a.txt")).unwrap();
+        let file = dir.path().join("a.txt");
+        std::fs::write(&file, "x").unwrap();
+        // a time with nanoseconds, whatever the file system's clock granularity
+        let when = std::time::UNIX_EPOCH + std::time::Duration::new(1_700_000_000, 123_456_789);
+        std::fs::File::options().write(true).open(&file).unwrap().set_modified(when).unwrap();
+        let meta = std::fs::metadata(&file).unwrap();
+        assert_eq!(meta.mtime_nsec(), 123_456_789);
         let mut out = Vec::new();
         let builder_out = std::io::Cursor::new(&mut out);
         let mut builder = tar::Builder::new(builder_out);
@@ -234,11 +239,10 @@ mod tests {
         let pax: Vec<(String, String)> = entry
             .pax_extensions()
             .unwrap()
+            .expect("the entry has PAX extensions")
             .map(|e| e.unwrap())
             .map(|e| (e.key().unwrap().to_string(), e.value().unwrap().to_string()))
             .collect();
-        if meta.mtime_nsec() != 0 {
-            assert_eq!(pax, [("mtime".to_string(), format!("{}.{:09}", meta.mtime(), meta.mtime_nsec()))]);
-        }
+        assert_eq!(pax, [("mtime".to_string(), format!("{}.{:09}", meta.mtime(), meta.mtime_nsec()))]);
     }
 }

@@ -45,7 +45,8 @@ fn method(sizes: &Sizes) -> String {
          through an SSH exec channel.\n\
          - **`Syncer` over the files API**: the same engine with `ApiRemote` (what `cos sync` uses): the \
          tar goes up through the files API and is unpacked with exec.\n\
-         - **`rsync -a` over ssh**: `rsync -a -e 'ssh -p <port> -i <key> …' <copy>/ root@127.0.0.1:<dir>/`, \
+         - **`rsync -a` over ssh**: `rsync -a --mkpath -e 'ssh -p <port> -i <key> …' <copy>/ \
+         root@127.0.0.1:<dir>/`, \
          to the same sshd through a local port forwarded over `/tunnel/22`, spawned per sample.",
         files = sizes.sync_files,
         per = FILES_PER_DIR,
@@ -194,6 +195,8 @@ impl SyncContender {
             Way::Rsync(rig) => {
                 let out = tokio::process::Command::new("rsync")
                     .arg("-a")
+                    // the guest directory's parents may not exist yet (our engine creates them too)
+                    .arg("--mkpath")
                     .arg("-e")
                     .arg(rig.rsh())
                     .arg(format!("{}/", self.local.display()))

@@ -290,6 +290,11 @@ export class McpChild {
   }
 
   private onStdout(chunk: string): void {
+    // Only the new chunk can hold the end of the pending line (results can be megabytes).
+    if (!chunk.includes("\n")) {
+      this.buffer += chunk;
+      return;
+    }
     this.buffer += chunk;
     let nl: number;
     while ((nl = this.buffer.indexOf("\n")) >= 0) {

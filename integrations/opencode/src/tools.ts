@@ -3,7 +3,7 @@
 // routed tools (`native_<id>`) are registered under OpenCode's own ids (`bash`, `read`, …),
 // which replaces the local executors.
 
-import { tool, type ToolContext } from "@opencode-ai/plugin";
+import type { ToolContext, ToolDefinition } from "@opencode-ai/plugin";
 
 import type { McpCallResult, McpTool } from "./mcp.js";
 import { objectShape } from "./schema.js";
@@ -116,12 +116,14 @@ export function routedPermission(id: string, args: Record<string, unknown>) {
 
 /** One OpenCode tool definition per exposed catalog entry, keyed by OpenCode id. */
 export function buildTools(catalog: McpTool[], mode: "local" | "remote", invoke: Invoke) {
-  const tools: Record<string, ReturnType<typeof tool>> = {};
+  // Plain `{description, args, execute}` objects: what `tool()` of @opencode-ai/plugin returns
+  // (it is the identity), without loading that package at run time.
+  const tools: Record<string, ToolDefinition> = {};
   for (const entry of catalog) {
     const id = exposedName(entry.name, mode);
     if (!id) continue;
     const shape = objectShape(entry.inputSchema ?? {}, entry.name);
-    tools[id] = tool({
+    const definition: ToolDefinition = {
       description: entry.description ?? entry.name,
       args: shape,
       execute: async (args, ctx) => {
@@ -132,7 +134,8 @@ export function buildTools(catalog: McpTool[], mode: "local" | "remote", invoke:
         }
         return invoke(entry.name, input, ctx);
       },
-    });
+    };
+    tools[id] = definition;
   }
   return tools;
 }

@@ -10,6 +10,7 @@
 //   sandbox_image       a text and an image block
 //   sandbox_die         exits the process with code 3
 //   sandbox_release     {"released": true, "forget": <bool>}
+//   sandbox_big         a 3 MiB text result (framing across many pipe chunks)
 //   native_<id>         (only with "mode":"remote" in --options, unless FAKE_COS_NO_NATIVE=1)
 // Two tools/list pages, to exercise the cursor.
 
@@ -46,6 +47,7 @@ const page2 = [
   { name: "sandbox_image", description: "image", inputSchema: obj({}) },
   { name: "sandbox_die", description: "die", inputSchema: obj({}) },
   { name: "sandbox_release", description: "release", inputSchema: obj({ forget: { type: "boolean" } }) },
+  { name: "sandbox_big", description: "3 MiB of output", inputSchema: obj({}) },
 ];
 if (options.mode === "remote" && !process.env.FAKE_COS_NO_NATIVE) {
   for (const id of ["bash", "read", "write", "edit", "apply_patch", "glob", "grep"]) {
@@ -81,6 +83,8 @@ function call(id, params) {
       process.stderr.write("fake cos: dying on purpose\n");
       process.exit(3);
       return;
+    case "sandbox_big":
+      return send({ jsonrpc: "2.0", id, result: text("x".repeat(3 * 1024 * 1024) + "END") });
     case "sandbox_release":
       return send({ jsonrpc: "2.0", id, result: text(JSON.stringify({ released: true, forget: params.arguments?.forget === true })) });
     default:

@@ -16,7 +16,7 @@ test("start reads the whole catalog across tools/list pages", async () => {
   try {
     const tools = await sc.start();
     assert.deepEqual(tools.map((t) => t.name).slice(0, 5), ["sandbox_status", "sandbox_echo", "sandbox_progress", "sandbox_slow", "sandbox_fail"]);
-    assert.equal(tools.length, 8);
+    assert.equal(tools.length, 9);
     assert.equal(sc.instructions, "fake instructions");
     assert.ok(events(log).some((e) => e.event === "initialized"), "notifications/initialized sent");
   } finally {
@@ -53,6 +53,20 @@ test("an abort sends notifications/cancelled for that request and rejects at onc
     // The child stays usable.
     const r = await sc.call("sandbox_echo", { text: "after" }, { session: "s" });
     assert.match(r.content[0].text, /after/);
+  } finally {
+    await sc.close();
+  }
+});
+
+test("a multi-megabyte result arrives whole, and the next call still works", async () => {
+  const { sc } = sidecar();
+  try {
+    await sc.start();
+    const big = await sc.call("sandbox_big", {}, { session: "s" });
+    assert.equal(big.content[0].text.length, 3 * 1024 * 1024 + 3);
+    assert.ok(big.content[0].text.endsWith("END"));
+    const r = await sc.call("sandbox_echo", { text: "next" }, { session: "s" });
+    assert.match(r.content[0].text, /next/);
   } finally {
     await sc.close();
   }
