@@ -57,7 +57,10 @@ async fn start_provision_apply_pause_sync_and_delete() {
     assert_eq!(h.state()[&pane]["remote"], "/workspace");
     let view = env.client.get_sandbox(&id).await.unwrap().view();
     assert_eq!(view.auto_pause_after_seconds, Some(2700));
-    assert!(h.log().iter().any(|c| is(c, "pane", "rename") && c[3] == format!("Shell @ {}", view.name.clone().unwrap())));
+    assert!(h
+        .log()
+        .iter()
+        .any(|c| is(c, "pane", "rename") && c[3] == format!("Shell @ {}", view.name.clone().unwrap())));
 
     // What was uploaded: the tracked .env and the key stayed home, the example went.
     let listing = sh_in_box(&env, &id, "cd /workspace && ls -A && git log --format=%s").await;
@@ -80,7 +83,11 @@ async fn start_provision_apply_pause_sync_and_delete() {
     assert_eq!(std::fs::read_to_string(h.repo().join("README.md")).unwrap(), "hello\nfrom the sandbox\n");
     assert_eq!(std::fs::read_to_string(h.repo().join("docs/added.txt")).unwrap(), "new\n");
     assert!(!h.repo().join("src/main.rs").exists());
-    assert_eq!(std::fs::read_to_string(h.repo().join(".env")).unwrap(), "API_TOKEN=do-not-upload\n", "local secrets untouched");
+    assert_eq!(
+        std::fs::read_to_string(h.repo().join(".env")).unwrap(),
+        "API_TOKEN=do-not-upload\n",
+        "local secrets untouched"
+    );
     let (_, second) = tokio::task::block_in_place(|| h.action("apply", &pane));
     assert_eq!(second["result"], "no-changes", "{second}");
     // Only newer work travels next time, and the agent's own commits are included.
@@ -88,6 +95,18 @@ async fn start_provision_apply_pause_sync_and_delete() {
     let (_, third) = tokio::task::block_in_place(|| h.action("apply", &pane));
     assert_eq!(third["result"], "applied", "{third}");
     assert_eq!(std::fs::read_to_string(h.repo().join("docs/added.txt")).unwrap(), "new\nmore\n");
+
+    // A patch that does not apply leaves the local worktree as it was, and is offered again.
+    std::fs::write(h.repo().join("docs/added.txt"), "edited locally\n").unwrap();
+    sh_in_box(&env, &id, "cd /workspace && echo again >> docs/added.txt").await;
+    let (out, conflict) = tokio::task::block_in_place(|| h.action("apply", &pane));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(conflict["error"].as_str().unwrap().contains("not changed"), "{conflict}");
+    assert_eq!(std::fs::read_to_string(h.repo().join("docs/added.txt")).unwrap(), "edited locally\n");
+    std::fs::write(h.repo().join("docs/added.txt"), "new\nmore\n").unwrap();
+    let (_, retried) = tokio::task::block_in_place(|| h.action("apply", &pane));
+    assert_eq!(retried["result"], "applied", "{retried}");
+    assert_eq!(std::fs::read_to_string(h.repo().join("docs/added.txt")).unwrap(), "new\nmore\nagain\n");
 
     // pause / resume
     let (_, paused) = tokio::task::block_in_place(|| h.action("pause", &pane));
@@ -101,10 +120,15 @@ async fn start_provision_apply_pause_sync_and_delete() {
     let sync_pane = synced["pane"].as_str().unwrap().to_string();
     let split = h.log().into_iter().rfind(|c| is(c, "pane", "split")).unwrap();
     assert_eq!(split[2], pane);
-    assert!(split.windows(2).any(|w| w == ["--direction", "down"]) && split.windows(2).any(|w| w == ["--ratio", "0.25"]));
+    assert!(
+        split.windows(2).any(|w| w == ["--direction", "down"]) && split.windows(2).any(|w| w == ["--ratio", "0.25"])
+    );
     assert!(split.contains(&"--no-focus".to_string()));
     let sync_line = h.typed_into(&sync_pane);
-    assert!(sync_line.contains(&format!(" sync {id} --local ")) && sync_line.contains("--mode two-way --watch"), "{sync_line}");
+    assert!(
+        sync_line.contains(&format!(" sync {id} --local ")) && sync_line.contains("--mode two-way --watch"),
+        "{sync_line}"
+    );
     assert!(sync_line.contains("--exclude .git --exclude node_modules"), "{sync_line}");
 
     // delete: the first invocation only arms it.
@@ -194,7 +218,8 @@ async fn an_injected_remote_root_is_refused_before_anything_is_created() {
     });
     use base64::Engine as _;
     let encoded = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(spec.to_string());
-    let out = tokio::task::block_in_place(|| h.command("w1:p9").args(["herdr", "provision", &encoded]).output().unwrap());
+    let out =
+        tokio::task::block_in_place(|| h.command("w1:p9").args(["herdr", "provision", &encoded]).output().unwrap());
     let v = result_line(&out);
     assert!(v["error"].as_str().unwrap().contains("remoteRoot"), "{v}");
     assert_eq!(env.requests("createSandbox").await, 0);
@@ -221,7 +246,9 @@ async fn every_failure_still_prints_one_result_line() {
     assert!(v["error"].as_str().unwrap().contains("no CreateOS sandbox"), "{v}");
 
     // Not launched by Herdr.
-    let out = tokio::task::block_in_place(|| h.command("w1:p1").args(["herdr", "info"]).env_remove("HERDR_PLUGIN_STATE_DIR").output().unwrap());
+    let out = tokio::task::block_in_place(|| {
+        h.command("w1:p1").args(["herdr", "info"]).env_remove("HERDR_PLUGIN_STATE_DIR").output().unwrap()
+    });
     assert!(result_line(&out)["error"].as_str().unwrap().contains("HERDR_PLUGIN_STATE_DIR"));
 
     // No credentials at all (the client cannot even be built).
@@ -332,7 +359,9 @@ async fn setup_writes_config_0600_and_keys_once() {
     assert!(plugin_dir.starts_with(xdg.join("data")));
     let launcher = std::fs::read_to_string(plugin_dir.join("run.sh")).unwrap();
     assert!(launcher.contains(env!("CARGO_BIN_EXE_cos")), "{launcher}");
-    assert!(std::fs::read_to_string(plugin_dir.join("herdr-plugin.toml")).unwrap().contains("id = \"createos.sandbox\""));
+    assert!(std::fs::read_to_string(plugin_dir.join("herdr-plugin.toml"))
+        .unwrap()
+        .contains("id = \"createos.sandbox\""));
     let links = h.log().into_iter().filter(|c| is(c, "plugin", "link")).count();
     assert_eq!(links, 1);
     assert!(h.log().iter().any(|c| is(c, "config", "check")));
@@ -395,9 +424,16 @@ fn build_script_writes_a_launcher_with_the_absolute_cos_path() {
         .env("PATH", "/usr/bin:/bin")
         .output()
         .unwrap();
-    if !["/usr/local/bin/cos", "/usr/bin/cos", "/bin/cos", "/opt/homebrew/bin/cos"].iter().any(|p| Path::new(p).exists()) {
+    if !["/usr/local/bin/cos", "/usr/bin/cos", "/bin/cos", "/opt/homebrew/bin/cos"]
+        .iter()
+        .any(|p| Path::new(p).exists())
+    {
         assert!(!out.status.success());
-        assert!(String::from_utf8_lossy(&out.stderr).contains("cos was not found"), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("cos was not found"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         assert!(!plugin.join("run.sh").exists());
     }
 }
@@ -429,6 +465,7 @@ async fn attach_in_a_terminal_follows_resizes_restarts_and_leaves_when_deleted()
     assert!(connect.contains(&format!(" herdr connect {pane}")), "{connect}");
     tmux.clear();
     tmux.type_line(&format!("{connect}; echo local-status=$?"));
+    tmux.wait_for(r#""action":"connect","ok":true"#).await;
     tmux.type_line("echo back-$((2*21))");
     tmux.wait_for("back-42").await;
     // It follows the pane's size.
@@ -453,6 +490,7 @@ async fn attach_in_a_terminal_follows_resizes_restarts_and_leaves_when_deleted()
     tmux.clear();
     tmux.type_line(&format!("{}; echo local-status=$?", h.typed_into(&pane)));
     tmux.wait_for("restarted Shell").await;
+    tmux.wait_for(r#""restarted":true"#).await;
     tmux.type_line("stty size");
     tmux.wait_for("40 120").await;
     assert_ne!(h.state()[&pane]["processId"].as_str().unwrap(), process, "the mapping follows the new process");

@@ -161,6 +161,20 @@ async fn wait_for(mcp: &mut Mcp, sandbox: &str, command: &str, want: &str) {
     panic!("`{command}` printed {seen:?}, never {want:?}");
 }
 
+/// Wait until watcher `id` reports at least `files` files sent.
+async fn wait_pushed(mcp: &mut Mcp, id: &str, files: u64) {
+    let mut last = Value::Null;
+    for _ in 0..400 {
+        let status = mcp.ok("sandbox_status", json!({})).await;
+        last = status["transports"].as_array().unwrap().iter().find(|t| t["transport_id"] == id).expect("listed").clone();
+        if last["files_pushed"].as_u64().unwrap() >= files {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("watcher {id} never reported {files} files sent: {last}");
+}
+
 /// Wait until watcher `id` has finished its first pass (it watches for events from then on).
 async fn wait_watching(mcp: &mut Mcp, id: &str) {
     for _ in 0..400 {
@@ -252,10 +266,11 @@ async fn a_one_way_watcher_follows_local_edits_until_stopped() {
     write(&d.project.join("site/new.txt"), "fresh\n");
     wait_for(&mut mcp, &sandbox, "cat /root/site/index.html /root/site/new.txt 2>/dev/null", "v2\nfresh\n").await;
 
+    // The watcher reports what it sent (its report lands just after the files do).
+    wait_pushed(&mut mcp, &id, 2).await;
     let stopped = mcp.ok("sandbox_transport_stop", json!({"transport_id": id})).await;
     assert_eq!(stopped["stopped"], true);
     assert!(stopped["syncs"].as_u64().unwrap() >= 2, "{stopped}");
-    assert!(stopped["files_pushed"].as_u64().unwrap() >= 2, "{stopped}");
     let again = mcp.err("sandbox_transport_stop", json!({"transport_id": id})).await;
     assert!(again.contains("unknown transport"), "{again}");
     assert!(transport_ids(&mcp.ok("sandbox_status", json!({})).await).is_empty());

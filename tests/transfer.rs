@@ -2,6 +2,7 @@
 //! the emulator: real tar in the guest, real archives on the wire.
 
 mod common;
+mod transfer_support;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -13,7 +14,7 @@ use createos_sandbox::snapshot::{GitMode, Snapshot, SnapshotOptions};
 use createos_sandbox::transfer::{self, ApiRemote};
 use createos_sandbox::{CreateSandbox, Sandbox};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
+use transfer_support::hex;
 
 const GUARD: Duration = Duration::from_secs(120);
 
@@ -23,10 +24,6 @@ async fn sandbox(env: &common::Env) -> Sandbox {
 
 async fn guarded<T>(work: impl std::future::Future<Output = T>) -> T {
     tokio::time::timeout(GUARD, work).await.expect("the test finished in time")
-}
-
-fn hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A project with nesting, binary content, a symlink, odd names and a credential file.
@@ -39,13 +36,7 @@ fn make_project(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     files.insert("with space/it's.txt".into(), b"quoted\n".to_vec());
     files.insert(long, b"long name\n".to_vec());
     files.insert("empty".into(), Vec::new());
-    for (path, content) in &files {
-        let full = dir.join(path);
-        std::fs::create_dir_all(full.parent().unwrap()).unwrap();
-        std::fs::write(full, content).unwrap();
-    }
-    std::fs::write(dir.join(".env"), "SECRET=1\n").unwrap();
-    std::os::unix::fs::symlink("src/main.rs", dir.join("link-to-main")).unwrap();
+    transfer_support::write_project(dir, &files);
     files
 }
 

@@ -4,6 +4,7 @@
 //! through the files API or managed processes.
 
 mod common;
+mod transfer_support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -17,7 +18,7 @@ use createos_sandbox::ssh::{SshFiles, SshOptions, SshSession};
 use createos_sandbox::sync::{SyncMode, SyncOptions, Syncer};
 use createos_sandbox::transfer::{self, Remote, SshRemote};
 use createos_sandbox::{CreateSandbox, Error};
-use sha2::{Digest, Sha256};
+use transfer_support::hex;
 
 const GUARD: Duration = Duration::from_secs(180);
 
@@ -31,10 +32,6 @@ fn require_sshd() {
 
 async fn guarded<T>(work: impl std::future::Future<Output = T>) -> T {
     tokio::time::timeout(GUARD, work).await.expect("the test finished in time")
-}
-
-fn hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Deterministic pseudo-random bytes (xorshift).
@@ -103,13 +100,7 @@ fn make_project(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     files.insert("unicodé/ünï.txt".into(), "ünï\n".as_bytes().to_vec());
     files.insert(long, b"long name\n".to_vec());
     files.insert("empty".into(), Vec::new());
-    for (path, content) in &files {
-        let full = dir.join(path);
-        std::fs::create_dir_all(full.parent().unwrap()).unwrap();
-        std::fs::write(full, content).unwrap();
-    }
-    std::fs::write(dir.join(".env"), "SECRET=1\n").unwrap();
-    std::os::unix::fs::symlink("src/main.rs", dir.join("link-to-main")).unwrap();
+    transfer_support::write_project(dir, &files);
     files
 }
 

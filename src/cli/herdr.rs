@@ -28,9 +28,9 @@ use super::interactive::{self, AttachArgs};
 
 mod setup;
 
-pub use setup::SetupHerdrArgs;
-use setup::setup_with;
 use super::{Cli, Command, Ctx, Out};
+use setup::setup_with;
+pub use setup::SetupHerdrArgs;
 
 /// Size used when the pane's terminal size cannot be read.
 const FALLBACK_SIZE: (u16, u16) = (24, 80);
@@ -87,7 +87,8 @@ pub fn main(cli: Cli) -> ExitCode {
 }
 
 fn launch(cli: &Cli, out: Out) -> Launch {
-    let mut cos = vec![std::env::current_exe().map(|p| p.to_string_lossy().into_owned()).unwrap_or_else(|_| "cos".into())];
+    let mut cos =
+        vec![std::env::current_exe().map(|p| p.to_string_lossy().into_owned()).unwrap_or_else(|_| "cos".into())];
     let client = if cli.local {
         Err("--local is not available here: its emulator stops when this command ends, taking the sandbox with it. \
              Run `createos-mock` and pass --endpoint instead"
@@ -265,7 +266,10 @@ async fn provision_in_pane(launch: &Launch, rest: &[String]) -> ExitCode {
                 Ok(_) => e,
                 Err(d) => HerdrError::invalid(
                     "state",
-                    format!("{e}; deleting the sandbox also failed ({d}): delete it with `cos rm --yes {}`", done.sandbox.id()),
+                    format!(
+                        "{e}; deleting the sandbox also failed ({d}): delete it with `cos rm --yes {}`",
+                        done.sandbox.id()
+                    ),
                 ),
             });
         }
@@ -300,10 +304,12 @@ async fn connect_in_pane(launch: &Launch, rest: &[String]) -> ExitCode {
     let prepared = async {
         let pane = rest.first().cloned().ok_or_else(|| HerdrError::invalid("connect", "needs the pane id"))?;
         let env = action_env(launch, host.clone())?;
-        let mut entry = env.store.read()?.panes.get(&pane).cloned().ok_or_else(|| HerdrError::NoMapping(pane.clone()))?;
+        let mut entry =
+            env.store.read()?.panes.get(&pane).cloned().ok_or_else(|| HerdrError::NoMapping(pane.clone()))?;
         let sandbox = actions::live_sandbox(&env, &pane, &entry).await?;
         let (rows, cols) = tty::size_or(FALLBACK_SIZE);
         let current = sandbox.processes().get(&entry.process_id).await.ok().filter(|p| p.details().is_attachable());
+        let current_missing = current.is_none();
         let after = match current {
             Some(process) => {
                 // Attach at the newest output; a resize pulse makes the agent redraw its screen.
@@ -311,8 +317,10 @@ async fn connect_in_pane(launch: &Launch, rest: &[String]) -> ExitCode {
                 process.details().output.newest_seq
             }
             None => {
-                let agent = Agent::from_key(&entry.agent).ok_or_else(|| HerdrError::invalid("agent", Agent::unknown_message(&entry.agent)))?;
-                let process = sandbox.processes().start(agent_process(agent, &entry.bin, &entry.remote, rows, cols)).await?;
+                let agent = Agent::from_key(&entry.agent)
+                    .ok_or_else(|| HerdrError::invalid("agent", Agent::unknown_message(&entry.agent)))?;
+                let process =
+                    sandbox.processes().start(agent_process(agent, &entry.bin, &entry.remote, rows, cols)).await?;
                 eprintln!("restarted {} in {} ({})", agent.title, entry.box_name, process.id());
                 entry.process_id = process.id().to_string();
                 let updated = entry.clone();
@@ -325,11 +333,18 @@ async fn connect_in_pane(launch: &Launch, rest: &[String]) -> ExitCode {
                 0
             }
         };
-        Ok::<_, HerdrError>((env, pane, entry, after))
+        Ok::<_, HerdrError>((env, pane, entry, after, current_missing))
     }
     .await;
     match prepared {
-        Ok((env, pane, entry, after)) => attach_in_pane(&env.client, &env.store, &pane, &entry, after, &cancel).await,
+        Ok((env, pane, entry, after, restarted)) => {
+            let result = ActionResult::ok("connect")
+                .with("box", entry.box_name.clone())
+                .with("processId", entry.process_id.clone())
+                .with("restarted", restarted);
+            println!("{}", result.line());
+            attach_in_pane(&env.client, &env.store, &pane, &entry, after, &cancel).await
+        }
         Err(e) => finish(&host, "connect", Err(e)).await,
     }
 }
@@ -355,7 +370,9 @@ async fn attach_in_pane(
         }
     };
     let gone = match client.get_sandbox(&entry.box_id).await {
-        Ok(sb) => matches!(sb.status(), SandboxStatus::Destroyed | SandboxStatus::Destroying) || sb.status().is_terminal(),
+        Ok(sb) => {
+            matches!(sb.status(), SandboxStatus::Destroyed | SandboxStatus::Destroying) || sb.status().is_terminal()
+        }
         Err(e) => e.is_not_found(),
     };
     if gone {
@@ -385,7 +402,11 @@ async fn boxes(launch: &Launch) -> ExitCode {
         match &launch.client {
             Ok(client) => match client.list_sandboxes(ListSandboxes::default()).try_collect::<Vec<_>>().await {
                 Ok(all) => {
-                    screen.push_str(&format!("CreateOS sandboxes ({}), every {}s\n\n", all.len(), BOXES_EVERY.as_secs()));
+                    screen.push_str(&format!(
+                        "CreateOS sandboxes ({}), every {}s\n\n",
+                        all.len(),
+                        BOXES_EVERY.as_secs()
+                    ));
                     screen.push_str(&format!("{:<24} {:<24} {:<12} {}\n", "ID", "NAME", "STATUS", "SHAPE"));
                     for v in all.iter().filter(|v| !v.status.is_terminal()) {
                         screen.push_str(&format!(

@@ -70,7 +70,8 @@ pub async fn start(env: &ActionEnv) -> HerdrResult<ActionResult> {
     let settings = env.settings().await?;
     let root = env.context.git_root()?;
     let name = box_name(&root);
-    let local = root.to_str().ok_or_else(|| HerdrError::invalid("worktree", format!("{} is not UTF-8", root.display())))?;
+    let local =
+        root.to_str().ok_or_else(|| HerdrError::invalid("worktree", format!("{} is not UTF-8", root.display())))?;
     // The typed line must be buildable before anything is reserved or opened.
     env.typed(&["herdr", "provision", "x"])?;
 
@@ -102,7 +103,13 @@ pub async fn start(env: &ActionEnv) -> HerdrResult<ActionResult> {
     }
 }
 
-async fn open_agent_pane(env: &ActionEnv, source: &str, settings: &Settings, name: &str, local: &str) -> HerdrResult<String> {
+async fn open_agent_pane(
+    env: &ActionEnv,
+    source: &str,
+    settings: &Settings,
+    name: &str,
+    local: &str,
+) -> HerdrResult<String> {
     let mut vars = Vec::new();
     if let Some(label) = settings.agent.herdr_label {
         vars.push(("HERDR_AGENT".to_string(), label.to_string()));
@@ -174,7 +181,11 @@ pub async fn attach(env: &ActionEnv) -> HerdrResult<ActionResult> {
     let running = matches!(&process, Ok(p) if p.details().is_attachable());
     env.host.run_in_pane(&pane, &env.typed(&["herdr", "connect", &pane])?).await?;
     let result = ActionResult::ok("attach").with("box", entry.box_name).with("pane", pane);
-    Ok(if running { result.with("processId", entry.process_id) } else { result.with("processId", serde_json::Value::Null).with("restart", true) })
+    Ok(if running {
+        result.with("processId", entry.process_id)
+    } else {
+        result.with("processId", serde_json::Value::Null).with("restart", true)
+    })
 }
 
 /// The mapped sandbox, resumed when paused; a sandbox that no longer exists drops its mapping.
@@ -185,7 +196,10 @@ pub async fn live_sandbox(env: &ActionEnv, pane: &str, entry: &PaneEntry) -> Her
             forget(&env.store, pane, &entry.box_id)?;
             return Err(HerdrError::Invalid {
                 field: "sandbox".into(),
-                message: format!("{} ({}) no longer exists; the pane's mapping was removed", entry.box_name, entry.box_id),
+                message: format!(
+                    "{} ({}) no longer exists; the pane's mapping was removed",
+                    entry.box_name, entry.box_id
+                ),
             });
         }
         Err(e) => return Err(e.into()),
@@ -201,7 +215,10 @@ pub async fn live_sandbox(env: &ActionEnv, pane: &str, entry: &PaneEntry) -> Her
         }
         s if s.is_terminal() => {
             forget(&env.store, pane, &entry.box_id)?;
-            Err(HerdrError::invalid("sandbox", format!("{} ({}) is {s}; the pane's mapping was removed", entry.box_name, entry.box_id)))
+            Err(HerdrError::invalid(
+                "sandbox",
+                format!("{} ({}) is {s}; the pane's mapping was removed", entry.box_name, entry.box_id),
+            ))
         }
         _ => Ok(sandbox.wait_until_running(None).await.map(|_| sandbox)?),
     }
@@ -238,7 +255,8 @@ pub async fn sync(env: &ActionEnv) -> HerdrResult<ActionResult> {
     }
     let tail: Vec<&str> = tail.iter().map(String::as_str).collect();
     let line = env.typed(&tail)?;
-    let split = Split { ratio: Some(0.25), focus: false, cwd: Some(PathBuf::from(&entry.local)), env: env.pane_env.clone() };
+    let split =
+        Split { ratio: Some(0.25), focus: false, cwd: Some(PathBuf::from(&entry.local)), env: env.pane_env.clone() };
     let sync_pane = env.host.split(&pane, Direction::Down, &split).await?;
     let _ = env.host.rename(&sync_pane, &format!("sync {}", entry.box_name)).await;
     if let Err(e) = env.host.run_in_pane(&sync_pane, &line).await {
@@ -261,7 +279,9 @@ pub async fn apply(env: &ActionEnv) -> HerdrResult<ActionResult> {
             result.with("result", "no-changes")
         }
         Applied::Applied { bytes } => {
-            env.host.notify("CreateOS apply", &format!("{}: applied {bytes} bytes to {}", entry.box_name, entry.local)).await;
+            env.host
+                .notify("CreateOS apply", &format!("{}: applied {bytes} bytes to {}", entry.box_name, entry.local))
+                .await;
             result.with("result", "applied").with("bytes", bytes)
         }
     })
@@ -273,7 +293,9 @@ pub async fn pause_or_resume(env: &ActionEnv, pause: bool) -> HerdrResult<Action
     let entry = env.entry(&pane)?;
     let sandbox = env.client.sandbox(&entry.box_id)?;
     let view = if pause { sandbox.pause_and_wait().await? } else { sandbox.resume_and_wait().await? };
-    Ok(ActionResult::ok(if pause { "pause" } else { "resume" }).with("box", entry.box_name).with("status", view.status.to_string()))
+    Ok(ActionResult::ok(if pause { "pause" } else { "resume" })
+        .with("box", entry.box_name)
+        .with("status", view.status.to_string()))
 }
 
 /// `info`: the mapping and the sandbox's status (`missing` when it cannot be read).
@@ -318,7 +340,10 @@ pub async fn delete(env: &ActionEnv) -> HerdrResult<ActionResult> {
     let Some(entry) = confirmed else {
         let entry = env.entry(&pane)?;
         env.host
-            .notify("CreateOS delete", &format!("Delete {} permanently? Run delete again within 60 s to confirm.", entry.box_name))
+            .notify(
+                "CreateOS delete",
+                &format!("Delete {} permanently? Run delete again within 60 s to confirm.", entry.box_name),
+            )
             .await;
         return Ok(ActionResult::ok("delete")
             .with("box", entry.box_name)

@@ -1,7 +1,8 @@
 //! The agents a pane can run, how each is installed in the sandbox, and how Herdr knows it.
 
 /// Directories the installers put binaries in; searched after an install.
-pub const AGENT_PATH_DIRS: &str = "$HOME/.local/bin:$HOME/.opencode/bin:$HOME/.cursor/bin:$HOME/.pi/bin:$HOME/.codex/bin:$HOME/.bun/bin";
+pub const AGENT_PATH_DIRS: &str =
+    "$HOME/.local/bin:$HOME/.opencode/bin:$HOME/.cursor/bin:$HOME/.pi/bin:$HOME/.codex/bin:$HOME/.bun/bin";
 
 /// One row of the agent table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -83,19 +83,27 @@ async fn export_and_apply(
             message: format!("unexpected output {:?}", out.stdout.trim()),
         })?;
     if !tree.chars().all(|c| c.is_ascii_hexdigit()) || tree.is_empty() {
-        return Err(HerdrError::Remote { step: "patch export".into(), sandbox: sandbox.id().into(), message: format!("bad tree id {tree:?}") });
+        return Err(HerdrError::Remote {
+            step: "patch export".into(),
+            sandbox: sandbox.id().into(),
+            message: format!("bad tree id {tree:?}"),
+        });
     }
     if bytes == 0 {
         return Ok(Applied::NoChanges);
     }
     if bytes > MAX_PATCH_BYTES {
-        return Err(HerdrError::invalid("patch", format!("is {bytes} bytes, over the {MAX_PATCH_BYTES}-byte limit; use sync instead")));
+        return Err(HerdrError::invalid(
+            "patch",
+            format!("is {bytes} bytes, over the {MAX_PATCH_BYTES}-byte limit; use sync instead"),
+        ));
     }
     let patch = sandbox.download(patch_path).await?.bytes(MAX_PATCH_BYTES).await?;
 
     let dir = tempfile_dir()?;
     let local_patch = dir.join("herdr-createos.patch");
-    std::fs::write(&local_patch, &patch).map_err(|e| HerdrError::io(format!("writing {}", local_patch.display()), e))?;
+    std::fs::write(&local_patch, &patch)
+        .map_err(|e| HerdrError::io(format!("writing {}", local_patch.display()), e))?;
     let outcome = (|| {
         git(local, &["apply", "--check", "--whitespace=nowarn"], &local_patch)?;
         git(local, &["apply", "--whitespace=nowarn"], &local_patch)
@@ -125,7 +133,8 @@ async fn export_and_apply(
 }
 
 fn tempfile_dir() -> HerdrResult<std::path::PathBuf> {
-    let dir = std::env::temp_dir().join(format!("cos-herdr-apply-{}-{:08x}", std::process::id(), rand::random::<u32>()));
+    let dir =
+        std::env::temp_dir().join(format!("cos-herdr-apply-{}-{:08x}", std::process::id(), rand::random::<u32>()));
     std::fs::create_dir(&dir).map_err(|e| HerdrError::io(format!("creating {}", dir.display()), e))?;
     Ok(dir)
 }

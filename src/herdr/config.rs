@@ -152,7 +152,8 @@ pub fn parse_duration_secs(raw: &str) -> Result<u32, String> {
         "d" => 86_400,
         _ => return Err(format!("{raw:?} has an unknown unit (use s, m, h or d)")),
     };
-    let secs = n.checked_mul(scale).filter(|s| *s <= u64::from(u32::MAX)).ok_or_else(|| format!("{raw:?} is too long"))?;
+    let secs =
+        n.checked_mul(scale).filter(|s| *s <= u64::from(u32::MAX)).ok_or_else(|| format!("{raw:?} is too long"))?;
     if secs < 60 {
         return Err(format!("{raw:?} is shorter than a minute"));
     }

@@ -26,10 +26,13 @@ impl PluginContext {
             None => Value::Null,
         };
         let text = |v: &Value| v.as_str().map(str::trim).filter(|s| !s.is_empty()).map(str::to_string);
-        let pane = text(&doc["focused_pane_id"]).or_else(|| pane_env.map(str::trim).filter(|s| !s.is_empty()).map(str::to_string));
+        let pane = text(&doc["focused_pane_id"])
+            .or_else(|| pane_env.map(str::trim).filter(|s| !s.is_empty()).map(str::to_string));
         let mut dirs = Vec::new();
         let worktree = &doc["worktree"];
-        for candidate in [&worktree["checkout_path"], &worktree["root"], worktree, &doc["focused_pane_cwd"], &doc["workspace_cwd"]] {
+        for candidate in
+            [&worktree["checkout_path"], &worktree["root"], worktree, &doc["focused_pane_cwd"], &doc["workspace_cwd"]]
+        {
             if let Some(dir) = text(candidate) {
                 dirs.push(PathBuf::from(dir));
             }
@@ -46,7 +49,9 @@ impl PluginContext {
 
     /// The focused pane, or an error naming what is missing.
     pub fn require_pane(&self) -> HerdrResult<&str> {
-        self.pane.as_deref().ok_or(HerdrError::NotInHerdr("HERDR_PANE_ID (or focused_pane_id in HERDR_PLUGIN_CONTEXT_JSON)"))
+        self.pane
+            .as_deref()
+            .ok_or(HerdrError::NotInHerdr("HERDR_PANE_ID (or focused_pane_id in HERDR_PLUGIN_CONTEXT_JSON)"))
     }
 
     /// The Git root of the first candidate directory inside a Git worktree.

@@ -62,12 +62,24 @@ impl HerdrHost {
         // A wedged Herdr server must not hang an action forever.
         let out = tokio::time::timeout(CALL_TIMEOUT, run)
             .await
-            .map_err(|_| HerdrError::Herdr { command: what.clone(), message: format!("no answer within {}s", CALL_TIMEOUT.as_secs()) })?
-            .map_err(|e| HerdrError::Herdr { command: what.clone(), message: format!("cannot run {:?}: {e}", self.bin) })?;
+            .map_err(|_| HerdrError::Herdr {
+                command: what.clone(),
+                message: format!("no answer within {}s", CALL_TIMEOUT.as_secs()),
+            })?
+            .map_err(|e| HerdrError::Herdr {
+                command: what.clone(),
+                message: format!("cannot run {:?}: {e}", self.bin),
+            })?;
         if !out.status.success() {
             let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
             let stdout = String::from_utf8_lossy(&out.stdout).trim().to_string();
-            let why = if !stderr.is_empty() { stderr } else if !stdout.is_empty() { stdout } else { out.status.to_string() };
+            let why = if !stderr.is_empty() {
+                stderr
+            } else if !stdout.is_empty() {
+                stdout
+            } else {
+                out.status.to_string()
+            };
             return Err(HerdrError::Herdr { command: what, message: why });
         }
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
@@ -77,7 +89,13 @@ impl HerdrHost {
     /// returns the new pane's id.
     pub async fn split(&self, pane: &str, direction: Direction, options: &Split) -> HerdrResult<String> {
         let mut args: Vec<String> = vec!["pane".into(), "split".into(), pane.into(), "--direction".into()];
-        args.push(match direction { Direction::Right => "right", Direction::Down => "down" }.into());
+        args.push(
+            match direction {
+                Direction::Right => "right",
+                Direction::Down => "down",
+            }
+            .into(),
+        );
         if let Some(r) = options.ratio {
             args.extend(["--ratio".into(), format!("{r}")]);
         }
@@ -127,13 +145,21 @@ impl HerdrHost {
         let dir = match serde_json::from_str::<Value>(dir) {
             Ok(v) => ["path", "config_dir", "dir"]
                 .iter()
-                .find_map(|k| v.get(*k).or_else(|| v.get("result").and_then(|r| r.get(*k))).and_then(Value::as_str).map(str::to_string))
+                .find_map(|k| {
+                    v.get(*k)
+                        .or_else(|| v.get("result").and_then(|r| r.get(*k)))
+                        .and_then(Value::as_str)
+                        .map(str::to_string)
+                })
                 .or_else(|| v.as_str().map(str::to_string))
                 .unwrap_or_default(),
             Err(_) => dir.to_string(),
         };
         if dir.is_empty() || !dir.starts_with('/') {
-            return Err(HerdrError::Herdr { command: "plugin config-dir".into(), message: format!("unexpected answer {:?}", out.trim()) });
+            return Err(HerdrError::Herdr {
+                command: "plugin config-dir".into(),
+                message: format!("unexpected answer {:?}", out.trim()),
+            });
         }
         Ok(PathBuf::from(dir))
     }
@@ -141,7 +167,10 @@ impl HerdrHost {
     /// `herdr --version` as (major, minor, patch).
     pub async fn version(&self) -> HerdrResult<(u64, u64, u64)> {
         let out = self.call(&["--version".into()]).await?;
-        parse_version(&out).ok_or_else(|| HerdrError::Herdr { command: "--version".into(), message: format!("no version in {:?}", out.trim()) })
+        parse_version(&out).ok_or_else(|| HerdrError::Herdr {
+            command: "--version".into(),
+            message: format!("no version in {:?}", out.trim()),
+        })
     }
 }
 

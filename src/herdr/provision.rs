@@ -58,7 +58,8 @@ pub async fn provision(
     progress: Progress<'_>,
     cancel: &CancellationToken,
 ) -> HerdrResult<Provisioned> {
-    let agent = Agent::from_key(&spec.agent).ok_or_else(|| HerdrError::invalid("agent", Agent::unknown_message(&spec.agent)))?;
+    let agent = Agent::from_key(&spec.agent)
+        .ok_or_else(|| HerdrError::invalid("agent", Agent::unknown_message(&spec.agent)))?;
     validate_remote_root(&spec.remote_root)?;
     let say = |text: String| progress(format!("{text}\r\n").as_bytes());
 

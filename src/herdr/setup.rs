@@ -30,7 +30,10 @@ pub const KEY_BINDINGS: &[(&str, &str, &str)] = &[
 pub fn launcher_script(cos: &Path) -> HerdrResult<String> {
     let text = cos.to_str().ok_or_else(|| HerdrError::invalid("cos path", "is not UTF-8"))?;
     if !cos.is_absolute() || text.chars().any(char::is_control) {
-        return Err(HerdrError::invalid("cos path", format!("{text:?} must be absolute and free of control characters")));
+        return Err(HerdrError::invalid(
+            "cos path",
+            format!("{text:?} must be absolute and free of control characters"),
+        ));
     }
     let quoted = text.replace('\'', r#"'\''"#);
     Ok(format!(
@@ -121,17 +124,24 @@ pub struct Check {
 pub async fn check_tools(host: &HerdrHost) -> Vec<Check> {
     let mut checks = Vec::new();
     checks.push(match host.version().await {
-        Ok(v) if v >= MIN_HERDR_VERSION => Check { name: "herdr".into(), ok: true, detail: format!("{}.{}.{}", v.0, v.1, v.2) },
+        Ok(v) if v >= MIN_HERDR_VERSION => {
+            Check { name: "herdr".into(), ok: true, detail: format!("{}.{}.{}", v.0, v.1, v.2) }
+        }
         Ok(v) => Check {
             name: "herdr".into(),
             ok: false,
-            detail: format!("{}.{}.{} is older than the required {}.{}.{}", v.0, v.1, v.2, MIN_HERDR_VERSION.0, MIN_HERDR_VERSION.1, MIN_HERDR_VERSION.2),
+            detail: format!(
+                "{}.{}.{} is older than the required {}.{}.{}",
+                v.0, v.1, v.2, MIN_HERDR_VERSION.0, MIN_HERDR_VERSION.1, MIN_HERDR_VERSION.2
+            ),
         },
         Err(e) => Check { name: "herdr".into(), ok: false, detail: e.to_string() },
     });
     let git = tokio::process::Command::new("git").arg("--version").output().await;
     checks.push(match git {
-        Ok(o) if o.status.success() => Check { name: "git".into(), ok: true, detail: String::from_utf8_lossy(&o.stdout).trim().to_string() },
+        Ok(o) if o.status.success() => {
+            Check { name: "git".into(), ok: true, detail: String::from_utf8_lossy(&o.stdout).trim().to_string() }
+        }
         Ok(o) => Check { name: "git".into(), ok: false, detail: o.status.to_string() },
         Err(e) => Check { name: "git".into(), ok: false, detail: format!("not found: {e}") },
     });
@@ -143,7 +153,9 @@ pub async fn plugin_linked(host: &HerdrHost) -> HerdrResult<bool> {
     let out = host.call(&["plugin".into(), "list".into(), "--json".into()]).await?;
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap_or(serde_json::Value::Null);
     let list = v.get("plugins").or_else(|| v.get("result").and_then(|r| r.get("plugins"))).unwrap_or(&v);
-    Ok(list.as_array().is_some_and(|items| items.iter().any(|p| p.get("id").and_then(|i| i.as_str()) == Some(PLUGIN_ID))))
+    Ok(list
+        .as_array()
+        .is_some_and(|items| items.iter().any(|p| p.get("id").and_then(|i| i.as_str()) == Some(PLUGIN_ID))))
 }
 
 /// Write `config.json` into `dir` (0600) unless it exists and `force` is off. Returns whether
@@ -158,7 +170,8 @@ pub fn write_plugin_config(dir: &Path, config: &PluginConfig, force: bool) -> He
     #[cfg(unix)]
     std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
     builder.create(dir).map_err(|e| HerdrError::io(format!("creating {}", dir.display()), e))?;
-    let mut text = serde_json::to_vec_pretty(config).map_err(|e| HerdrError::io("encoding config.json", std::io::Error::other(e)))?;
+    let mut text = serde_json::to_vec_pretty(config)
+        .map_err(|e| HerdrError::io("encoding config.json", std::io::Error::other(e)))?;
     text.push(b'\n');
     write_bytes_atomic(&path, &text, 0o600)?;
     Ok(true)

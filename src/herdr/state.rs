@@ -122,7 +122,9 @@ impl StateStore {
         builder.recursive(true);
         #[cfg(unix)]
         std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-        builder.create(&dir).map_err(|e| HerdrError::io(format!("creating the state directory {}", dir.display()), e))?;
+        builder
+            .create(&dir)
+            .map_err(|e| HerdrError::io(format!("creating the state directory {}", dir.display()), e))?;
         Ok(StateStore { dir })
     }
 
@@ -219,7 +221,8 @@ fn read_map<T: DeserializeOwned>(path: &Path) -> HerdrResult<BTreeMap<String, T>
 
 /// Write `value` as JSON to `path` atomically (mode 0600).
 pub fn write_atomic<T: Serialize>(path: &Path, value: &T) -> HerdrResult<()> {
-    let mut text = serde_json::to_vec_pretty(value).map_err(|e| HerdrError::io("encoding the state", std::io::Error::other(e)))?;
+    let mut text =
+        serde_json::to_vec_pretty(value).map_err(|e| HerdrError::io("encoding the state", std::io::Error::other(e)))?;
     text.push(b'\n');
     write_bytes_atomic(path, &text, 0o600)
 }
@@ -272,7 +275,12 @@ mod tests {
     fn update_round_trips_and_failure_writes_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let store = StateStore::open(dir.path()).unwrap();
-        store.update(|s| { s.panes.insert("p1".into(), entry("sb-1")); Ok(()) }).unwrap();
+        store
+            .update(|s| {
+                s.panes.insert("p1".into(), entry("sb-1"));
+                Ok(())
+            })
+            .unwrap();
         assert_eq!(store.read().unwrap().panes["p1"].box_id, "sb-1");
         let err = store.update(|s| {
             s.panes.clear();
@@ -297,7 +305,8 @@ mod tests {
     #[test]
     fn pending_matches_source_and_opened_pane_until_it_expires() {
         let mut s = State::default();
-        s.pending.insert("src".into(), PendingStart { created_at: 1_000, pane: Some("new".into()), box_name: "b".into() });
+        s.pending
+            .insert("src".into(), PendingStart { created_at: 1_000, pane: Some("new".into()), box_name: "b".into() });
         assert!(s.pending_for("src", 2_000).is_some());
         assert!(s.pending_for("new", 2_000).is_some());
         assert!(s.pending_for("other", 2_000).is_none());

@@ -71,7 +71,9 @@ async fn setup_herdr(launch: &Launch, args: SetupHerdrArgs) -> HerdrResult<ExitC
     let mut checks = setup::check_tools(&host).await;
     checks.push(match &launch.client {
         Ok(client) => match client.list_sandboxes(ListSandboxes::default()).try_next().await {
-            Ok(_) => setup::Check { name: "createos session".into(), ok: true, detail: format!("{}", client.base_url()) },
+            Ok(_) => {
+                setup::Check { name: "createos session".into(), ok: true, detail: format!("{}", client.base_url()) }
+            }
             Err(e) => setup::Check { name: "createos session".into(), ok: false, detail: e.to_string() },
         },
         Err(m) => setup::Check { name: "createos session".into(), ok: false, detail: m.clone() },
@@ -92,7 +94,8 @@ async fn setup_herdr(launch: &Launch, args: SetupHerdrArgs) -> HerdrResult<ExitC
         return Err(HerdrError::invalid("prerequisites", "some checks failed (see above); fix them and run again"));
     }
 
-    let plugin_dir = setup::default_plugin_dir().ok_or_else(|| HerdrError::invalid("plugin directory", "no data directory (set HOME)"))?;
+    let plugin_dir = setup::default_plugin_dir()
+        .ok_or_else(|| HerdrError::invalid("plugin directory", "no data directory (set HOME)"))?;
     let cos = PathBuf::from(&launch.cos[0]);
     setup::write_plugin_dir(&plugin_dir, &cos)?;
     let linked_before = setup::plugin_linked(&host).await?;
@@ -103,7 +106,8 @@ async fn setup_herdr(launch: &Launch, args: SetupHerdrArgs) -> HerdrResult<ExitC
     let config_written = setup::write_plugin_config(&config_dir, &config, options.force)?;
     let mut keys = setup::KeysOutcome::default();
     if !options.no_keys {
-        let root = setup::herdr_config_root().ok_or_else(|| HerdrError::invalid("herdr config", "no config directory (set HOME)"))?;
+        let root = setup::herdr_config_root()
+            .ok_or_else(|| HerdrError::invalid("herdr config", "no config directory (set HOME)"))?;
         keys = setup::add_key_bindings(&root.join("config.toml"))?;
         if !keys.added.is_empty() {
             host.call(&["config".into(), "check".into()]).await.map_err(|e| {
@@ -136,7 +140,11 @@ async fn setup_herdr(launch: &Launch, args: SetupHerdrArgs) -> HerdrResult<ExitC
         if options.no_keys {
             println!("keys     left alone (--no-keys)");
         } else {
-            println!("keys     {} added{}", keys.added.len(), if keys.added.is_empty() { String::new() } else { format!(": {}", keys.added.join(", ")) });
+            println!(
+                "keys     {} added{}",
+                keys.added.len(),
+                if keys.added.is_empty() { String::new() } else { format!(": {}", keys.added.join(", ")) }
+            );
             for c in &keys.conflicts {
                 println!("         skipped {c}: already bound");
             }

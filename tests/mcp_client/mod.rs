@@ -1,0 +1,167 @@
+//! A minimal MCP client for the catalog tests: the real `cos mcp` binary over stdio, JSON-RPC
+//! written by hand, one request at a time, against an in-process emulator.
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+use crate::common::Env;
+
+/// Upper bound for any single protocol answer; generous for a loaded 2-core machine.
+const ANSWER_LIMIT: Duration = Duration::from_secs(120);
+
+/// Configuration variables of the tool server that must not leak in from the test's own
+/// environment.
+const CONFIG_VARS: [&str; 11] = [
+    "CREATEOS_SHAPE",
+    "CREATEOS_ROOTFS",
+    "CREATEOS_CWD",
+    "CREATEOS_NETWORK",
+    "CREATEOS_AUTO_PAUSE",
+    "CREATEOS_PERSIST",
+    "CREATEOS_TIMEOUT",
+    "CREATEOS_MCP_SESSION",
+    "CREATEOS_STATE_DIR",
+    "CREATEOS_MODE",
+    "CREATEOS_SYNC",
+];
+
+/// One running `cos mcp` child after the initialize handshake.
+pub struct Mcp {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Lines<BufReader<ChildStdout>>,
+    next_id: u64,
+}
+
+impl Mcp {
+    /// Start `cos mcp` against `env` with state and project in `dir`, configuration `options`
+    /// (a JSON object) and extra environment variables.
+    pub async fn start(env: &Env, dir: &Path, options: &str, extra_env: &[(&str, &str)]) -> Mcp {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cos"));
+        cmd.arg("mcp")
+            .arg("--state-dir")
+            .arg(dir)
+            .arg("--project")
+            .arg(dir)
+            .arg("--options")
+            .arg(options)
+            .env("CREATEOS_SANDBOX_BASE_URL", env.base_url())
+            .env("CREATEOS_API_KEY", env.mock.api_key())
+            .env("HOME", dir)
+            .env("RUST_LOG", "warn");
+        for var in CONFIG_VARS {
+            cmd.env_remove(var);
+        }
+        for (k, v) in extra_env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("cos mcp starts");
+        let stdin = child.stdin.take();
+        let lines = BufReader::new(child.stdout.take().expect("stdout piped")).lines();
+        let mut mcp = Mcp { child, stdin, lines, next_id: 0 };
+        let init = mcp
+            .request("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "catalog-test", "version": "0"}}))
+            .await;
+        assert_eq!(init["result"]["serverInfo"]["name"], "cos", "{init}");
+        mcp.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized", "params": {}})).await;
+        mcp
+    }
+
+    async fn send(&mut self, message: Value) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        let mut line = serde_json::to_vec(&message).expect("JSON");
+        line.push(b'\n');
+        stdin.write_all(&line).await.expect("write to cos mcp");
+        stdin.flush().await.expect("flush to cos mcp");
+    }
+
+    /// Send one request and return its response; every stdout line must be JSON-RPC.
+    pub async fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await;
+        loop {
+            let line = tokio::time::timeout(ANSWER_LIMIT, self.lines.next_line())
+                .await
+                .unwrap_or_else(|_| panic!("no answer to {method} in time"))
+                .expect("read stdout")
+                .expect("stdout open");
+            let msg: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("non-protocol output on stdout {line:?}: {e}"));
+            assert_eq!(msg["jsonrpc"], "2.0", "{msg}");
+            // Notifications (progress, logs) carry no id.
+            if msg["id"].as_u64() == Some(id) {
+                return msg;
+            }
+        }
+    }
+
+    /// Every listed tool.
+    pub async fn tools(&mut self) -> Vec<Value> {
+        let list = self.request("tools/list", json!({})).await;
+        list["result"]["tools"].as_array().unwrap_or_else(|| panic!("no tools: {list}")).clone()
+    }
+
+    /// A `tools/call` result (the `result` member) in the default session.
+    pub async fn call(&mut self, name: &str, args: Value) -> Value {
+        let answer = self.request("tools/call", json!({"name": name, "arguments": args})).await;
+        answer.get("result").cloned().unwrap_or_else(|| panic!("{name}: no result: {answer}"))
+    }
+
+    /// The JSON body of a successful call.
+    pub async fn ok(&mut self, name: &str, args: Value) -> Value {
+        let result = self.call(name, args).await;
+        ok_json(&result)
+    }
+
+    /// The error text of a call that must fail.
+    pub async fn refused(&mut self, name: &str, args: Value) -> String {
+        let result = self.call(name, args).await;
+        assert_eq!(result["isError"], true, "{name} should have failed: {result}");
+        result["content"][0]["text"].as_str().unwrap_or_default().to_string()
+    }
+
+    /// Close stdin and wait for a clean exit.
+    pub async fn stop(mut self) {
+        drop(self.stdin.take());
+        let status = tokio::time::timeout(ANSWER_LIMIT, self.child.wait()).await.expect("cos mcp exits in time").expect("wait");
+        assert!(status.success(), "cos mcp exit status {status}");
+    }
+}
+
+/// The JSON text content of a successful result.
+pub fn ok_json(result: &Value) -> Value {
+    assert_ne!(result["isError"], true, "tool failed: {result}");
+    let text = result["content"][0]["text"].as_str().unwrap_or_else(|| panic!("no text content: {result}"));
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
+
+/// A string member, or a panic naming the value.
+pub fn string(value: &Value, key: &str) -> String {
+    value[key].as_str().unwrap_or_else(|| panic!("no string {key:?} in {value}")).to_string()
+}
+
+/// Total requests that reached the emulator, all operations together.
+pub async fn total_requests(env: &Env) -> u64 {
+    let stats = env.stats().await;
+    stats["requests"].as_object().map(|m| m.values().filter_map(Value::as_u64).sum()).unwrap_or(0)
+}
+
+impl Mcp {
+    /// A call that must fail with an error text containing `needle`.
+    pub async fn refused_with(&mut self, name: &str, args: Value, needle: &str) {
+        let text = self.refused(name, args).await;
+        assert!(text.contains(needle), "{name}: error {text:?} does not mention {needle:?}");
+    }
+}
