@@ -185,6 +185,9 @@ impl Transports {
     /// Start watching with `syncer` (already run once by the caller): it syncs again after
     /// every burst of local changes, and every [`TWO_WAY_POLL`] (two-way) or [`BACKSTOP_POLL`].
     pub fn start_sync(&self, session: &str, sandbox: &str, syncer: Arc<Syncer>) -> Result<String, ToolError> {
+        if self.lifetime.is_cancelled() {
+            return Err(ToolError::Refused("the tool server is shutting down".into()));
+        }
         let cancel = self.lifetime.child_token();
         let progress = Arc::new(Mutex::new(WatchProgress::default()));
         let mode = syncer.options().mode;
