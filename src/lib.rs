@@ -34,6 +34,7 @@ pub mod jobs;
 pub mod mcp;
 pub mod pty;
 pub mod snapshot;
+pub mod shell;
 pub mod ssh;
 pub mod stream;
 pub mod sync;

@@ -4,9 +4,9 @@
 //! `tools/call` runs a tool through the session runtime, and `notifications/cancelled`
 //! cancels that call's token, which stops any remote process it started.
 //!
-//! Sessions: a call's session id is `_meta["createos/session"]` of the `tools/call` request,
-//! else `_meta["sessionId"]` (what the OpenCode plugin passes), else the server's default
-//! session. Each session gets its own sandbox.
+//! Sessions: a call's session id is `_meta["createos/session"]` of the `tools/call` request
+//! (what the OpenCode plugin passes), else `_meta["sessionId"]` (a fallback for other clients
+//! that name their session that way), else the server's default session. Each session gets its own sandbox.
 //!
 //! Remote mode (`mode: "remote"`): `tools/list` also lists the routed native tools
 //! `native_bash`, `native_read`, `native_write`, `native_edit`, `native_apply_patch`,
@@ -19,21 +19,22 @@ use std::sync::Arc;
 use base64::Engine;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult, MetaObject,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::Value;
 
 use crate::tools::config::Mode;
-use crate::tools::{self, catalog, CallCtx, Part, Runtime, ToolError, ToolOutput};
+use crate::tools::{self, catalog, CallCtx, Part, ProgressSink, Runtime, ToolError, ToolOutput};
 
 /// `_meta` key naming the session of a `tools/call`.
 pub const SESSION_META_KEY: &str = "createos/session";
 
-/// `_meta` key the OpenCode plugin uses for its session id (read when [`SESSION_META_KEY`]
-/// is absent).
-pub const OPENCODE_SESSION_META_KEY: &str = "sessionId";
+/// Fallback `_meta` key for the session id, read when [`SESSION_META_KEY`] is absent: some
+/// MCP clients name their session `sessionId`. (The OpenCode plugin sends
+/// [`SESSION_META_KEY`].)
+pub const FALLBACK_SESSION_META_KEY: &str = "sessionId";
 
 /// Why the server could not run.
 #[derive(Debug, thiserror::Error)]
@@ -119,7 +120,7 @@ impl ServerHandler for McpServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let named = |key: &str| context.meta.get(key).and_then(Value::as_str).filter(|s| !s.is_empty());
         let session = named(SESSION_META_KEY)
-            .or_else(|| named(OPENCODE_SESSION_META_KEY))
+            .or_else(|| named(FALLBACK_SESSION_META_KEY))
             .unwrap_or(&self.default_session)
             .to_string();
         // The call's token: cancelled by notifications/cancelled or by shutdown.
@@ -135,8 +136,18 @@ impl ServerHandler for McpServer {
         };
         let name = request.name.to_string();
         tracing::debug!(tool = %name, %session, "tools/call");
-        let result = tools::call(&self.runtime, &name, request.arguments, CallCtx { session, cancel: cancel.clone() }).await;
+        let (progress, forwarder) = progress_forwarder(&context);
+        let ctx = CallCtx { session, cancel: cancel.clone(), progress };
+        let result = tools::call(&self.runtime, &name, request.arguments, ctx).await;
         link.abort();
+        if let Some(forwarder) = forwarder {
+            // Progress reports go out before the result. The sink is dropped with the call, so
+            // the forwarder ends; a sink kept alive by a stray task must not hold the answer up.
+            let abort = forwarder.abort_handle();
+            if tokio::time::timeout(PROGRESS_FLUSH, forwarder).await.is_err() {
+                abort.abort();
+            }
+        }
         match result {
             Ok(output) => Ok(render(output).into()),
             Err(ToolError::UnknownTool(name)) => Err(ErrorData::invalid_params(format!("unknown tool {name:?}"), None)),
@@ -146,6 +157,32 @@ impl ServerHandler for McpServer {
             }
         }
     }
+}
+
+/// Longest wait for queued progress notifications once a call has finished.
+const PROGRESS_FLUSH: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// When the request carries a `progressToken`: a sink that queues messages, and the task that
+/// sends them in order as `notifications/progress` (progress counts the messages).
+fn progress_forwarder(context: &RequestContext<RoleServer>) -> (Option<ProgressSink>, Option<tokio::task::JoinHandle<()>>) {
+    let Some(token) = context.meta.get_progress_token() else { return (None, None) };
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let peer = context.peer.clone();
+    let forwarder = tokio::spawn(async move {
+        let mut sent = 0u32;
+        while let Some(message) = rx.recv().await {
+            sent += 1;
+            let mut note = ProgressNotificationParam::new(token.clone(), f64::from(sent));
+            note.message = Some(message);
+            if peer.notify_progress(note).await.is_err() {
+                break;
+            }
+        }
+    });
+    let sink: ProgressSink = Arc::new(move |message: String| {
+        let _ = tx.send(message);
+    });
+    (Some(sink), Some(forwarder))
 }
 
 /// Serve `runtime` on stdin/stdout until the client disconnects or SIGINT/SIGTERM, then shut

@@ -138,6 +138,32 @@ pub fn auto_pause(field: &str, secs: u32) -> Result<()> {
     }
 }
 
+/// An auto-pause delay written as `90s`, `30m`, `2h`, `1d` or plain seconds, parsed and checked
+/// against [`AUTO_PAUSE_RANGE`]; returns the seconds.
+pub fn auto_pause_text(field: &str, text: &str) -> Result<u32> {
+    let t = text.trim();
+    let (digits, unit) = match t.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => t.split_at(i),
+        None => (t, "s"),
+    };
+    let n: u64 = digits.parse().map_err(|_| Error::invalid(field, format!("{text:?} is not a duration like 90s, 30m, 2h or 1d")))?;
+    let scale: u64 = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return Err(Error::invalid(field, format!("{text:?} has an unknown unit (use s, m, h or d)"))),
+    };
+    let secs = n.checked_mul(scale).and_then(|s| u32::try_from(s).ok()).unwrap_or(u32::MAX);
+    auto_pause(field, secs).map_err(|_| {
+        Error::invalid(
+            field,
+            format!("{text:?} is outside {}–{} s (1m to 24h)", AUTO_PAUSE_RANGE.start(), AUTO_PAUSE_RANGE.end()),
+        )
+    })?;
+    Ok(secs)
+}
+
 /// A TCP port, 1–65535.
 pub fn port(field: &str, port: u32) -> Result<u16> {
     u16::try_from(port)
@@ -193,6 +219,12 @@ mod tests {
         assert!(sandbox_name("name", "bad name").is_err());
         assert!(auto_pause("auto_pause", 59).is_err());
         assert!(auto_pause("auto_pause", 60).is_ok());
+        assert_eq!(auto_pause_text("autoPause", "30m").unwrap(), 1800);
+        assert_eq!(auto_pause_text("autoPause", "1d").unwrap(), 86_400);
+        assert_eq!(auto_pause_text("autoPause", " 600 ").unwrap(), 600);
+        for bad in ["2d", "25h", "59", "10s", "5x", "", "m", "99999999999999999999d"] {
+            assert!(auto_pause_text("autoPause", bad).is_err(), "{bad:?}");
+        }
         assert_eq!(port("port", 8080).unwrap(), 8080);
         assert!(port("port", 0).is_err());
         assert!(port("port", 70000).is_err());

@@ -22,6 +22,8 @@ struct Mcp {
     lines: Lines<BufReader<ChildStdout>>,
     next_id: u64,
     stash: HashMap<u64, Value>,
+    /// Notifications (no id) seen while waiting for responses, in order.
+    notifications: Vec<Value>,
 }
 
 struct Setup<'a> {
@@ -50,7 +52,7 @@ impl<'a> Setup<'a> {
             .env("CREATEOS_API_KEY", self.env.mock.api_key())
             .env("HOME", self.state)
             .env("RUST_LOG", "warn");
-        for var in ["CREATEOS_SHAPE", "CREATEOS_ROOTFS", "CREATEOS_CWD", "CREATEOS_NETWORK", "CREATEOS_AUTO_PAUSE", "CREATEOS_PERSIST", "CREATEOS_TIMEOUT", "CREATEOS_MCP_SESSION", "CREATEOS_STATE_DIR"] {
+        for var in createos_sandbox::tools::config::env_vars().chain(["CREATEOS_MCP_SESSION", "CREATEOS_STATE_DIR"]) {
             cmd.env_remove(var);
         }
         for (k, v) in &self.extra_env {
@@ -70,7 +72,7 @@ impl<'a> Setup<'a> {
             .expect("cos mcp starts");
         let stdin = child.stdin.take();
         let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut mcp = Mcp { child, stdin, lines, next_id: 0, stash: HashMap::new() };
+        let mut mcp = Mcp { child, stdin, lines, next_id: 0, stash: HashMap::new(), notifications: Vec::new() };
         let init = mcp
             .request("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}))
             .await;
@@ -114,7 +116,10 @@ impl Mcp {
                 .expect("stdout open");
             let msg: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("non-protocol output on stdout {line:?}: {e}"));
             assert_eq!(msg["jsonrpc"], "2.0", "{msg}");
-            let Some(got) = msg["id"].as_u64() else { continue };
+            let Some(got) = msg["id"].as_u64() else {
+                self.notifications.push(msg);
+                continue;
+            };
             if got == id {
                 return msg;
             }
@@ -452,6 +457,73 @@ async fn disk_credentials_come_from_server_environment_variables() {
     let listed = ok_json(&mcp.call("sandbox_disk_list", json!({}), None).await);
     assert!(listed.as_array().unwrap().iter().any(|d| d["name"] == "data"), "{listed}");
     ok_json(&mcp.call("sandbox_disk_delete", json!({"name": "data"}), None).await);
+    mcp.stop().await;
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_progress_token_gets_ordered_progress_before_the_result() {
+    let env = common::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("project");
+    std::fs::create_dir(&project).unwrap();
+    std::fs::write(project.join("hello.txt"), "hi\n").unwrap();
+    let state = dir.path().join("state");
+    let mut mcp = Setup::new(&env, &state, &project).start().await;
+    let params = json!({"name": "sandbox_offload", "arguments": {"command": "cat hello.txt"}, "_meta": {"progressToken": "job-1"}});
+    let answer = mcp.request("tools/call", params).await;
+    assert_ne!(answer["result"]["isError"], true, "{answer}");
+    let progress: Vec<&Value> = mcp
+        .notifications
+        .iter()
+        .filter(|n| n["method"] == "notifications/progress" && n["params"]["progressToken"] == "job-1")
+        .collect();
+    let messages: Vec<&str> = progress.iter().map(|n| n["params"]["message"].as_str().unwrap_or_default()).collect();
+    for want in ["created sandbox", "uploaded 1 files", "running", "exited 0", "destroyed sandbox"] {
+        assert!(messages.iter().any(|m| m.contains(want)), "no {want:?} in {messages:?}");
+    }
+    let values: Vec<f64> = progress.iter().map(|n| n["params"]["progress"].as_f64().unwrap()).collect();
+    assert!(values.windows(2).all(|w| w[0] < w[1]), "progress must increase: {values:?}");
+    // Without a token, nothing is sent.
+    let before = mcp.notifications.len();
+    mcp.call("sandbox_offload", json!({"command": "true"}), None).await;
+    assert_eq!(mcp.notifications.len(), before, "{:?}", &mcp.notifications[before..]);
+    mcp.stop().await;
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sync_once_copies_the_project_once_and_skills_at_every_attach() {
+    let env = common::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("project");
+    std::fs::create_dir_all(project.join("src")).unwrap();
+    std::fs::write(project.join("src/main.py"), "print(1)\n").unwrap();
+    std::fs::write(project.join(".env"), "SECRET=1\n").unwrap();
+    let skill = dir.path().join("skills/review");
+    std::fs::create_dir_all(&skill).unwrap();
+    std::fs::write(skill.join("SKILL.md"), "v1\n").unwrap();
+    let state = dir.path().join("state");
+    let options = json!({"sync": "once", "skillDirs": [skill, dir.path().join("skills/missing")]}).to_string();
+    let mut setup = Setup::new(&env, &state, &project);
+    setup.options = &options;
+
+    let mut mcp = setup.start().await;
+    let skill_md = skill.join("SKILL.md");
+    let script = format!("cat /root/workspace/src/main.py; cat {}; ls -A /root/workspace", skill_md.display());
+    let first = mcp.call("sandbox_exec", json!({"command": script}), None).await;
+    assert_eq!(ok_json(&first)["stdout"], "print(1)\nv1\nsrc\n", "the project (without .env) and the skill arrived");
+    mcp.stop().await;
+
+    // A restart reattaches: the project is not copied again, the skill is refreshed.
+    std::fs::write(project.join("src/main.py"), "print(2)\n").unwrap();
+    std::fs::write(&skill_md, "v2\n").unwrap();
+    let mut mcp = setup.start().await;
+    let status = ok_json(&mcp.call("sandbox_status", json!({}), None).await);
+    assert_eq!(status["stored"], sandbox_of(&first), "the stored binding shows before reattaching: {status}");
+    let again = mcp.call("sandbox_exec", json!({"command": script}), None).await;
+    assert_eq!(sandbox_of(&again), sandbox_of(&first));
+    assert_eq!(ok_json(&again)["stdout"], "print(1)\nv2\nsrc\n");
     mcp.stop().await;
     env.shutdown().await;
 }

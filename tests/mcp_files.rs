@@ -3,138 +3,17 @@
 //! `sandbox_pull`, and the routed native tools of remote mode (`native_*`).
 
 mod common;
+mod mcp_client;
 
-use std::collections::HashMap;
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
+use mcp_client::{error_text, ok_json, ok_text, sandbox_of, Mcp};
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
-
-/// Upper bound for any single protocol answer; generous for a loaded 2-core machine.
-const ANSWER_LIMIT: Duration = Duration::from_secs(120);
-
-struct Mcp {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Lines<BufReader<ChildStdout>>,
-    next_id: u64,
-    stash: HashMap<u64, Value>,
-}
 
 /// Start `cos mcp` for `project` with `options`, state kept in `state`.
 async fn start(env: &common::Env, state: &Path, project: &Path, options: &str) -> Mcp {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cos"));
-    cmd.arg("mcp")
-        .arg("--state-dir")
-        .arg(state)
-        .arg("--project")
-        .arg(project)
-        .arg("--options")
-        .arg(options)
-        .env("CREATEOS_SANDBOX_BASE_URL", env.base_url())
-        .env("CREATEOS_API_KEY", env.mock.api_key())
-        .env("HOME", state)
-        .env("RUST_LOG", "warn")
-        .env_remove("CREATEOS_MCP_SESSION")
-        .env_remove("CREATEOS_STATE_DIR");
-    for var in createos_sandbox::tools::config::env_vars() {
-        cmd.env_remove(var);
-    }
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("cos mcp starts");
-    let stdin = child.stdin.take();
-    let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut mcp = Mcp { child, stdin, lines, next_id: 0, stash: HashMap::new() };
-    let init = mcp
-        .request("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}))
-        .await;
-    assert_eq!(init["result"]["serverInfo"]["name"], "cos", "{init}");
-    mcp.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized", "params": {}})).await;
-    mcp
-}
-
-impl Mcp {
-    async fn send(&mut self, message: Value) {
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        let mut line = serde_json::to_vec(&message).unwrap();
-        line.push(b'\n');
-        stdin.write_all(&line).await.unwrap();
-        stdin.flush().await.unwrap();
-    }
-
-    async fn request(&mut self, method: &str, params: Value) -> Value {
-        self.next_id += 1;
-        let id = self.next_id;
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await;
-        if let Some(v) = self.stash.remove(&id) {
-            return v;
-        }
-        loop {
-            let line = tokio::time::timeout(ANSWER_LIMIT, self.lines.next_line())
-                .await
-                .expect("an answer in time")
-                .unwrap()
-                .expect("stdout open");
-            let msg: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("non-protocol output on stdout {line:?}: {e}"));
-            let Some(got) = msg["id"].as_u64() else { continue };
-            if got == id {
-                return msg;
-            }
-            self.stash.insert(got, msg);
-        }
-    }
-
-    /// A tools/call result; `meta` is the request's `_meta` (session ids).
-    async fn call_with(&mut self, name: &str, args: Value, meta: Value) -> Value {
-        let mut params = json!({"name": name, "arguments": args});
-        if !meta.is_null() {
-            params["_meta"] = meta;
-        }
-        let answer = self.request("tools/call", params).await;
-        answer.get("result").cloned().unwrap_or_else(|| panic!("no result: {answer}"))
-    }
-
-    async fn call(&mut self, name: &str, args: Value) -> Value {
-        self.call_with(name, args, Value::Null).await
-    }
-
-    async fn tool_names(&mut self) -> Vec<String> {
-        let list = self.request("tools/list", json!({})).await;
-        list["result"]["tools"].as_array().expect("tools").iter().map(|t| t["name"].as_str().unwrap().to_string()).collect()
-    }
-
-    async fn stop(mut self) {
-        drop(self.stdin.take());
-        let status = tokio::time::timeout(ANSWER_LIMIT, self.child.wait()).await.expect("exits in time").unwrap();
-        assert!(status.success(), "cos mcp exit status {status}");
-    }
-}
-
-/// The text of a successful result.
-fn ok_text(result: &Value) -> String {
-    assert_ne!(result["isError"], true, "tool failed: {result}");
-    result["content"][0]["text"].as_str().expect("text content").to_string()
-}
-
-fn ok_json(result: &Value) -> Value {
-    serde_json::from_str(&ok_text(result)).expect("JSON text")
-}
-
-fn error_text(result: &Value) -> String {
-    assert_eq!(result["isError"], true, "expected a tool error: {result}");
-    result["content"][0]["text"].as_str().unwrap_or_default().to_string()
-}
-
-fn sandbox_of(result: &Value) -> String {
-    result["_meta"]["sandboxId"].as_str().unwrap_or_else(|| panic!("no sandboxId: {result}")).to_string()
+    Mcp::start_in(env, state, project, options, &[]).await
 }
 
 async fn creates(env: &common::Env) -> u64 {
@@ -292,7 +171,8 @@ async fn routed_native_tools_run_in_the_session_sandbox() {
         assert!(names.iter().any(|n| n == want), "{want} missing from {names:?}");
     }
     assert_eq!(creates(&env).await, 0, "listing allocates nothing");
-    let s1 = json!({"sessionId": "ses_one"});
+    // The plugin names its session with `createos/session`; `sessionId` is the fallback key.
+    let s1 = json!({"createos/session": "ses_one"});
     let s2 = json!({"sessionId": "ses_two"});
 
     let ran = mcp.call_with("native_bash", json!({"command": "pwd; echo hi; exit 4", "description": "print the cwd"}), s1.clone()).await;
@@ -324,15 +204,69 @@ async fn routed_native_tools_run_in_the_session_sandbox() {
     // The shell alias, from a working directory given as a host project path.
     let shell = mcp.call_with("native_shell", json!({"command": "pwd; cat app.txt", "workdir": root.join("src").to_str().unwrap(), "timeout": 0}), s1.clone()).await;
     assert_eq!(ok_json(&shell)["stdout"], "/root/workspace/src\none\nTWO\n3\n");
-    // Background commands are pointed elsewhere.
-    let bg = error_text(&mcp.call_with("native_bash", json!({"command": "sleep 100", "background": true}), s1.clone()).await);
-    assert!(bg.contains("sandbox_process_start"), "{bg}");
+    // The fallback key names the same session.
+    let same = mcp.call_with("native_bash", json!({"command": "cat src/app.txt"}), json!({"sessionId": "ses_one"})).await;
+    assert_eq!((sandbox_of(&same), ok_json(&same)["stdout"].clone()), (sandbox.clone(), json!("one\nTWO\n3\n")));
 
-    // Another OpenCode session gets another sandbox.
+    // Another session gets another sandbox, by either key; `createos/session` wins over `sessionId`.
     let other = mcp.call_with("native_bash", json!({"command": "ls"}), s2).await;
     assert_ne!(sandbox_of(&other), sandbox);
     assert_eq!(ok_json(&other)["stdout"], "");
+    let both = mcp.call_with("native_bash", json!({"command": "true"}), json!({"createos/session": "ses_two", "sessionId": "ses_one"})).await;
+    assert_eq!(sandbox_of(&both), sandbox_of(&other));
     assert_eq!(creates(&env).await, 2);
+    mcp.stop().await;
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn routed_background_commands_run_as_managed_processes() {
+    let env = common::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let root = project.path();
+    let mut mcp = start(&env, dir.path(), root, r#"{"mode": "remote"}"#).await;
+    ok_text(&mcp.call("native_write", json!({"filePath": "src/in.txt", "content": "x\n"})).await);
+
+    // It answers at once with the process to follow; the command keeps running in the mapped workdir.
+    let cmd = "pwd > where.txt; echo started; while [ ! -e go ]; do sleep 0.05; done; echo finished; echo oops >&2; exit 3";
+    let started = mcp.call("native_bash", json!({"command": cmd, "workdir": root.join("src").to_str().unwrap(), "background": true})).await;
+    let body = ok_json(&started);
+    let (sandbox, process) = (sandbox_of(&started), body["processId"].as_str().expect("processId").to_string());
+    assert_eq!(body["sandboxId"], sandbox.as_str());
+    assert_eq!(started["_meta"]["processId"], process.as_str());
+    let next = body["next"].as_str().unwrap();
+    assert!(next.contains("sandbox_process_output") && next.contains("sandbox_process_stop") && next.contains(&process), "{next}");
+    let listed = ok_json(&mcp.call("sandbox_process_list", json!({"sandbox_id": sandbox})).await);
+    assert!(listed.to_string().contains(&process), "{listed}");
+
+    // Still running until told to finish; then its output and exit code are there to read.
+    let follow = json!({"sandbox_id": sandbox, "process_id": process});
+    ok_json(&mcp.call("native_bash", json!({"command": "for i in $(seq 400); do [ -e where.txt ] && break; sleep 0.05; done; cat where.txt; touch go", "workdir": "src"})).await);
+    let mut out = Value::Null;
+    for _ in 0..400 {
+        out = ok_json(&mcp.call("sandbox_process_output", follow.clone()).await);
+        if out["state"] == "exited" || out["state"] == "failed" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!((out["stdout"].as_str(), out["stderr"].as_str(), out["exit_code"].as_i64()), (Some("started\nfinished\n"), Some("oops\n"), Some(3)), "{out}");
+    assert_eq!(ok_text(&mcp.call("native_read", json!({"filePath": "src/where.txt"})).await), "1: /root/workspace/src");
+
+    // A second one is stopped through the process tools.
+    let sleeper = ok_json(&mcp.call("native_bash", json!({"command": "sleep 600", "background": true})).await);
+    let stop = json!({"sandbox_id": sandbox, "process_id": sleeper["processId"]});
+    ok_json(&mcp.call("sandbox_process_stop", stop.clone()).await);
+    let gone = ok_json(&mcp.call("sandbox_process_get", stop).await);
+    assert_ne!(gone["state"], "running", "{gone}");
+
+    // `timeout` does not apply to a background command: refused, nothing started.
+    let before = env.requests("createProcess").await;
+    let refused = error_text(&mcp.call("native_bash", json!({"command": "sleep 1", "background": true, "timeout": 5000})).await);
+    assert!(refused.contains("timeout"), "{refused}");
+    assert_eq!(env.requests("createProcess").await, before);
+    assert_eq!(creates(&env).await, 1);
     mcp.stop().await;
     env.shutdown().await;
 }
@@ -371,8 +305,36 @@ async fn bad_input_is_refused_before_anything_is_created() {
     let dir = tempfile::tempdir().unwrap();
     let project = tempfile::tempdir().unwrap();
     std::fs::write(project.path().join("f.txt"), "x").unwrap();
+    // A key in the server's HOME (outside the project), a symlink leading to it, and
+    // credential-shaped files inside the project.
+    let home_key = dir.path().join(".ssh/id_ed25519");
+    std::fs::create_dir_all(home_key.parent().unwrap()).unwrap();
+    std::fs::write(&home_key, "PRIVATE").unwrap();
+    std::os::unix::fs::symlink(&home_key, project.path().join("escape")).unwrap();
+    std::os::unix::fs::symlink(dir.path(), project.path().join("home")).unwrap();
+    std::fs::create_dir_all(project.path().join("~/.ssh")).unwrap();
+    std::fs::write(project.path().join("~/.ssh/id_ed25519"), "PRIVATE").unwrap();
+    std::fs::write(project.path().join(".env"), "TOKEN=1").unwrap();
+    let bashrc = dir.path().join(".bashrc");
+    std::fs::write(&bashrc, "# mine\n").unwrap();
+    let (key, rc) = (home_key.to_str().unwrap(), bashrc.to_str().unwrap());
     let mut mcp = start(&env, dir.path(), project.path(), r#"{"mode": "remote"}"#).await;
+    let before = mcp_client::total_requests(&env).await;
     let cases = [
+        ("sandbox_push", json!({"sandbox_id": "sb-123", "local_path": key, "remote_path": "/root/k"}), "outside the project"),
+        ("sandbox_push", json!({"sandbox_id": "sb-123", "local_path": "../x", "remote_path": "/root/k"}), "outside the project"),
+        ("sandbox_push", json!({"sandbox_id": "sb-123", "local_path": "escape", "remote_path": "/root/k"}), "outside the project"),
+        ("sandbox_push", json!({"sandbox_id": "sb-123", "local_path": "home", "remote_path": "/root/k"}), "outside the project"),
+        ("sandbox_push", json!({"sandbox_id": "sb-123", "local_path": "~/.ssh/id_ed25519", "remote_path": "/root/k"}), "deny-list"),
+        ("sandbox_push", json!({"sandbox_id": "sb-123", "local_path": "~/.ssh", "remote_path": "/root/k"}), "deny-list"),
+        ("sandbox_push", json!({"sandbox_id": "sb-123", "local_path": ".env", "remote_path": "/root/k"}), "deny-list"),
+        ("sandbox_pull", json!({"sandbox_id": "sb-123", "local_path": rc, "remote_path": "/root/.bashrc"}), "outside the project"),
+        ("sandbox_pull", json!({"sandbox_id": "sb-123", "local_path": "../x", "remote_path": "/root/x"}), "outside the project"),
+        ("sandbox_pull", json!({"sandbox_id": "sb-123", "local_path": "escape", "remote_path": "/root/x"}), "outside the project"),
+        ("sandbox_pull", json!({"sandbox_id": "sb-123", "local_path": "home/.bashrc", "remote_path": "/root/x"}), "outside the project"),
+        // into the project directory, where the remote name is a symlink leading out
+        ("sandbox_pull", json!({"sandbox_id": "sb-123", "local_path": ".", "remote_path": "/root/escape"}), "outside the project"),
+        ("sandbox_pull", json!({"sandbox_id": "sb-123", "local_path": "new/../../x", "remote_path": "/root/x"}), ".."),
         ("sandbox_push", json!({"sandbox_id": "sb-123", "local_path": "f.txt", "remote_path": "relative/dir"}), "absolute"),
         ("sandbox_pull", json!({"sandbox_id": "sb-123", "local_path": "f.txt", "remote_path": "/root/../etc"}), ".."),
         ("sandbox_push", json!({"sandbox_id": "sb-123", "local_path": "f.txt", "remote_path": "/root/x", "mode": "fast"}), "mode"),
@@ -396,6 +358,8 @@ async fn bad_input_is_refused_before_anything_is_created() {
     assert_eq!(creates(&env).await, 0);
     assert_eq!(env.requests("uploadFile").await, 0);
     assert_eq!(env.requests("downloadFile").await, 0);
+    assert_eq!(mcp_client::total_requests(&env).await, before, "a refused call reached the control plane");
+    assert_eq!(std::fs::read_to_string(&bashrc).unwrap(), "# mine\n");
     mcp.stop().await;
     env.shutdown().await;
 }

@@ -3,129 +3,22 @@
 //! cancellation, and refusals before anything is created.
 
 mod common;
+mod mcp_client;
 
-use std::collections::HashMap;
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
 use createos_sandbox::{ListSandboxes, SandboxStatus};
 use futures::TryStreamExt;
-use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use mcp_client::{error_text, ok_json};
+use serde_json::json;
 
-/// Upper bound for any single protocol answer; generous for a loaded 2-core machine.
-const ANSWER_LIMIT: Duration = Duration::from_secs(180);
+/// How long the job commands may take to start under load.
+const START_LIMIT: Duration = Duration::from_secs(180);
 
-struct Mcp {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Lines<BufReader<ChildStdout>>,
-    next_id: u64,
-    stash: HashMap<u64, Value>,
-}
-
-impl Mcp {
-    /// `cos mcp` with its state (and HOME) in `state` and the project in `project`.
-    async fn start(env: &common::Env, state: &Path, project: &Path) -> Mcp {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cos"));
-        cmd.arg("mcp")
-            .arg("--state-dir")
-            .arg(state)
-            .arg("--project")
-            .arg(project)
-            .arg("--options")
-            .arg(r#"{"persist": false}"#)
-            .env("CREATEOS_SANDBOX_BASE_URL", env.base_url())
-            .env("CREATEOS_API_KEY", env.mock.api_key())
-            .env("HOME", state)
-            .env("RUST_LOG", "warn");
-        for var in ["CREATEOS_SHAPE", "CREATEOS_ROOTFS", "CREATEOS_CWD", "CREATEOS_NETWORK", "CREATEOS_AUTO_PAUSE", "CREATEOS_PERSIST", "CREATEOS_TIMEOUT", "CREATEOS_MCP_SESSION", "CREATEOS_STATE_DIR"] {
-            cmd.env_remove(var);
-        }
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("cos mcp starts");
-        let stdin = child.stdin.take();
-        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut mcp = Mcp { child, stdin, lines, next_id: 0, stash: HashMap::new() };
-        let init = mcp
-            .request("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}))
-            .await;
-        assert_eq!(init["result"]["serverInfo"]["name"], "cos", "{init}");
-        mcp.notify("notifications/initialized", json!({})).await;
-        mcp
-    }
-
-    async fn send(&mut self, message: Value) {
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        let mut line = serde_json::to_vec(&message).unwrap();
-        line.push(b'\n');
-        stdin.write_all(&line).await.unwrap();
-        stdin.flush().await.unwrap();
-    }
-
-    async fn notify(&mut self, method: &str, params: Value) {
-        self.send(json!({"jsonrpc": "2.0", "method": method, "params": params})).await;
-    }
-
-    async fn send_request(&mut self, method: &str, params: Value) -> u64 {
-        self.next_id += 1;
-        let id = self.next_id;
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await;
-        id
-    }
-
-    async fn response(&mut self, id: u64) -> Value {
-        if let Some(v) = self.stash.remove(&id) {
-            return v;
-        }
-        loop {
-            let line = tokio::time::timeout(ANSWER_LIMIT, self.lines.next_line())
-                .await
-                .expect("an answer in time")
-                .unwrap()
-                .expect("stdout open");
-            let msg: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("non-protocol output on stdout {line:?}: {e}"));
-            assert_eq!(msg["jsonrpc"], "2.0", "{msg}");
-            let Some(got) = msg["id"].as_u64() else { continue };
-            if got == id {
-                return msg;
-            }
-            self.stash.insert(got, msg);
-        }
-    }
-
-    async fn request(&mut self, method: &str, params: Value) -> Value {
-        let id = self.send_request(method, params).await;
-        self.response(id).await
-    }
-
-    async fn call(&mut self, name: &str, args: Value) -> Value {
-        let answer = self.request("tools/call", json!({"name": name, "arguments": args})).await;
-        answer.get("result").cloned().unwrap_or_else(|| panic!("no result: {answer}"))
-    }
-
-    async fn stop(mut self) {
-        drop(self.stdin.take());
-        let status = tokio::time::timeout(ANSWER_LIMIT, self.child.wait()).await.expect("exits in time").unwrap();
-        assert!(status.success(), "cos mcp exit status {status}");
-    }
-}
-
-fn ok_json(result: &Value) -> Value {
-    assert_ne!(result["isError"], true, "tool failed: {result}");
-    serde_json::from_str(result["content"][0]["text"].as_str().expect("text content")).expect("JSON text")
-}
-
-fn error_text(result: &Value) -> String {
-    assert_eq!(result["isError"], true, "expected a tool error: {result}");
-    result["content"][0]["text"].as_str().unwrap_or_default().to_string()
+/// `cos mcp` with its state (and HOME) in `state` and the project in `project`.
+async fn start(env: &common::Env, state: &Path, project: &Path) -> mcp_client::Mcp {
+    mcp_client::Mcp::start_in(env, state, project, r#"{"persist": false}"#, &[]).await
 }
 
 /// A project directory apart from the server's state and HOME.
@@ -141,7 +34,7 @@ fn project() -> tempfile::TempDir {
 async fn offload_returns_output_metadata_and_the_artifact() {
     let env = common::start().await;
     let (state, proj) = (tempfile::tempdir().unwrap(), project());
-    let mut mcp = Mcp::start(&env, state.path(), proj.path()).await;
+    let mut mcp = start(&env, state.path(), proj.path()).await;
 
     // `dir` relative to the project: only app/ travels
     let result = mcp
@@ -179,7 +72,7 @@ async fn offload_returns_output_metadata_and_the_artifact() {
 async fn fanout_and_run_code_through_the_tools() {
     let env = common::start().await;
     let (state, proj) = (tempfile::tempdir().unwrap(), project());
-    let mut mcp = Mcp::start(&env, state.path(), proj.path()).await;
+    let mut mcp = start(&env, state.path(), proj.path()).await;
 
     let result = mcp.call("sandbox_fanout", json!({"commands": ["cat top.txt", "exit 9", "echo e >&2"], "jobs": 3})).await;
     let body = ok_json(&result);
@@ -212,7 +105,7 @@ async fn fanout_and_run_code_through_the_tools() {
 async fn bad_job_input_is_refused_before_anything_is_created() {
     let env = common::start().await;
     let (state, proj) = (tempfile::tempdir().unwrap(), project());
-    let mut mcp = Mcp::start(&env, state.path(), proj.path()).await;
+    let mut mcp = start(&env, state.path(), proj.path()).await;
     let many: Vec<String> = (0..26).map(|i| format!("echo {i}")).collect();
     let cases = [
         ("sandbox_offload", json!({"command": "true", "extra": 1}), "unknown argument"),
@@ -243,7 +136,7 @@ async fn bad_job_input_is_refused_before_anything_is_created() {
 async fn cancelling_a_job_call_destroys_its_sandboxes() {
     let env = common::start().await;
     let (state, proj) = (tempfile::tempdir().unwrap(), project());
-    let mut mcp = Mcp::start(&env, state.path(), proj.path()).await;
+    let mut mcp = start(&env, state.path(), proj.path()).await;
     for (tool, args, sandboxes) in [
         ("sandbox_offload", json!({"command": "touch /work/started; sleep 600", "keep_on_fail": true, "timeout": 0}), 1),
         ("sandbox_fanout", json!({"commands": ["touch /work/started; sleep 600", "touch /work/started; sleep 600", "sleep 600"], "jobs": 2, "timeout": 0}), 2),
@@ -251,7 +144,7 @@ async fn cancelling_a_job_call_destroys_its_sandboxes() {
         let before = env.requests("createSandbox").await;
         let id = mcp.send_request("tools/call", json!({"name": tool, "arguments": args})).await;
         // wait until the commands run
-        tokio::time::timeout(ANSWER_LIMIT, async {
+        tokio::time::timeout(START_LIMIT, async {
             loop {
                 let views: Vec<_> = env.client.list_sandboxes(ListSandboxes::default()).try_collect().await.unwrap();
                 let mut running = 0;

@@ -389,7 +389,7 @@ async fn closing_stdin_stops_every_transport() {
 }
 
 fn ctx(cancel: &CancellationToken) -> CallCtx {
-    CallCtx { session: "default".into(), cancel: cancel.clone() }
+    CallCtx::new("default", cancel.clone())
 }
 
 fn object(value: Value) -> Option<Map<String, Value>> {

@@ -1,6 +1,6 @@
 //! E19/E20 files: real files in the sandbox's filesystem view, streamed both ways.
 
-use std::path::{Path as FsPath, PathBuf};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use axum::body::Body;
 use axum::extract::{Path, Query, Request, State};
@@ -11,11 +11,14 @@ use axum::Router;
 use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::json;
+use nix::fcntl::OFlag;
+use nix::sys::stat::Mode;
 use tokio::io::AsyncWriteExt;
 
 use crate::app::AppState;
 use crate::auth::Caller;
 use crate::envelope::{ok, ApiError};
+use crate::guest_fs::{normalize, Entry, GuestFs};
 use crate::routes::{op, Operation};
 use crate::sandbox::SandboxRef;
 
@@ -37,35 +40,30 @@ fn guest_path(q: &PathQuery) -> Result<&str, ApiError> {
     q.path.as_deref().filter(|p| !p.is_empty()).ok_or_else(|| ApiError::validation("path", "path is required"))
 }
 
-/// Roots a write may land in: the sandbox directory and its attached disks.
-fn allowed_roots(sandbox: &SandboxRef) -> Vec<PathBuf> {
-    let mut roots = vec![sandbox.runtime().dir().to_path_buf()];
-    let disk_roots: Vec<String> = sandbox.record().disks.iter().map(|d| d.mount_path.clone()).collect();
-    for guest in disk_roots {
-        if let Ok(host) = sandbox.runtime().host_path(&guest) {
-            roots.push(host);
-        }
+fn path_error(err: std::io::Error) -> ApiError {
+    match err.kind() {
+        std::io::ErrorKind::NotFound => ApiError::not_found("path", "file not found"),
+        _ => ApiError::validation("path", err.to_string()),
     }
-    roots.into_iter().filter_map(|r| r.canonicalize().ok()).collect()
 }
 
-/// Refuses writes whose real location (after symlinks) leaves the sandbox's directories.
-fn confine(target: &FsPath, roots: &[PathBuf]) -> Result<(), ApiError> {
-    let parent = target.parent().ok_or_else(|| ApiError::validation("path", "invalid path"))?;
-    let real_parent = parent.canonicalize().map_err(|_| ApiError::validation("path", "parent is not a directory"))?;
-    let mut real = real_parent.join(target.file_name().unwrap_or_default());
-    if let Ok(meta) = std::fs::symlink_metadata(&real) {
-        if meta.file_type().is_symlink() {
-            real = real
-                .canonicalize()
-                .map_err(|_| ApiError::validation("path", "path is a dangling symlink"))?;
-        }
+/// Where an upload lands: its directory (created as needed) and the name inside it. Symlinks
+/// resolve in guest space and the directory is opened below the sandbox's own directories
+/// without following any host symlink (`guest_fs`), so a path cannot lead out of the sandbox.
+fn upload_target(sandbox: &SandboxRef, guest: &str) -> Result<Entry, ApiError> {
+    let fs = GuestFs::new(sandbox.runtime());
+    let resolved = fs.resolve(guest, true).map_err(path_error)?;
+    sandbox.runtime().writable_host_path(&resolved)?;
+    match fs.lstat(&resolved) {
+        Ok(meta) if meta.is_dir() => return Err(ApiError::validation("path", "is a directory")),
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(path_error(e)),
     }
-    if roots.iter().any(|root| real.starts_with(root)) {
-        Ok(())
-    } else {
-        Err(ApiError::validation("path", "path resolves outside the sandbox"))
-    }
+    let parent = normalize(&format!("{resolved}/.."), "/").map_err(path_error)?;
+    fs.create_dir_all(&parent)
+        .map_err(|e| ApiError::validation("path", format!("cannot create parent directories: {e}")))?;
+    fs.entry(&resolved).map_err(path_error)
 }
 
 pub async fn upload_file(
@@ -80,38 +78,20 @@ pub async fn upload_file(
     if guest == "/" {
         return Err(ApiError::validation("path", "is a directory"));
     }
-    let target = sandbox.runtime().writable_host_path(&guest)?;
-    if target.is_dir() {
-        return Err(ApiError::validation("path", "is a directory"));
-    }
-    let roots = allowed_roots(&sandbox);
-    // Check the deepest existing ancestor first so no directory is created through a
-    // symlink that points out of the sandbox.
-    let mut existing = target.parent().map(FsPath::to_path_buf);
-    while let Some(dir) = existing.clone() {
-        if dir.exists() {
-            let real = dir.canonicalize()?;
-            if !roots.iter().any(|r| real.starts_with(r)) {
-                return Err(ApiError::validation("path", "path resolves outside the sandbox"));
-            }
-            break;
-        }
-        existing = dir.parent().map(FsPath::to_path_buf);
-    }
-    if let Some(parent) = target.parent() {
-        tokio::fs::create_dir_all(parent)
-            .await
-            .map_err(|e| ApiError::validation("path", format!("cannot create parent directories: {e}")))?;
-    }
-    confine(&target, &roots)?;
+    let target = upload_target(&sandbox, &guest)?;
 
     // Stream into a temporary sibling, then rename over the target (never buffered whole).
-    let tmp = target.with_file_name(format!(
-        ".{}.upload-{}",
-        target.file_name().and_then(|n| n.to_str()).unwrap_or("file"),
-        crate::ids::random_token(8)
-    ));
-    let mut file = tokio::fs::File::create(&tmp).await?;
+    let tmp = format!(".{}.upload-{}", target.name.to_string_lossy(), crate::ids::random_token(8));
+    let dir = target.dir.as_raw_fd();
+    let created = nix::fcntl::openat(
+        Some(dir),
+        tmp.as_str(),
+        OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_WRONLY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW,
+        Mode::from_bits_truncate(0o644),
+    )
+    .map_err(|e| ApiError::validation("path", format!("cannot create file: {e}")))?;
+    // SAFETY: openat returned a fresh descriptor that nothing else owns.
+    let mut file = tokio::fs::File::from_std(std::fs::File::from(unsafe { OwnedFd::from_raw_fd(created) }));
     let mut body = req.into_body().into_data_stream();
     let mut written: u64 = 0;
     sandbox.begin_busy();
@@ -128,13 +108,14 @@ pub async fn upload_file(
     .await;
     sandbox.end_busy();
     drop(file);
+    let discard = || nix::unistd::unlinkat(Some(dir), tmp.as_str(), nix::unistd::UnlinkatFlags::NoRemoveDir);
     if let Err(err) = copied {
-        let _ = tokio::fs::remove_file(&tmp).await;
+        let _ = discard();
         return Err(err);
     }
-    if let Err(err) = tokio::fs::rename(&tmp, &target).await {
-        let _ = tokio::fs::remove_file(&tmp).await;
-        return Err(err.into());
+    if let Err(err) = nix::fcntl::renameat(Some(dir), tmp.as_str(), Some(dir), target.name.as_os_str()) {
+        let _ = discard();
+        return Err(ApiError::validation("path", format!("cannot store file: {err}")));
     }
     Ok(ok(json!({"path": guest, "bytes": written})))
 }
@@ -146,17 +127,18 @@ pub async fn download_file(
     Query(q): Query<PathQuery>,
 ) -> Result<Response, ApiError> {
     let sandbox = state.running_sandbox(&caller, &id)?;
-    let host = sandbox.runtime().host_path(guest_path(&q)?)?;
-    let meta = match tokio::fs::metadata(&host).await {
-        Ok(m) => m,
-        Err(_) => return Err(ApiError::not_found("path", "file not found")),
+    let guest = crate::isolation::normalize_guest_path(guest_path(&q)?)?;
+    let file = {
+        let fs = GuestFs::new(sandbox.runtime());
+        let resolved = fs.resolve(&guest, true).map_err(path_error)?;
+        let fd = fs.open(&resolved, OFlag::O_RDONLY | OFlag::O_NONBLOCK, 0).map_err(path_error)?;
+        std::fs::File::from(fd)
     };
+    let meta = file.metadata()?;
     if meta.is_dir() {
         return Err(ApiError::validation("path", "is a directory"));
     }
-    let file = tokio::fs::File::open(&host)
-        .await
-        .map_err(|e| ApiError::not_found("path", format!("cannot open file: {e}")))?;
+    let file = tokio::fs::File::from_std(file);
     let stream = tokio_util::io::ReaderStream::with_capacity(file, 64 * 1024);
     let mut resp = Response::new(Body::from_stream(stream));
     let headers = resp.headers_mut();

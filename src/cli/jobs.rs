@@ -150,19 +150,10 @@ fn notes(ctx: &Ctx, fanout: bool) -> Option<JobProgress> {
     }
     Some(Arc::new(move |event: &JobEvent| {
         let prefix = if fanout { format!("[{}] ", event.job) } else { String::new() };
-        let line = match &event.stage {
-            JobStage::Creating => return,
-            JobStage::Created(id) => format!("created sandbox {id}"),
-            JobStage::Uploaded { files, bytes } => format!("uploaded {files} files ({bytes} bytes) to /work"),
-            JobStage::Running => "running…".to_string(),
-            JobStage::Exited(code) => match code {
-                Some(c) => format!("exited {c}"),
-                None => "ended by a signal".to_string(),
-            },
-            JobStage::Fetching => "retrieving the artifact…".to_string(),
-            JobStage::Destroyed(id) => format!("destroyed sandbox {id}"),
-            JobStage::Kept(id, why) => format!("kept sandbox {id}: {why} (remove it with `cos rm --yes {id}`)"),
-        };
+        if event.stage == JobStage::Creating {
+            return;
+        }
+        let line = &event.stage;
         eprintln!("{prefix}{line}");
     }))
 }

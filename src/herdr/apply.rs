@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use crate::transfer::{ApiRemote, Remote};
+use crate::transfer::{ApiRemote, Remote, TempCleanup};
 use crate::Sandbox;
 
 use super::error::{HerdrError, HerdrResult};
@@ -52,9 +52,11 @@ pub enum Applied {
 pub async fn apply(sandbox: &Sandbox, remote_root: &str, local: &Path) -> HerdrResult<Applied> {
     let remote = ApiRemote::new(sandbox.clone());
     let patch_path = format!("/tmp/.herdr-createos-{:016x}.patch", rand::random::<u64>());
+    // Removes the guest's patch file on every path: explicitly below, or from a spawned task
+    // when this future is dropped (the action cancelled) part-way.
+    let mut cleanup = TempCleanup::new(sandbox.clone(), patch_path.clone());
     let result = export_and_apply(&remote, sandbox, remote_root, local, &patch_path).await;
-    // The patch file is removed on every path.
-    let _ = remote.run_sh(r#"rm -f -- "$1""#, vec![patch_path.clone()], Vec::new()).await;
+    cleanup.now().await;
     result
 }
 
@@ -100,16 +102,7 @@ async fn export_and_apply(
     }
     let patch = sandbox.download(patch_path).await?.bytes(MAX_PATCH_BYTES).await?;
 
-    let dir = tempfile_dir()?;
-    let local_patch = dir.join("herdr-createos.patch");
-    std::fs::write(&local_patch, &patch)
-        .map_err(|e| HerdrError::io(format!("writing {}", local_patch.display()), e))?;
-    let outcome = (|| {
-        git(local, &["apply", "--check", "--whitespace=nowarn"], &local_patch)?;
-        git(local, &["apply", "--whitespace=nowarn"], &local_patch)
-    })();
-    let _ = std::fs::remove_dir_all(&dir);
-    outcome?;
+    apply_locally(local, &patch)?;
 
     let out = remote.run_sh(ADVANCE, vec![remote_root.to_string(), tree.clone()], Vec::new()).await;
     match out {
@@ -132,11 +125,18 @@ async fn export_and_apply(
     }
 }
 
-fn tempfile_dir() -> HerdrResult<std::path::PathBuf> {
-    let dir =
-        std::env::temp_dir().join(format!("cos-herdr-apply-{}-{:08x}", std::process::id(), rand::random::<u32>()));
-    std::fs::create_dir(&dir).map_err(|e| HerdrError::io(format!("creating {}", dir.display()), e))?;
-    Ok(dir)
+/// Check and apply `patch` to the worktree at `local`. The patch is staged in a temporary
+/// directory that is removed on every path (it is a guard, dropped on errors too).
+fn apply_locally(local: &Path, patch: &[u8]) -> HerdrResult<()> {
+    let dir = tempfile::Builder::new()
+        .prefix("cos-herdr-apply-")
+        .tempdir()
+        .map_err(|e| HerdrError::io("creating a temporary directory for the patch", e))?;
+    let local_patch = dir.path().join("herdr-createos.patch");
+    std::fs::write(&local_patch, patch)
+        .map_err(|e| HerdrError::io(format!("writing {}", local_patch.display()), e))?;
+    git(local, &["apply", "--check", "--whitespace=nowarn"], &local_patch)?;
+    git(local, &["apply", "--whitespace=nowarn"], &local_patch)
 }
 
 fn git(dir: &Path, args: &[&str], patch: &Path) -> HerdrResult<()> {

@@ -6,21 +6,10 @@ use serde::{Deserialize, Serialize};
 
 use super::error::{HerdrError, HerdrResult};
 
-/// Quote `word` for a POSIX shell. Control characters (a newline would end the typed line
-/// early) are refused.
-pub fn sh_quote(word: &str) -> HerdrResult<String> {
-    if let Some(c) = word.chars().find(|c| c.is_control()) {
-        return Err(HerdrError::invalid("command word", format!("{word:?} contains the control character {c:?}")));
-    }
-    if !word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || "/._-=:@+,".contains(c)) {
-        return Ok(word.to_string());
-    }
-    Ok(format!("'{}'", word.replace('\'', r#"'\''"#)))
-}
-
-/// Words → one quoted line.
+/// Words → one quoted line for `herdr pane run` ([`crate::shell::typed_line`]); a word with a
+/// control character (a newline would end the typed line early) is refused.
 pub fn sh_line<S: AsRef<str>>(words: &[S]) -> HerdrResult<String> {
-    Ok(words.iter().map(|w| sh_quote(w.as_ref())).collect::<HerdrResult<Vec<_>>>()?.join(" "))
+    crate::shell::typed_line(words).map_err(|e| HerdrError::invalid("command word", e.to_string()))
 }
 
 /// What `start` hands to `provision` in the new pane.
@@ -76,13 +65,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn quoting() {
-        assert_eq!(sh_quote("/usr/bin/cos").unwrap(), "/usr/bin/cos");
-        assert_eq!(sh_quote("a b").unwrap(), "'a b'");
-        assert_eq!(sh_quote("it's").unwrap(), r#"'it'\''s'"#);
-        assert_eq!(sh_quote("").unwrap(), "''");
-        assert!(sh_quote("a\nb").is_err());
-        assert_eq!(sh_line(&["x", "$(y)"]).unwrap(), "x '$(y)'");
+    fn typed_lines() {
+        assert_eq!(sh_line(&["/usr/bin/cos", "a b", ""]).unwrap(), "/usr/bin/cos 'a b' ''");
+        assert!(sh_line(&["cos", "a\nb"]).unwrap_err().to_string().contains("control character"));
     }
 
     #[test]

@@ -90,20 +90,20 @@ impl PluginConfig {
         };
         let remote_root = self.remote_root.clone().unwrap_or_else(|| DEFAULT_REMOTE_ROOT.to_string());
         validate_remote_root(&remote_root).map_err(|e| bad(e.to_string()))?;
-        let auto_pause_secs = parse_duration_secs(self.auto_pause.as_deref().unwrap_or(DEFAULT_AUTO_PAUSE))
-            .map_err(|m| bad(format!("autoPause: {m}")))?;
+        let auto_pause_secs =
+            crate::validate::auto_pause_text("autoPause", self.auto_pause.as_deref().unwrap_or(DEFAULT_AUTO_PAUSE))
+                .map_err(|e| bad(e.to_string()))?;
         let shape = self.shape.clone().unwrap_or_else(|| DEFAULT_SHAPE.to_string());
-        if shape.trim().is_empty() {
-            return Err(bad("shape: must not be empty".into()));
-        }
+        crate::validate::shape("shape", &shape).map_err(|e| bad(e.to_string()))?;
+        let rootfs = self.rootfs.clone().filter(|r| !r.trim().is_empty());
         let egress = self.egress.clone().unwrap_or_default();
-        if let Some(rule) = egress.iter().find(|r| r.trim().is_empty() || r.chars().any(char::is_whitespace)) {
-            return Err(bad(format!("egress: {rule:?} is not a host name or address")));
+        for rule in &egress {
+            crate::api::security::validate_egress_rule(rule).map_err(|e| bad(e.to_string()))?;
         }
         Ok(Settings {
             agent,
             shape,
-            rootfs: self.rootfs.clone().filter(|r| !r.trim().is_empty()),
+            rootfs,
             auto_pause_secs,
             remote_root,
             egress,
@@ -121,43 +121,15 @@ pub fn config_path(dir: &Path) -> PathBuf {
 /// `remoteRoot` must be absolute, made of `[A-Za-z0-9._/-]` only (nothing a shell would
 /// interpret), and free of `..` segments.
 pub fn validate_remote_root(path: &str) -> HerdrResult<()> {
+    crate::validate::guest_path("remoteRoot", path)?;
     let refuse = |why: &str| HerdrError::invalid("remoteRoot", format!("{path:?} {why}"));
-    if !path.starts_with('/') {
-        return Err(refuse("must be an absolute path"));
-    }
     if let Some(c) = path.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '/' | '-'))) {
         return Err(refuse(&format!("contains {c:?}; only letters, digits, '.', '_', '-' and '/' are allowed")));
-    }
-    if path.split('/').any(|seg| seg == "..") {
-        return Err(refuse("contains a '..' segment"));
     }
     if path.trim_end_matches('/').is_empty() {
         return Err(refuse("is the root directory"));
     }
     Ok(())
-}
-
-/// `90s`, `30m`, `2h`, `1d` or plain seconds → seconds (at least 60, fits u32).
-pub fn parse_duration_secs(raw: &str) -> Result<u32, String> {
-    let raw = raw.trim();
-    let (digits, unit) = match raw.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
-        Some((i, _)) => raw.split_at(i),
-        None => (raw, "s"),
-    };
-    let n: u64 = digits.parse().map_err(|_| format!("{raw:?} is not a duration like 30m"))?;
-    let scale = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
-        _ => return Err(format!("{raw:?} has an unknown unit (use s, m, h or d)")),
-    };
-    let secs =
-        n.checked_mul(scale).filter(|s| *s <= u64::from(u32::MAX)).ok_or_else(|| format!("{raw:?} is too long"))?;
-    if secs < 60 {
-        return Err(format!("{raw:?} is shorter than a minute"));
-    }
-    Ok(secs as u32)
 }
 
 #[cfg(test)]
@@ -174,12 +146,24 @@ mod tests {
     }
 
     #[test]
-    fn durations() {
-        assert_eq!(parse_duration_secs("30m"), Ok(1800));
-        assert_eq!(parse_duration_secs("2h"), Ok(7200));
-        assert_eq!(parse_duration_secs("600"), Ok(600));
-        assert!(parse_duration_secs("10s").is_err());
-        assert!(parse_duration_secs("5x").is_err());
+    fn settings_refuse_what_creation_would_refuse() {
+        let path = Path::new("config.json");
+        let with = |json: &str| serde_json::from_str::<PluginConfig>(json).unwrap().settings(path);
+        assert_eq!(with(r#"{"autoPause": "2h"}"#).unwrap().auto_pause_secs, 7200);
+        assert_eq!(with(r#"{"autoPause": "1d"}"#).unwrap().auto_pause_secs, 86_400);
+        for bad in [
+            r#"{"autoPause": "2d"}"#,
+            r#"{"autoPause": "10s"}"#,
+            r#"{"autoPause": "5x"}"#,
+            r#"{"shape": "large"}"#,
+            r#"{"shape": " "}"#,
+            r#"{"egress": ["a b"]}"#,
+            r#"{"remoteRoot": "/a\u0000b"}"#,
+        ] {
+            let err = with(bad).unwrap_err().to_string();
+            assert!(err.starts_with("config config.json:"), "{bad}: {err}");
+        }
+        assert_eq!(with(r#"{"shape": "s-1vcpu-1gb"}"#).unwrap().shape, "s-1vcpu-1gb");
     }
 
     #[test]

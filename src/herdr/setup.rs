@@ -4,8 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::agents::Agent;
-use super::config::{parse_duration_secs, validate_remote_root, PluginConfig, CONFIG_FILE};
+use super::config::{PluginConfig, CONFIG_FILE};
 use super::error::{HerdrError, HerdrResult};
 use super::host::HerdrHost;
 use super::state::write_bytes_atomic;
@@ -35,9 +34,9 @@ pub fn launcher_script(cos: &Path) -> HerdrResult<String> {
             format!("{text:?} must be absolute and free of control characters"),
         ));
     }
-    let quoted = text.replace('\'', r#"'\''"#);
+    let quoted = crate::shell::quote(text);
     Ok(format!(
-        "#!/bin/sh\n# Written by cos setup herdr: the CreateOS Herdr actions, run by cos.\nCOS_BIN='{quoted}'\nexport COS_BIN\nexec \"$COS_BIN\" herdr \"$@\"\n"
+        "#!/bin/sh\n# Written by cos setup herdr: the CreateOS Herdr actions, run by cos.\nCOS_BIN={quoted}\nexport COS_BIN\nexec \"$COS_BIN\" herdr \"$@\"\n"
     ))
 }
 
@@ -84,28 +83,19 @@ pub struct SetupOptions {
 }
 
 impl SetupOptions {
-    /// The `config.json` these flags describe, checked.
+    /// The `config.json` these flags describe, checked by the same rules as an action's
+    /// settings ([`PluginConfig::settings`]), so setup never writes what `start` would refuse.
     pub fn plugin_config(&self) -> HerdrResult<PluginConfig> {
-        let agent = self.agent.clone().unwrap_or_else(|| "claude-code".into());
-        if Agent::from_key(&agent).is_none() {
-            return Err(HerdrError::invalid("--agent", Agent::unknown_message(&agent)));
-        }
-        let auto_pause = self.auto_pause.clone().unwrap_or_else(|| super::config::DEFAULT_AUTO_PAUSE.into());
-        parse_duration_secs(&auto_pause).map_err(|m| HerdrError::invalid("--auto-pause", m))?;
-        let remote_root = self.remote_root.clone().unwrap_or_else(|| super::config::DEFAULT_REMOTE_ROOT.into());
-        validate_remote_root(&remote_root)?;
-        let shape = self.shape.clone().unwrap_or_else(|| super::config::DEFAULT_SHAPE.into());
-        if shape.trim().is_empty() {
-            return Err(HerdrError::invalid("--shape", "must not be empty"));
-        }
-        Ok(PluginConfig {
-            agent: Some(agent),
-            shape: Some(shape),
+        let config = PluginConfig {
+            agent: Some(self.agent.clone().unwrap_or_else(|| "claude-code".into())),
+            shape: Some(self.shape.clone().unwrap_or_else(|| super::config::DEFAULT_SHAPE.into())),
             rootfs: self.rootfs.clone().filter(|r| !r.trim().is_empty()),
-            auto_pause: Some(auto_pause),
-            remote_root: Some(remote_root),
+            auto_pause: Some(self.auto_pause.clone().unwrap_or_else(|| super::config::DEFAULT_AUTO_PAUSE.into())),
+            remote_root: Some(self.remote_root.clone().unwrap_or_else(|| super::config::DEFAULT_REMOTE_ROOT.into())),
             ..Default::default()
-        })
+        };
+        config.settings(Path::new("(cos setup herdr flags)"))?;
+        Ok(config)
     }
 }
 
@@ -320,6 +310,8 @@ mod tests {
     fn options_are_checked() {
         assert!(SetupOptions { agent: Some("nope".into()), ..Default::default() }.plugin_config().is_err());
         assert!(SetupOptions { remote_root: Some("/w;x".into()), ..Default::default() }.plugin_config().is_err());
+        assert!(SetupOptions { auto_pause: Some("2d".into()), ..Default::default() }.plugin_config().is_err());
+        assert!(SetupOptions { shape: Some("big".into()), ..Default::default() }.plugin_config().is_err());
         let c = SetupOptions { agent: Some("codex".into()), ..Default::default() }.plugin_config().unwrap();
         assert_eq!(c.agent.as_deref(), Some("codex"));
         assert_eq!(c.remote_root.as_deref(), Some("/workspace"));

@@ -115,6 +115,22 @@ pub enum JobStage {
     Kept(String, String),
 }
 
+impl std::fmt::Display for JobStage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            JobStage::Creating => write!(f, "creating a sandbox…"),
+            JobStage::Created(id) => write!(f, "created sandbox {id}"),
+            JobStage::Uploaded { files, bytes } => write!(f, "uploaded {files} files ({bytes} bytes) to {WORK_DIR}"),
+            JobStage::Running => write!(f, "running…"),
+            JobStage::Exited(Some(code)) => write!(f, "exited {code}"),
+            JobStage::Exited(None) => write!(f, "ended by a signal"),
+            JobStage::Fetching => write!(f, "retrieving the artifact…"),
+            JobStage::Destroyed(id) => write!(f, "destroyed sandbox {id}"),
+            JobStage::Kept(id, why) => write!(f, "kept sandbox {id}: {why} (remove it with `cos rm --yes {id}`)"),
+        }
+    }
+}
+
 /// One progress report: which job (its index in a fanout, 0 otherwise) and what it does.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JobEvent {

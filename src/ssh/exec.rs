@@ -82,39 +82,8 @@ impl SshOutput {
     }
 }
 
-/// Quote `arg` for a POSIX shell (single quotes; safe for any byte but NUL).
-pub fn shell_quote(arg: &str) -> String {
-    let safe = !arg.is_empty()
-        && arg.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'/' | b'=' | b':' | b'@' | b',' | b'+'));
-    if safe {
-        return arg.to_string();
-    }
-    let mut quoted = String::with_capacity(arg.len() + 2);
-    quoted.push('\'');
-    for c in arg.chars() {
-        if c == '\'' {
-            quoted.push_str("'\\''");
-        } else {
-            quoted.push(c);
-        }
-    }
-    quoted.push('\'');
-    quoted
-}
-
-/// A command line running `program` with `args`, each quoted with [`shell_quote`].
-pub fn command_line<I, S>(program: &str, args: I) -> String
-where
-    I: IntoIterator<Item = S>,
-    S: AsRef<str>,
-{
-    let mut line = shell_quote(program);
-    for arg in args {
-        line.push(' ');
-        line.push_str(&shell_quote(arg.as_ref()));
-    }
-    line
-}
+/// Quoting is shared with the other command-line builders ([`crate::shell`]).
+pub use crate::shell::{command_line, quote as shell_quote};
 
 fn check_command(command: &str) -> Result<()> {
     if command.trim().is_empty() {
@@ -301,16 +270,6 @@ impl SshSession {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn quoting() {
-        assert_eq!(shell_quote("abc/d-e_f.g"), "abc/d-e_f.g");
-        assert_eq!(shell_quote(""), "''");
-        assert_eq!(shell_quote("a b"), "'a b'");
-        assert_eq!(shell_quote("it's"), "'it'\\''s'");
-        assert_eq!(shell_quote("$(rm -rf /)"), "'$(rm -rf /)'");
-        assert_eq!(command_line("tar", ["-x", "-C", "/my dir"]), "tar -x -C '/my dir'");
-    }
 
     #[test]
     fn stderr_cap_keeps_the_tail() {

@@ -83,7 +83,8 @@ fn check_value(key: &str, schema: &Value, value: &Value) -> Result<(), ToolError
             }
             if let Some(choices) = schema["enum"].as_array() {
                 if !choices.iter().any(|c| c == value) {
-                    return Err(bad(format!("{key:?} must be one of {choices:?}")));
+                    let names: Vec<&str> = choices.iter().filter_map(Value::as_str).collect();
+                    return Err(bad(format!("{key:?} must be one of: {}", names.join(", "))));
                 }
             }
             if let Some(min) = schema["minLength"].as_u64() {
@@ -122,6 +123,14 @@ fn check_value(key: &str, schema: &Value, value: &Value) -> Result<(), ToolError
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn enum_errors_list_the_choices_plainly() {
+        let schema = json!({"type": "object", "additionalProperties": false, "required": ["op"],
+            "properties": {"op": {"type": "string", "enum": ["screen", "click"]}}});
+        let err = Args::check(&schema, json!({"op": "scroll"}).as_object().cloned()).unwrap_err();
+        assert_eq!(err.to_string(), "invalid arguments: \"op\" must be one of: screen, click");
+    }
 
     #[test]
     fn checks_the_schema_subset() {

@@ -1,6 +1,7 @@
 //! Tool-runtime configuration: environment variable > option > default (plugins.md §2.3).
 //! Unknown option keys and invalid values are refused, so a typo never silently falls back.
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Map, Value};
@@ -35,7 +36,7 @@ impl Mode {
 
 /// Whether the project is copied into a new session sandbox.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum SyncMode {
+pub enum ProjectSync {
     /// The working directory starts empty.
     #[default]
     None,
@@ -44,12 +45,12 @@ pub enum SyncMode {
     Once,
 }
 
-impl SyncMode {
+impl ProjectSync {
     /// `none` or `once`.
     pub fn as_str(self) -> &'static str {
         match self {
-            SyncMode::None => "none",
-            SyncMode::Once => "once",
+            ProjectSync::None => "none",
+            ProjectSync::Once => "once",
         }
     }
 }
@@ -74,9 +75,12 @@ pub struct ToolsConfig {
     /// Default deadline of a call; `None` = none.
     pub timeout: Option<Duration>,
     /// Project staging of new session sandboxes.
-    pub sync: SyncMode,
+    pub sync: ProjectSync,
     /// Mirror local skill bundles into the sandbox when it is attached (option only).
     pub sync_skills: bool,
+    /// The skill directories to mirror (option `skillDirs`, absolute host paths; the plugin
+    /// passes what its host lists). Each is staged at the same absolute path in the guest.
+    pub skill_dirs: Vec<PathBuf>,
 }
 
 impl Default for ToolsConfig {
@@ -90,8 +94,9 @@ impl Default for ToolsConfig {
             auto_pause: Some(Duration::from_secs(30 * 60)),
             persist: true,
             timeout: Some(Duration::from_millis(120_000)),
-            sync: SyncMode::None,
+            sync: ProjectSync::None,
             sync_skills: true,
+            skill_dirs: Vec::new(),
         }
     }
 }
@@ -108,11 +113,28 @@ const KEYS: &[(&str, Option<&str>)] = &[
     ("persist", Some("CREATEOS_PERSIST")),
     ("timeout", Some("CREATEOS_TIMEOUT")),
     ("syncSkills", None),
+    ("skillDirs", None),
 ];
 
 /// The environment variables the configuration reads (for callers that scrub them).
 pub fn env_vars() -> impl Iterator<Item = &'static str> {
     KEYS.iter().filter_map(|(_, var)| *var)
+}
+
+/// `skillDirs`: a JSON array of absolute host directories.
+fn skill_dirs(raw: Raw<'_>) -> Result<Vec<PathBuf>, String> {
+    let Raw::Opt(Value::Array(items)) = raw else { return Err("must be an array of absolute directory paths".into()) };
+    items
+        .iter()
+        .map(|item| {
+            let text = item.as_str().ok_or("must be an array of strings")?;
+            let path = Path::new(text);
+            if !path.is_absolute() || text.contains('\0') || path.components().any(|c| c == std::path::Component::ParentDir) {
+                return Err(format!("{text:?} is not an absolute path without `..`"));
+            }
+            Ok(path.to_path_buf())
+        })
+        .collect()
 }
 
 /// Where a value came from: env values are always strings, options keep their JSON type.
@@ -150,6 +172,7 @@ impl ToolsConfig {
         match key {
             "persist" => self.persist = boolean(raw)?,
             "syncSkills" => self.sync_skills = boolean(raw)?,
+            "skillDirs" => self.skill_dirs = skill_dirs(raw)?,
             "timeout" => {
                 let ms = match raw {
                     Raw::Env(v) => v.trim().parse::<u64>().map_err(|_| format!("{v:?} is not an integer"))?,
@@ -190,8 +213,8 @@ impl ToolsConfig {
                     }
                     "sync" => {
                         self.sync = match text.as_str() {
-                            "none" => SyncMode::None,
-                            "once" => SyncMode::Once,
+                            "none" => ProjectSync::None,
+                            "once" => ProjectSync::Once,
                             _ => return Err(format!("{text:?} is not `none` or `once`")),
                         }
                     }
@@ -251,20 +274,8 @@ pub fn parse_auto_pause(text: &str) -> Result<Option<Duration>, String> {
     if t.eq_ignore_ascii_case("off") {
         return Ok(None);
     }
-    let (digits, unit) = match t.find(|c: char| !c.is_ascii_digit()) {
-        Some(i) => t.split_at(i),
-        None => (t, "s"),
-    };
-    let n: u64 = digits.parse().map_err(|_| format!("{text:?} is not a duration like 30m, 1h or off"))?;
-    let secs = match unit {
-        "s" => n,
-        "m" => n.saturating_mul(60),
-        "h" => n.saturating_mul(3600),
-        _ => return Err(format!("{text:?}: unit must be s, m or h")),
-    };
-    let secs32 = u32::try_from(secs).map_err(|_| format!("{text:?} is too long"))?;
-    crate::validate::auto_pause("autoPause", secs32).map_err(|e| e.to_string())?;
-    Ok(Some(Duration::from_secs(secs)))
+    let secs = crate::validate::auto_pause_text("autoPause", t).map_err(|e| e.to_string())?;
+    Ok(Some(Duration::from_secs(u64::from(secs))))
 }
 
 #[cfg(test)]
@@ -302,7 +313,7 @@ mod tests {
     fn every_documented_key_has_its_default() {
         let c = ToolsConfig::resolve(&Map::new(), |_| None).unwrap();
         assert_eq!(c, ToolsConfig::default());
-        assert_eq!((c.mode, c.sync, c.sync_skills, c.persist), (Mode::Local, SyncMode::None, true, true));
+        assert_eq!((c.mode, c.sync, c.sync_skills, c.persist), (Mode::Local, ProjectSync::None, true, true));
         assert_eq!((c.shape.as_str(), c.rootfs.as_str(), c.cwd.as_str()), ("s-2vcpu-2gb", "devbox:1", "/root/workspace"));
         assert_eq!((c.network.as_deref(), c.auto_pause), (None, Some(Duration::from_secs(1800))));
         let vars: Vec<&str> = env_vars().collect();
@@ -311,10 +322,19 @@ mod tests {
     }
 
     #[test]
+    fn skill_dirs_are_absolute_paths() {
+        let c = ToolsConfig::resolve(&opts(json!({"skillDirs": ["/home/u/skills/a", "/opt/s"]})), |_| None).unwrap();
+        assert_eq!(c.skill_dirs, [PathBuf::from("/home/u/skills/a"), PathBuf::from("/opt/s")]);
+        for bad in [json!("/a"), json!(["rel/dir"]), json!(["/a/../b"]), json!([1])] {
+            assert!(ToolsConfig::resolve(&opts(json!({"skillDirs": bad})), |_| None).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn mode_sync_and_sync_skills() {
         let o = opts(json!({"mode": "remote", "sync": "once", "syncSkills": false, "network": "net-1", "autoPause": "off"}));
         let c = ToolsConfig::resolve(&o, |_| None).unwrap();
-        assert_eq!((c.mode, c.sync, c.sync_skills), (Mode::Remote, SyncMode::Once, false));
+        assert_eq!((c.mode, c.sync, c.sync_skills), (Mode::Remote, ProjectSync::Once, false));
         assert_eq!((c.network.as_deref(), c.auto_pause), (Some("net-1"), None));
         // The environment beats the option, key by key.
         let env = |k: &str| match k {
@@ -323,12 +343,12 @@ mod tests {
             _ => None,
         };
         let c = ToolsConfig::resolve(&o, env).unwrap();
-        assert_eq!((c.mode, c.sync, c.sync_skills), (Mode::Local, SyncMode::None, false));
+        assert_eq!((c.mode, c.sync, c.sync_skills), (Mode::Local, ProjectSync::None, false));
         // An empty variable counts as unset.
         let c = ToolsConfig::resolve(&o, |k| (k == "CREATEOS_MODE").then(String::new)).unwrap();
         assert_eq!(c.mode, Mode::Remote);
         assert_eq!(Mode::Remote.as_str(), "remote");
-        assert_eq!(SyncMode::Once.as_str(), "once");
+        assert_eq!(ProjectSync::Once.as_str(), "once");
     }
 
     #[test]

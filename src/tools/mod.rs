@@ -8,6 +8,7 @@ pub mod calls;
 pub mod catalog;
 pub mod config;
 pub mod runtime;
+pub mod staging;
 pub mod store;
 pub mod transports;
 
@@ -83,13 +84,43 @@ impl ToolOutput {
     }
 }
 
+/// Receives human-readable progress messages of a running call (MCP: `notifications/progress`).
+/// Called from the call's task, so it must not block.
+pub type ProgressSink = Arc<dyn Fn(String) + Send + Sync>;
+
 /// Who is calling and how to stop it.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct CallCtx {
     /// Session id: each session gets its own sandbox.
     pub session: String,
     /// Cancelled when the caller gives up or the runtime shuts down.
     pub cancel: CancellationToken,
+    /// Where progress goes, when the caller asked for it.
+    pub progress: Option<ProgressSink>,
+}
+
+impl CallCtx {
+    /// A caller in `session`, stopped by `cancel`, without progress reports.
+    pub fn new(session: impl Into<String>, cancel: CancellationToken) -> Self {
+        CallCtx { session: session.into(), cancel, progress: None }
+    }
+
+    /// Report progress to the caller, if it listens.
+    pub fn report(&self, message: impl Into<String>) {
+        if let Some(sink) = &self.progress {
+            sink(message.into());
+        }
+    }
+}
+
+impl std::fmt::Debug for CallCtx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallCtx")
+            .field("session", &self.session)
+            .field("cancelled", &self.cancel.is_cancelled())
+            .field("progress", &self.progress.is_some())
+            .finish()
+    }
 }
 
 /// Shared handle used by the faces.

@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::config::ToolsConfig;
+use super::staging;
 use super::store::{BindingRecord, BindingStore};
 use super::transports::Transports;
 use super::ToolError;
@@ -248,11 +249,16 @@ impl Runtime {
             self.prepare(&sandbox).await?;
             record.initialized = true;
             self.store.save(session, &record)?;
+        } else {
+            // Skills may have changed since the last attach; the project copy never repeats.
+            self.stage_skills(&sandbox).await?;
         }
         tracing::info!(session, sandbox = %record.id, "reattached the session sandbox");
         Ok(Bound { sandbox, record })
     }
 
+    /// Make a sandbox that was never initialized ready: working directory, the one-time
+    /// project copy (`sync: "once"`), then the skills.
     async fn prepare(&self, sandbox: &Sandbox) -> Result<(), ToolError> {
         ready(sandbox).await?;
         let spec = ProcessSpec::new("mkdir").args(["-p", "--", self.config.cwd.as_str()]);
@@ -265,6 +271,17 @@ impl Runtime {
                 out.stderr_lossy().trim()
             )));
         }
+        if let Some(files) = staging::stage_project(sandbox, &self.config, &self.project_dir).await? {
+            tracing::info!(sandbox = %sandbox.id(), files, "copied the project into the session sandbox");
+        }
+        self.stage_skills(sandbox).await
+    }
+
+    async fn stage_skills(&self, sandbox: &Sandbox) -> Result<(), ToolError> {
+        let staged = staging::stage_skills(sandbox, &self.config, &self.project_dir).await?;
+        if !staged.is_empty() {
+            tracing::info!(sandbox = %sandbox.id(), dirs = ?staged, "copied skill directories into the session sandbox");
+        }
         Ok(())
     }
 
@@ -276,6 +293,12 @@ impl Runtime {
             "session": session,
             "project": self.project_dir.to_string_lossy(),
             "sandbox": bound.as_ref().map(|b| b.record.id.clone()),
+            // After a restart the binding is on disk until the first call reattaches it.
+            "stored": if bound.is_none() && self.config.persist {
+                self.store.load(session).ok().flatten().map(|r| r.id)
+            } else {
+                None
+            },
             "owned": bound.as_ref().map(|b| b.record.owned),
             "initializing": s.opening.load(Ordering::SeqCst),
             "cwd": self.config.cwd,

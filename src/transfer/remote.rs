@@ -249,17 +249,17 @@ impl Remote for ApiRemote {
 
 /// Removes a temporary guest file: explicitly with [`TempCleanup::now`], or — when the
 /// transfer future is dropped (cancelled) — from a spawned task.
-struct TempCleanup {
+pub(crate) struct TempCleanup {
     sandbox: Sandbox,
     path: Option<String>,
 }
 
 impl TempCleanup {
-    fn new(sandbox: Sandbox, path: String) -> Self {
+    pub(crate) fn new(sandbox: Sandbox, path: String) -> Self {
         TempCleanup { sandbox, path: Some(path) }
     }
 
-    async fn now(&mut self) {
+    pub(crate) async fn now(&mut self) {
         if let Some(path) = self.path.take() {
             remove_temp(&self.sandbox, &path).await;
         }

@@ -43,19 +43,24 @@ impl Mcp {
     /// Start `cos mcp` against `env` with state and project in `dir`, configuration `options`
     /// (a JSON object) and extra environment variables.
     pub async fn start(env: &Env, dir: &Path, options: &str, extra_env: &[(&str, &str)]) -> Mcp {
+        Mcp::start_in(env, dir, dir, options, extra_env).await
+    }
+
+    /// Like [`Mcp::start`], with the state (and HOME) in `state` and the project in `project`.
+    pub async fn start_in(env: &Env, state: &Path, project: &Path, options: &str, extra_env: &[(&str, &str)]) -> Mcp {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_cos"));
         cmd.arg("mcp")
             .arg("--state-dir")
-            .arg(dir)
+            .arg(state)
             .arg("--project")
-            .arg(dir)
+            .arg(project)
             .arg("--options")
             .arg(options)
             .env("CREATEOS_SANDBOX_BASE_URL", env.base_url())
             .env("CREATEOS_API_KEY", env.mock.api_key())
-            .env("HOME", dir)
+            .env("HOME", state)
             .env("RUST_LOG", "warn");
-        for var in CONFIG_VARS {
+        for var in CONFIG_VARS.into_iter().chain(createos_sandbox::tools::config::env_vars()) {
             cmd.env_remove(var);
         }
         for (k, v) in extra_env {
@@ -164,4 +169,51 @@ impl Mcp {
         let text = self.refused(name, args).await;
         assert!(text.contains(needle), "{name}: error {text:?} does not mention {needle:?}");
     }
+}
+
+impl Mcp {
+    /// A notification (no answer expected), e.g. `notifications/cancelled`.
+    pub async fn notify(&mut self, method: &str, params: Value) {
+        self.send(json!({"jsonrpc": "2.0", "method": method, "params": params})).await;
+    }
+
+    /// Send a request without waiting for its answer; returns its id (for a cancellation).
+    pub async fn send_request(&mut self, method: &str, params: Value) -> u64 {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await;
+        id
+    }
+
+    /// A `tools/call` result with `meta` as the request's `_meta` (session ids); `Null` sends none.
+    pub async fn call_with(&mut self, name: &str, args: Value, meta: Value) -> Value {
+        let mut params = json!({"name": name, "arguments": args});
+        if !meta.is_null() {
+            params["_meta"] = meta;
+        }
+        let answer = self.request("tools/call", params).await;
+        answer.get("result").cloned().unwrap_or_else(|| panic!("{name}: no result: {answer}"))
+    }
+
+    /// The names of every listed tool.
+    pub async fn tool_names(&mut self) -> Vec<String> {
+        self.tools().await.iter().map(|t| string(t, "name")).collect()
+    }
+}
+
+/// The text content of a successful result.
+pub fn ok_text(result: &Value) -> String {
+    assert_ne!(result["isError"], true, "tool failed: {result}");
+    result["content"][0]["text"].as_str().unwrap_or_else(|| panic!("no text content: {result}")).to_string()
+}
+
+/// The error text of a result that must be a tool error.
+pub fn error_text(result: &Value) -> String {
+    assert_eq!(result["isError"], true, "expected a tool error: {result}");
+    result["content"][0]["text"].as_str().unwrap_or_default().to_string()
+}
+
+/// The `sandboxId` of a result's metadata.
+pub fn sandbox_of(result: &Value) -> String {
+    result["_meta"]["sandboxId"].as_str().unwrap_or_else(|| panic!("no sandboxId: {result}")).to_string()
 }

@@ -14,7 +14,6 @@
 
 mod channel;
 mod gate;
-mod guest_fs;
 mod server;
 mod session;
 mod sftp;

@@ -8,11 +8,8 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rand::RngCore;
-use russh::keys::ssh_key::private::Ed25519Keypair;
 use russh::keys::{PrivateKey, PublicKey};
 use russh::server::Config;
-use russh::{MethodKind, MethodSet};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -21,32 +18,10 @@ use super::gate::Gated;
 use super::session::GuestSession;
 use crate::process::netns;
 use crate::sandbox::SandboxRef;
+use crate::ssh_common::{generate_host_key, server_config};
 
 /// The guest's SSH port.
 pub const GUEST_SSH_PORT: u16 = 22;
-
-fn generate_host_key() -> PrivateKey {
-    let mut seed = [0u8; 32];
-    rand::rngs::OsRng.fill_bytes(&mut seed);
-    let key = PrivateKey::from(Ed25519Keypair::from_seed(&seed));
-    seed.fill(0);
-    key
-}
-
-fn server_config(host_key: PrivateKey) -> Arc<Config> {
-    let mut methods = MethodSet::empty();
-    methods.push(MethodKind::PublicKey);
-    Arc::new(Config {
-        methods,
-        keys: vec![host_key],
-        // A local emulator: refusals need not be slowed down.
-        auth_rejection_time: Duration::from_millis(20),
-        auth_rejection_time_initial: Some(Duration::ZERO),
-        inactivity_timeout: None,
-        nodelay: true,
-        ..Default::default()
-    })
-}
 
 /// Binds `0.0.0.0:22` from a short-lived thread that joined `ns` (the socket stays in the
 /// namespace it was created in).

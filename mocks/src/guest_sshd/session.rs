@@ -7,9 +7,9 @@ use russh::server::{Auth, ChannelOpenHandle, Handler, Msg, PublicKeyOffer, Sessi
 use russh::{Channel, ChannelOpenFailure};
 use tokio_util::sync::CancellationToken;
 
-use super::guest_fs::GuestFs;
-use crate::process::netns;
+use crate::guest_fs::GuestFs;
 use crate::sandbox::SandboxRef;
+use crate::ssh_common::{connect_forward, line_lists_key, pipe_forward};
 
 /// The only user the emulated guest has (every sandbox process runs as root).
 const GUEST_USER: &str = "root";
@@ -36,34 +36,23 @@ impl GuestSession {
         }
         let sandbox = self.sandbox.clone();
         let text = tokio::task::spawn_blocking(move || -> std::io::Result<String> {
+            use std::io::Read;
             let fs = GuestFs::new(sandbox.runtime());
-            let host = fs.host_followed(&format!("{GUEST_HOME}/.ssh/authorized_keys"))?;
-            let meta = std::fs::metadata(&host)?;
-            if meta.len() > MAX_AUTHORIZED_KEYS {
+            let resolved = fs.resolve(&format!("{GUEST_HOME}/.ssh/authorized_keys"), true)?;
+            let file = std::fs::File::from(fs.open(&resolved, nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_NONBLOCK, 0)?);
+            if file.metadata()?.len() > MAX_AUTHORIZED_KEYS {
                 return Err(std::io::Error::other("authorized_keys too large"));
             }
-            std::fs::read_to_string(host)
+            let mut text = String::new();
+            file.take(MAX_AUTHORIZED_KEYS).read_to_string(&mut text)?;
+            Ok(text)
         })
         .await;
         match text {
-            Ok(Ok(text)) => text.lines().any(|line| line_allows(line, key)),
+            Ok(Ok(text)) => text.lines().any(|line| line_lists_key(line, key)),
             _ => false,
         }
     }
-}
-
-/// Whether one authorized_keys line lists `key`. A line may start with options
-/// (`no-pty,command="…" ssh-ed25519 AAAA… comment`): the key is the first `type blob`
-/// pair that parses.
-pub fn line_allows(line: &str, key: &PublicKey) -> bool {
-    let line = line.trim();
-    if line.is_empty() || line.starts_with('#') {
-        return false;
-    }
-    let fields: Vec<&str> = line.split_whitespace().collect();
-    fields.windows(2).any(|pair| {
-        PublicKey::from_openssh(&format!("{} {}", pair[0], pair[1])).is_ok_and(|listed| listed.key_data() == key.key_data())
-    })
 }
 
 impl Handler for GuestSession {
@@ -114,48 +103,15 @@ impl Handler for GuestSession {
             reply.reject(ChannelOpenFailure::AdministrativelyProhibited).await;
             return Ok(());
         };
-        let upstream = match netns::connect_loopback(self.sandbox.runtime().netns(), port).await {
-            Ok(stream) => stream,
-            Err(err) => {
-                tracing::debug!(sandbox = %self.sandbox.id, port, "guest sshd: direct-tcpip failed: {err}");
-                reply.reject(ChannelOpenFailure::ConnectFailed).await;
-                return Ok(());
-            }
+        let Some(upstream) = connect_forward(reply, self.sandbox.runtime().netns(), port).await else {
+            return Ok(());
         };
-        reply.accept().await;
         let stop = self.stop.clone();
-        tokio::spawn(async move {
-            let mut client = channel.into_stream();
-            let mut upstream = upstream;
-            tokio::select! {
-                _ = tokio::io::copy_bidirectional(&mut client, &mut upstream) => {}
-                _ = stop.cancelled() => {}
-            }
-        });
+        pipe_forward(channel, upstream, async move { stop.cancelled().await }, ());
         Ok(())
     }
 
     async fn tcpip_forward(&mut self, _address: &str, _port: &mut u32, _session: &mut Session) -> Result<bool, Self::Error> {
         Ok(false)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use russh::keys::ssh_key::private::Ed25519Keypair;
-    use russh::keys::PrivateKey;
-
-    #[test]
-    fn authorized_keys_lines_with_options_and_comments() {
-        let key = PrivateKey::from(Ed25519Keypair::from_seed(&[3; 32])).public_key().clone();
-        let line = key.to_openssh().unwrap();
-        assert!(line_allows(&line, &key));
-        assert!(line_allows(&format!("  {line} me@host "), &key));
-        assert!(line_allows(&format!("no-pty,no-port-forwarding {line} c"), &key));
-        assert!(!line_allows(&format!("# {line}"), &key));
-        let other = PrivateKey::from(Ed25519Keypair::from_seed(&[4; 32])).public_key().clone();
-        assert!(!line_allows(&line, &other));
-        assert!(!line_allows("", &key));
     }
 }

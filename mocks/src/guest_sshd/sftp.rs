@@ -1,20 +1,24 @@
 //! `subsystem sftp` of the embedded guest sshd (russh-sftp's server side), operating on the
-//! sandbox's filesystem as its processes see it (`guest_fs`). File I/O runs on the
-//! blocking pool; open files use positioned reads and writes.
+//! sandbox's filesystem as its processes see it (`crate::guest_fs`: guest-space symlinks,
+//! race-free opens below the sandbox's directories). File I/O runs on the blocking pool;
+//! open files use positioned reads and writes.
 
 use std::collections::HashMap;
-use std::fs::{File as FsFile, Metadata, OpenOptions};
+use std::fs::{File as FsFile, Metadata};
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
 use russh_sftp::protocol::{
     Attrs, Data, File, FileAttributes, Handle, Name, OpenFlags, Status, StatusCode, Version,
 };
+use nix::fcntl::OFlag;
+use nix::sys::stat::Mode;
 use russh_sftp::server::StatusReply;
 
-use super::guest_fs::{normalize, GuestFs};
+use crate::guest_fs::{normalize, GuestFs};
 use crate::sandbox::SandboxRef;
 
 /// Largest read answered at once (OpenSSH's sftp-server uses the same bound).
@@ -103,20 +107,20 @@ pub fn attrs_of(meta: &Metadata) -> FileAttributes {
     }
 }
 
-/// Applies size, owner, mode and times of `attrs` to the host file `path` (symlinks
-/// already resolved by the caller).
-fn apply_attrs(path: &std::path::Path, attrs: &FileAttributes) -> io::Result<()> {
+/// Applies size, owner, mode and times of `attrs` to the opened `file` (by descriptor,
+/// so nothing is looked up by path again).
+fn apply_attrs(file: &FsFile, attrs: &FileAttributes) -> io::Result<()> {
     if let Some(size) = attrs.size {
-        OpenOptions::new().write(true).open(path)?.set_len(size)?;
+        file.set_len(size)?;
     }
     if attrs.uid.is_some() || attrs.gid.is_some() {
-        std::os::unix::fs::chown(path, attrs.uid, attrs.gid)?;
+        std::os::unix::fs::fchown(file, attrs.uid, attrs.gid)?;
     }
     if let Some(mode) = attrs.permissions {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode & 0o7777))?;
+        file.set_permissions(std::fs::Permissions::from_mode(mode & 0o7777))?;
     }
     if attrs.atime.is_some() || attrs.mtime.is_some() {
-        let meta = std::fs::metadata(path)?;
+        let meta = file.metadata()?;
         let at = |secs: Option<u32>, current: io::Result<std::time::SystemTime>| {
             secs.map(|s| UNIX_EPOCH + Duration::from_secs(s as u64)).or_else(|| current.ok())
         };
@@ -127,9 +131,41 @@ fn apply_attrs(path: &std::path::Path, attrs: &FileAttributes) -> io::Result<()>
         if let Some(m) = at(attrs.mtime, meta.modified()) {
             times = times.set_modified(m);
         }
-        FsFile::open(path)?.set_times(times)?;
+        file.set_times(times)?;
     }
     Ok(())
+}
+
+/// openat2 flags for an SFTP open.
+fn open_flags(pflags: OpenFlags, writing: bool) -> OFlag {
+    let read = pflags.contains(OpenFlags::READ) || !writing;
+    let write = pflags.contains(OpenFlags::WRITE) || pflags.contains(OpenFlags::APPEND);
+    let mut flags = match (read, write) {
+        (true, true) => OFlag::O_RDWR,
+        (false, true) => OFlag::O_WRONLY,
+        _ => OFlag::O_RDONLY,
+    };
+    if pflags.contains(OpenFlags::APPEND) {
+        flags |= OFlag::O_APPEND;
+    }
+    if pflags.contains(OpenFlags::TRUNCATE) {
+        flags |= OFlag::O_TRUNC;
+    }
+    if pflags.contains(OpenFlags::CREATE) {
+        flags |= OFlag::O_CREAT;
+        if pflags.contains(OpenFlags::EXCLUDE) {
+            flags |= OFlag::O_EXCL;
+        }
+    }
+    flags
+}
+
+/// The parent directory and name of the entry `path` itself (its parents resolved in
+/// guest space, the last component not followed), refused outside writable places.
+fn writable_entry(fs: &GuestFs<'_>, path: &str) -> io::Result<crate::guest_fs::Entry> {
+    let resolved = fs.resolve(path, false)?;
+    fs.check_writable(&resolved)?;
+    fs.entry(&resolved)
 }
 
 impl russh_sftp::server::Handler for SftpHandler {
@@ -154,22 +190,12 @@ impl russh_sftp::server::Handler for SftpHandler {
         let writing = pflags.intersects(OpenFlags::WRITE | OpenFlags::APPEND | OpenFlags::CREATE | OpenFlags::TRUNCATE);
         let file = self
             .fs(move |fs| {
-                let host = if writing { fs.writable_followed(&path)? } else { fs.host_followed(&path)? };
-                let mut options = OpenOptions::new();
-                options
-                    .read(pflags.contains(OpenFlags::READ) || !writing)
-                    .write(pflags.contains(OpenFlags::WRITE))
-                    .append(pflags.contains(OpenFlags::APPEND))
-                    .truncate(pflags.contains(OpenFlags::TRUNCATE))
-                    .mode(attrs.permissions.map_or(0o644, |m| m & 0o7777));
-                if pflags.contains(OpenFlags::CREATE) {
-                    if pflags.contains(OpenFlags::EXCLUDE) {
-                        options.create_new(true);
-                    } else {
-                        options.create(true);
-                    }
+                let resolved = fs.resolve(&path, true)?;
+                if writing {
+                    fs.check_writable(&resolved)?;
                 }
-                let file = options.open(&host)?;
+                let mode = attrs.permissions.map_or(0o644, |m| m & 0o7777);
+                let file = FsFile::from(fs.open(&resolved, open_flags(pflags, writing), mode)?);
                 if file.metadata()?.is_dir() {
                     return Err(io::Error::other(format!("{path} is a directory")));
                 }
@@ -219,13 +245,13 @@ impl russh_sftp::server::Handler for SftpHandler {
 
     async fn lstat(&mut self, id: u32, path: String) -> Result<Attrs, Self::Error> {
         let path = self.path(&path)?;
-        let attrs = self.fs(move |fs| Ok(attrs_of(&std::fs::symlink_metadata(fs.host_of_entry(&path)?)?))).await?;
+        let attrs = self.fs(move |fs| Ok(attrs_of(&fs.lstat(&fs.resolve(&path, false)?)?))).await?;
         Ok(Attrs { id, attrs })
     }
 
     async fn stat(&mut self, id: u32, path: String) -> Result<Attrs, Self::Error> {
         let path = self.path(&path)?;
-        let attrs = self.fs(move |fs| Ok(attrs_of(&std::fs::metadata(fs.host_followed(&path)?)?))).await?;
+        let attrs = self.fs(move |fs| Ok(attrs_of(&fs.lstat(&fs.resolve(&path, true)?)?))).await?;
         Ok(Attrs { id, attrs })
     }
 
@@ -237,32 +263,21 @@ impl russh_sftp::server::Handler for SftpHandler {
 
     async fn setstat(&mut self, id: u32, path: String, attrs: FileAttributes) -> Result<Status, Self::Error> {
         let path = self.path(&path)?;
-        self.fs(move |fs| apply_attrs(&fs.writable_followed(&path)?, &attrs)).await?;
+        self.fs(move |fs| {
+            let resolved = fs.resolve(&path, true)?;
+            fs.check_writable(&resolved)?;
+            // Truncating needs a writable descriptor; the rest works on a read-only one.
+            let access = if attrs.size.is_some() { OFlag::O_WRONLY } else { OFlag::O_RDONLY };
+            let file = FsFile::from(fs.open(&resolved, access | OFlag::O_NONBLOCK, 0)?);
+            apply_attrs(&file, &attrs)
+        })
+        .await?;
         Ok(ok(id))
     }
 
     async fn fsetstat(&mut self, id: u32, handle: String, attrs: FileAttributes) -> Result<Status, Self::Error> {
         let file = self.file(&handle)?;
-        self.fs(move |_| {
-            if let Some(size) = attrs.size {
-                file.set_len(size)?;
-            }
-            if let Some(mode) = attrs.permissions {
-                file.set_permissions(std::fs::Permissions::from_mode(mode & 0o7777))?;
-            }
-            if attrs.uid.is_some() || attrs.gid.is_some() {
-                std::os::unix::fs::fchown(file.as_ref(), attrs.uid, attrs.gid)?;
-            }
-            if let Some(mtime) = attrs.mtime {
-                let mut times = std::fs::FileTimes::new().set_modified(UNIX_EPOCH + Duration::from_secs(mtime as u64));
-                if let Some(atime) = attrs.atime {
-                    times = times.set_accessed(UNIX_EPOCH + Duration::from_secs(atime as u64));
-                }
-                file.set_times(times)?;
-            }
-            Ok(())
-        })
-        .await?;
+        self.fs(move |_| apply_attrs(&file, &attrs)).await?;
         Ok(ok(id))
     }
 
@@ -270,18 +285,8 @@ impl russh_sftp::server::Handler for SftpHandler {
         let path = self.path(&path)?;
         let entries = self
             .fs(move |fs| {
-                let host = fs.host_followed(&path)?;
-                let mut files = Vec::new();
-                for name in [".", ".."] {
-                    files.push(File::new(name, attrs_of(&std::fs::metadata(host.join(name))?)));
-                }
-                for entry in std::fs::read_dir(&host)? {
-                    let entry = entry?;
-                    // An entry removed meanwhile is skipped, as readdir(3) would not list it.
-                    let Ok(meta) = std::fs::symlink_metadata(entry.path()) else { continue };
-                    files.push(File::new(entry.file_name().to_string_lossy(), attrs_of(&meta)));
-                }
-                Ok(files)
+                let entries = fs.list_dir(&fs.resolve(&path, true)?)?;
+                Ok(entries.into_iter().map(|(name, meta)| File::new(name.to_string_lossy(), attrs_of(&meta))).collect())
             })
             .await?;
         Ok(Handle { id, handle: self.add(Open::Dir(Some(entries))) })
@@ -307,11 +312,8 @@ impl russh_sftp::server::Handler for SftpHandler {
     async fn remove(&mut self, id: u32, filename: String) -> Result<Status, Self::Error> {
         let path = self.path(&filename)?;
         self.fs(move |fs| {
-            let host = fs.writable_entry(&path)?;
-            if std::fs::symlink_metadata(&host)?.is_dir() {
-                return Err(io::Error::other(format!("{path} is a directory")));
-            }
-            std::fs::remove_file(host)
+            let entry = writable_entry(fs, &path)?;
+            Ok(nix::unistd::unlinkat(Some(entry.dir.as_raw_fd()), entry.name.as_os_str(), nix::unistd::UnlinkatFlags::NoRemoveDir)?)
         })
         .await?;
         Ok(ok(id))
@@ -320,10 +322,9 @@ impl russh_sftp::server::Handler for SftpHandler {
     async fn mkdir(&mut self, id: u32, path: String, attrs: FileAttributes) -> Result<Status, Self::Error> {
         let path = self.path(&path)?;
         self.fs(move |fs| {
-            let host = fs.writable_entry(&path)?;
-            std::fs::DirBuilder::new()
-                .mode(attrs.permissions.map_or(0o755, |m| m & 0o7777))
-                .create(host)
+            let entry = writable_entry(fs, &path)?;
+            let mode = Mode::from_bits_truncate(attrs.permissions.map_or(0o755, |m| m & 0o7777));
+            Ok(nix::sys::stat::mkdirat(Some(entry.dir.as_raw_fd()), entry.name.as_os_str(), mode)?)
         })
         .await?;
         Ok(ok(id))
@@ -331,7 +332,11 @@ impl russh_sftp::server::Handler for SftpHandler {
 
     async fn rmdir(&mut self, id: u32, path: String) -> Result<Status, Self::Error> {
         let path = self.path(&path)?;
-        self.fs(move |fs| std::fs::remove_dir(fs.writable_entry(&path)?)).await?;
+        self.fs(move |fs| {
+            let entry = writable_entry(fs, &path)?;
+            Ok(nix::unistd::unlinkat(Some(entry.dir.as_raw_fd()), entry.name.as_os_str(), nix::unistd::UnlinkatFlags::RemoveDir)?)
+        })
+        .await?;
         Ok(ok(id))
     }
 
@@ -344,13 +349,18 @@ impl russh_sftp::server::Handler for SftpHandler {
     async fn rename(&mut self, id: u32, oldpath: String, newpath: String) -> Result<Status, Self::Error> {
         let from = self.path(&oldpath)?;
         let to = self.path(&newpath)?;
-        self.fs(move |fs| std::fs::rename(fs.writable_entry(&from)?, fs.writable_entry(&to)?)).await?;
+        self.fs(move |fs| {
+            let (from, to) = (writable_entry(fs, &from)?, writable_entry(fs, &to)?);
+            let (from_dir, to_dir) = (Some(from.dir.as_raw_fd()), Some(to.dir.as_raw_fd()));
+            Ok(nix::fcntl::renameat(from_dir, from.name.as_os_str(), to_dir, to.name.as_os_str())?)
+        })
+        .await?;
         Ok(ok(id))
     }
 
     async fn readlink(&mut self, id: u32, path: String) -> Result<Name, Self::Error> {
         let path = self.path(&path)?;
-        let target = self.fs(move |fs| std::fs::read_link(fs.host_of_entry(&path)?)).await?;
+        let target = self.fs(move |fs| fs.read_link(&fs.resolve(&path, false)?)).await?;
         Ok(Name { id, files: vec![File::dummy(target.to_string_lossy())] })
     }
 
@@ -360,7 +370,11 @@ impl russh_sftp::server::Handler for SftpHandler {
     async fn symlink(&mut self, id: u32, linkpath: String, targetpath: String) -> Result<Status, Self::Error> {
         let target = linkpath;
         let link = self.path(&targetpath)?;
-        self.fs(move |fs| std::os::unix::fs::symlink(&target, fs.writable_entry(&link)?)).await?;
+        self.fs(move |fs| {
+            let entry = writable_entry(fs, &link)?;
+            Ok(nix::unistd::symlinkat(target.as_str(), Some(entry.dir.as_raw_fd()), entry.name.as_os_str())?)
+        })
+        .await?;
         Ok(ok(id))
     }
 }

@@ -8,8 +8,8 @@ use russh::server::{Auth, ChannelOpenHandle, Handler, Msg, PublicKeyOffer, Sessi
 use russh::{Channel, ChannelOpenFailure};
 
 use crate::app::AppState;
-use crate::process::netns;
 use crate::sandbox::{SandboxRef, Status};
+use crate::ssh_common::{connect_forward, line_lists_key, pipe_forward};
 
 /// The only forward the gateway allows.
 const GUEST_SSH_PORT: u32 = 22;
@@ -31,20 +31,13 @@ impl GatewayHandler {
     fn key_registered(&self, user: &str, key: &PublicKey) -> bool {
         let Some(sandbox) = self.state.sandboxes.get(user) else { return false };
         let registered = sandbox.record().ssh_pubkeys.clone();
-        registered.iter().any(|line| same_key(line, key))
+        registered.iter().any(|line| line_lists_key(line, key))
     }
 
     fn running_sandbox(&self) -> Option<SandboxRef> {
         let id = self.sandbox_id.as_deref()?;
         self.state.sandboxes.get(id).filter(|s| s.status() == Status::Running)
     }
-}
-
-/// `type base64` of an OpenSSH public key line equals `key`.
-fn same_key(line: &str, key: &PublicKey) -> bool {
-    let mut fields = line.split_whitespace();
-    let (Some(kind), Some(blob)) = (fields.next(), fields.next()) else { return false };
-    PublicKey::from_openssh(&format!("{kind} {blob}")).is_ok_and(|registered| registered.key_data() == key.key_data())
 }
 
 /// Marks the sandbox busy (no idle auto-pause) while a forward is open.
@@ -103,55 +96,25 @@ impl Handler for GatewayHandler {
             reply.reject(ChannelOpenFailure::ConnectFailed).await;
             return Ok(());
         };
-        let upstream = match netns::connect_loopback(sandbox.runtime().netns(), GUEST_SSH_PORT as u16).await {
-            Ok(stream) => stream,
-            Err(err) => {
-                tracing::debug!(sandbox = %sandbox.id, "ssh gateway: port 22 unreachable: {err}");
-                reply.reject(ChannelOpenFailure::ConnectFailed).await;
-                return Ok(());
-            }
+        let Some(upstream) = connect_forward(reply, sandbox.runtime().netns(), GUEST_SSH_PORT as u16).await else {
+            return Ok(());
         };
-        reply.accept().await;
         sandbox.touch();
         sandbox.begin_busy();
         let busy = Busy(sandbox.clone());
         let guard = self.state.processes.session(&sandbox.id);
-        let shutdown = self.state.shutdown.clone();
-        tokio::spawn(async move {
-            let mut client = channel.into_stream();
-            let mut upstream = upstream;
+        let (cancel, shutdown) = (guard.cancel.clone(), self.state.shutdown.clone());
+        let stop = async move {
             tokio::select! {
-                result = tokio::io::copy_bidirectional(&mut client, &mut upstream) => {
-                    if let Err(err) = result {
-                        tracing::debug!("ssh gateway: forward ended: {err}");
-                    }
-                }
-                _ = guard.cancel.cancelled() => {}
+                _ = cancel.cancelled() => {}
                 _ = shutdown.cancelled() => {}
             }
-            drop(busy);
-        });
+        };
+        pipe_forward(channel, upstream, stop, (busy, guard));
         Ok(())
     }
 
     async fn tcpip_forward(&mut self, _address: &str, _port: &mut u32, _session: &mut Session) -> Result<bool, Self::Error> {
         Ok(false)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use russh::keys::ssh_key::private::Ed25519Keypair;
-    use russh::keys::PrivateKey;
-
-    #[test]
-    fn keys_compare_by_type_and_blob() {
-        let key = PrivateKey::from(Ed25519Keypair::from_seed(&[7; 32])).public_key().clone();
-        let line = key.to_openssh().unwrap();
-        assert!(same_key(&format!("{line} some comment"), &key));
-        let other = PrivateKey::from(Ed25519Keypair::from_seed(&[8; 32])).public_key().clone();
-        assert!(!same_key(&format!("{line} c"), &other));
-        assert!(!same_key("garbage", &key));
     }
 }

@@ -9,18 +9,14 @@
 mod handler;
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
-use rand::RngCore;
-use russh::keys::ssh_key::private::Ed25519Keypair;
-use russh::keys::{PrivateKey, PublicKey};
-use russh::server::Config;
-use russh::{MethodKind, MethodSet};
+use russh::keys::PublicKey;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 use crate::app::AppState;
+use crate::ssh_common::{generate_host_key, server_config};
 
 pub use handler::GatewayHandler;
 
@@ -55,32 +51,13 @@ impl Drop for SshGateway {
     }
 }
 
-fn server_config(host_key: PrivateKey) -> Config {
-    let mut methods = MethodSet::empty();
-    methods.push(MethodKind::PublicKey);
-    Config {
-        methods,
-        keys: vec![host_key],
-        // Refusals are fast: this is a local emulator, not an Internet-facing server.
-        auth_rejection_time: Duration::from_millis(20),
-        auth_rejection_time_initial: Some(Duration::ZERO),
-        inactivity_timeout: None,
-        keepalive_interval: Some(Duration::from_secs(30)),
-        nodelay: true,
-        ..Default::default()
-    }
-}
-
 /// Bind `listen` and serve until the emulator shuts down.
 pub async fn start(state: AppState, listen: SocketAddr) -> anyhow::Result<SshGateway> {
     let listener = TcpListener::bind(listen).await?;
     let addr = listener.local_addr()?;
-    let mut seed = [0u8; 32];
-    rand::rngs::OsRng.fill_bytes(&mut seed);
-    let private = PrivateKey::from(Ed25519Keypair::from_seed(&seed));
-    seed.fill(0);
+    let private = generate_host_key();
     let host_key = private.public_key().clone();
-    let config = Arc::new(server_config(private));
+    let config = server_config(private);
     let shutdown = state.shutdown.clone();
     let task = tokio::spawn(async move {
         loop {

@@ -3,11 +3,14 @@
 //! and [`crate::transfer`]. The routed native tools (`routed.rs`) share [`FileOp`].
 //!
 //! Every argument, path mapping included, is checked before the session sandbox is allocated,
-//! so bad input never creates anything. Each call owns its deadline and cancellation: dropping
+//! so bad input never creates anything. Local paths of push/pull stay inside the project
+//! directory, and a push never sends what the snapshot credential deny-list leaves out. Each call owns its deadline and cancellation: dropping
 //! a guest operation stops its helper process, and a dropped transfer removes its temporary
 //! files on both sides.
 
-use std::path::{Path, PathBuf};
+mod local;
+
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -245,14 +248,9 @@ async fn transfer_call(ctx: &CallCtx, work: impl std::future::Future<Output = Re
     }
 }
 
-/// `local_path` against the project directory.
-fn local_path(rt: &Runtime, raw: &str) -> PathBuf {
-    let path = Path::new(raw);
-    if path.is_absolute() {
-        path.to_path_buf()
-    } else {
-        project_dir(rt).join(path)
-    }
+/// `local_path`, resolved and confined to the project directory (see [`local`]).
+fn local_path(rt: &Runtime, raw: &str) -> Result<PathBuf, ToolError> {
+    local::resolve(rt.project_dir(), "local_path", std::path::Path::new(raw))
 }
 
 fn remote_path(raw: &str) -> Result<&str, ToolError> {
@@ -262,10 +260,11 @@ fn remote_path(raw: &str) -> Result<&str, ToolError> {
 
 async fn push(rt: &Arc<Runtime>, args: &Args) -> Result<ToolOutput, ToolError> {
     let remote = remote_path(args.str("remote_path")?)?;
-    let local = local_path(rt, args.str("local_path")?);
+    let local = local_path(rt, args.str("local_path")?)?;
     let meta = tokio::fs::metadata(&local)
         .await
         .map_err(|e| ToolError::InvalidArgs(format!("local_path {}: {e}", local.display())))?;
+    local::check_sendable(rt.project_dir(), "local_path", &local, meta.is_dir())?;
     let sandbox = named(rt, args)?;
     if meta.is_dir() {
         let dest = crate::sync::safety::check_remote(remote).map_err(invalid)?;
@@ -304,11 +303,12 @@ async fn push(rt: &Arc<Runtime>, args: &Args) -> Result<ToolOutput, ToolError> {
 
 async fn pull(rt: &Arc<Runtime>, args: &Args) -> Result<ToolOutput, ToolError> {
     let remote = remote_path(args.str("remote_path")?)?;
-    let local = local_path(rt, args.str("local_path")?);
+    let local = local_path(rt, args.str("local_path")?)?;
     let target = if local.is_dir() {
         let name = remote.trim_end_matches('/').rsplit('/').next().filter(|n| !n.is_empty() && *n != ".");
         let name = name.ok_or_else(|| ToolError::InvalidArgs(format!("remote_path {remote:?} has no name to create inside {}", local.display())))?;
-        local.join(name)
+        // The name inside may itself be a symlink leading out: check the final target too.
+        local::resolve(rt.project_dir(), "local_path", &local.join(name))?
     } else {
         local
     };

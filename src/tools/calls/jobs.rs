@@ -57,10 +57,14 @@ fn project_dir(rt: &Runtime, args: &Args) -> PathBuf {
     }
 }
 
-/// Progress goes to the log (the tool result carries the outcome).
-fn progress(tool: &'static str, session: &str) -> JobProgress {
-    let session = session.to_string();
-    Arc::new(move |event: &JobEvent| tracing::info!(tool, %session, job = event.job, stage = ?event.stage, "job progress"))
+/// Progress goes to the caller when it asked for it (MCP `progressToken`), and to the log.
+fn progress(tool: &'static str, ctx: &CallCtx, fanout: bool) -> JobProgress {
+    let ctx = ctx.clone();
+    Arc::new(move |event: &JobEvent| {
+        tracing::info!(tool, session = %ctx.session, job = event.job, stage = ?event.stage, "job progress");
+        let prefix = if fanout { format!("[{}] ", event.job) } else { String::new() };
+        ctx.report(format!("{prefix}{}", event.stage));
+    })
 }
 
 fn job_error(err: JobError) -> ToolError {
@@ -77,7 +81,7 @@ async fn offload(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOu
     let mut request = OffloadRequest::new(project_dir(rt, args), args.str("command")?);
     request.out = args.opt_str("out").map(str::to_string);
     let options = job_options(rt, args);
-    let result = jobs::offload(rt.client(), request, &options, &ctx.cancel, Some(progress("offload", &ctx.session)))
+    let result = jobs::offload(rt.client(), request, &options, &ctx.cancel, Some(progress("offload", ctx, false)))
         .await
         .map_err(job_error)?;
     Ok(ToolOutput::json(to_json(&result)?)
@@ -94,7 +98,7 @@ async fn fanout(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOut
     let mut options = job_options(rt, args);
     // The whole answer stays within the bound of one exec result.
     options.max_output_bytes = (MAX_STREAM_BYTES / request.commands.len().max(1)).max(MIN_FANOUT_STREAM_BYTES);
-    let result = jobs::fanout(rt.client(), request, &options, &ctx.cancel, Some(progress("fanout", &ctx.session)))
+    let result = jobs::fanout(rt.client(), request, &options, &ctx.cancel, Some(progress("fanout", ctx, true)))
         .await
         .map_err(job_error)?;
     let sandboxes: Vec<Value> = result.results.iter().map(|e| e.sandbox_id.clone().into()).collect();
@@ -115,7 +119,7 @@ async fn run_code(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolO
         request = request.stdin(input.as_bytes().to_vec());
     }
     let options = job_options(rt, args);
-    let result = jobs::run_code(rt.client(), request, &options, &ctx.cancel, Some(progress("run_code", &ctx.session)))
+    let result = jobs::run_code(rt.client(), request, &options, &ctx.cancel, Some(progress("run_code", ctx, false)))
         .await
         .map_err(job_error)?;
     Ok(ToolOutput::json(to_json(&result)?)

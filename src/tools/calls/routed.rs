@@ -9,7 +9,7 @@
 //!
 //! | MCP tool (alias) | arguments (`*` required) | runs |
 //! |---|---|---|
-//! | `native_bash` (`native_shell`) | `command`*, `timeout` (ms, 0 = none), `workdir`, `description`, `background` | `bash -lc` in `workdir` (default: the session cwd) |
+//! | `native_bash` (`native_shell`) | `command`*, `timeout` (ms, 0 = none), `workdir`, `description`, `background` | `bash -lc` in `workdir` (default: the session cwd); `background`: a managed process |
 //! | `native_read` | `filePath`*, `offset` (1-based), `limit` (≤ 2000) | guest `read` |
 //! | `native_write` | `filePath`*, `content`* | guest `write` |
 //! | `native_edit` | `filePath`*, `oldString`*, `newString`*, `replaceAll` | guest `edit` |
@@ -21,8 +21,10 @@
 //! relative under the guest cwd, absolute paths inside the host project onto it, other
 //! absolute paths as guest paths. The shell command string is passed unchanged. Results: the
 //! shell gives the JSON `{stdout, stderr, code, signal, truncated, processId}` with metadata
-//! `{sandboxId, exitCode, truncated}`; file tools give the same text as the `sandbox_*` file
-//! tools with `sandboxId` in the metadata. Any remote failure fails the call: nothing ever runs
+//! `{sandboxId, exitCode, truncated}` (the same as `sandbox_exec`); a `background` command
+//! answers at once with `{processId, pid, state, sandboxId, next}` and keeps running as a
+//! managed process of the session sandbox (`sandbox_process_output`/`_stop` follow it); file
+//! tools give the same text as the `sandbox_*` file tools with `sandboxId` in the metadata. Any remote failure fails the call: nothing ever runs
 //! on this machine.
 //!
 //! [`PathMap`]: crate::guest::PathMap
@@ -32,16 +34,17 @@ use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
-use super::exec::{shell, MAX_STREAM_BYTES};
+use super::exec::{deadline, run_shell};
 use super::files::{self, FileOp};
 use super::run_error;
-use crate::api::processes::RunOptions;
+use crate::api::processes::ProcessSpec;
 use crate::guest::{GlobOptions, GrepOptions, ReadOptions};
 use crate::tools::args::Args;
 use crate::tools::catalog::ToolDef;
 use crate::tools::config::{Mode, MAX_TIMEOUT};
 use crate::tools::runtime::Runtime;
 use crate::tools::{CallCtx, ToolError, ToolOutput};
+use crate::Sandbox;
 
 /// Prefix of the routed native tools' MCP names.
 pub const NATIVE_PREFIX: &str = "native_";
@@ -91,12 +94,12 @@ const FILE_PATH: &str = "Path: relative to the sandbox working directory, absolu
 pub fn tools() -> Vec<ToolDef> {
     let max_ms = MAX_TIMEOUT.as_millis() as u64;
     vec![
-        def("bash", "Remote mode: run a shell command (bash -lc) in this session's sandbox, from the sandbox working directory, and return {stdout, stderr, code, truncated, processId}. Cancelling or timing out stops the remote process tree. For servers and background work use sandbox_process_start.",
+        def("bash", "Remote mode: run a shell command (bash -lc) in this session's sandbox, from the sandbox working directory, and return {stdout, stderr, code, truncated, processId}. Cancelling or timing out stops the remote process tree. With `background` (servers, watchers) it returns at once with the processId of a managed process that keeps running.",
             vec![("command", text("Shell command line, passed unchanged.")),
                  ("timeout", integer("Deadline in milliseconds; 0 = none. Default: the configured timeout.", 0, max_ms)),
                  ("workdir", text("Working directory (mapped like file paths). Default: the sandbox working directory.")),
                  ("description", string("Short description of the command (informational).")),
-                 ("background", flag("Not supported here: background work goes through sandbox_process_start."))],
+                 ("background", flag("Start it as a managed background process and return at once with its processId (follow it with sandbox_process_output, stop it with sandbox_process_stop); `timeout` does not apply."))],
             &["command"]),
         def("read", "Remote mode: read a text file of the session sandbox as `N: text` lines (offset is 1-based, at most 2000 lines per call), or list a directory.",
             vec![("filePath", text(FILE_PATH)),
@@ -168,42 +171,57 @@ pub(super) async fn call(rt: &Arc<Runtime>, id: &str, name: &str, arguments: Opt
     files::run(rt, op, &ctx).await
 }
 
-/// The routed shell: the command as given, from the (mapped) working directory.
+/// Grace between SIGTERM and SIGKILL when a background start is cancelled.
+const STOP_GRACE: Duration = Duration::from_secs(1);
+
+/// The routed shell: the command as given, from the (mapped) working directory; to
+/// completion, or as a managed background process with `background`.
 async fn bash(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOutput, ToolError> {
-    if args.opt_bool("background") == Some(true) {
-        return Err(ToolError::InvalidArgs(
-            "background commands are not routed: start them with sandbox_process_start (and read them with sandbox_process_output)".into(),
-        ));
-    }
     let command = args.str("command")?;
     let map = files::path_map(rt)?;
     let cwd = match args.opt_str("workdir") {
         Some(dir) => map.to_guest(dir).map_err(|e| ToolError::InvalidArgs(e.to_string()))?,
         None => map.guest_root.clone(),
     };
-    let limit = match args.opt_u64("timeout") {
-        Some(0) => None,
-        Some(ms) => Some(Duration::from_millis(ms)),
-        None => rt.config().timeout,
-    };
-    let sandbox = rt.session_sandbox(&ctx.session, &ctx.cancel).await?;
-    let mut options = RunOptions::default().max_output_bytes(MAX_STREAM_BYTES).cancel(ctx.cancel.clone());
-    if let Some(limit) = limit {
-        options = options.timeout(limit);
+    let background = args.opt_bool("background").unwrap_or(false);
+    if background && args.opt_u64("timeout").is_some_and(|ms| ms > 0) {
+        return Err(ToolError::InvalidArgs(
+            "\"timeout\" does not apply to a background command (it runs until it exits or is stopped with sandbox_process_stop)".into(),
+        ));
     }
-    let out = sandbox.processes().run(shell(command).cwd(&cwd), options).await.map_err(run_error)?;
+    let limit = deadline(rt, args);
+    let sandbox = rt.session_sandbox(&ctx.session, &ctx.cancel).await?;
+    if background {
+        return start_background(&sandbox, command, &cwd, ctx).await;
+    }
+    run_shell(&sandbox, command, &cwd, limit, ctx).await
+}
+
+/// Start `command` as a managed process of the session sandbox that outlives the call (stdin
+/// open for sandbox_process_input), and say how to follow and stop it.
+async fn start_background(sandbox: &Sandbox, command: &str, cwd: &str, ctx: &CallCtx) -> Result<ToolOutput, ToolError> {
+    let spec = ProcessSpec::new("bash").args(["-lc", command]).cwd(cwd);
+    let started = sandbox.processes().start(spec).await.map_err(run_error)?;
+    if ctx.cancel.is_cancelled() {
+        // The caller gave up while it was starting: leave no orphan behind.
+        started.stop(Some(STOP_GRACE)).await.map_err(run_error)?;
+        return Err(ToolError::Cancelled);
+    }
+    let details = started.details();
+    let sandbox_id = sandbox.id();
+    let follow = json!({"sandbox_id": sandbox_id, "process_id": details.process_id});
     let body = json!({
-        "stdout": out.stdout_lossy(),
-        "stderr": out.stderr_lossy(),
-        "code": out.exit_code,
-        "signal": out.signal,
-        "truncated": out.truncated,
-        "processId": out.process_id,
+        "processId": details.process_id,
+        "pid": details.pid,
+        "state": details.state,
+        "sandboxId": sandbox_id,
+        "background": true,
+        "next": format!(
+            "Running in the background. Read its output with sandbox_process_output {follow}, \
+             send input with sandbox_process_input, stop it with sandbox_process_stop {follow}."
+        ),
     });
-    Ok(ToolOutput::json(body)
-        .with("sandboxId", sandbox.id())
-        .with("exitCode", out.exit_code)
-        .with("truncated", out.truncated))
+    Ok(ToolOutput::json(body).with("sandboxId", sandbox_id).with("processId", details.process_id.clone()))
 }
 
 #[cfg(test)]

@@ -23,8 +23,8 @@ const PATCH: &str = "Apply a multi-file patch in the session sandbox. Grammar:\n
 Each hunk's context and removed lines must match exactly once. Paths are mapped like sandbox_read's; each file may appear once. Every hunk is checked before the first write, so a patch that does not apply changes nothing; each file is written atomically, but the patch as a whole is not a transaction.";
 const GLOB: &str = "List files of the session sandbox matching a glob (ripgrep's selection: .gitignore/.ignore respected, hidden files only with `hidden`), sorted by path, one per line; `No matches found` when none.";
 const GREP: &str = "Search file contents in the session sandbox for a regex (or a plain string with `literal`), case-insensitive unless `caseSensitive`. Prints `path:line:text` rows (ripgrep's file selection), or `No matches found`.";
-const PUSH: &str = "Copy a local file or directory into a sandbox. `local_path` is resolved against the local project directory; a directory is sent as one archive through the project snapshot filters (Git's file list, .git/node_modules/.env/keys left out) and merged into `remote_path`. A `remote_path` ending in `/` keeps the local file name. Use it for binary files and whole trees; the text tools are for editing.";
-const PULL: &str = "Copy a file or directory from a sandbox to this machine. `local_path` is resolved against the local project directory; an existing local directory receives the remote name inside it. Files replace files; a directory is merged into the destination.";
+const PUSH: &str = "Copy a local file or directory into a sandbox. `local_path` is resolved against the local project directory and must stay inside it (symlinks resolved); files the credential deny-list covers (.env, keys, .ssh/, …) are refused. A directory is sent as one archive through the project snapshot filters (Git's file list, .git/node_modules/.env/keys left out) and merged into `remote_path`. A `remote_path` ending in `/` keeps the local file name. Use it for binary files and whole trees; the text tools are for editing.";
+const PULL: &str = "Copy a file or directory from a sandbox to this machine. `local_path` is resolved against the local project directory and must stay inside it (symlinks resolved); an existing local directory receives the remote name inside it. Files replace files; a directory is merged into the destination.";
 
 const PATH: &str = "File path: relative to the session working directory, absolute in the sandbox, or absolute inside the local project (mapped onto the working directory).";
 
@@ -63,12 +63,12 @@ pub(super) fn tools() -> Vec<ToolDef> {
         ], &["pattern"]),
         tool("push", PUSH, &[
             ("sandbox_id", s(SID)),
-            ("local_path", s("Local file or directory, relative to the project directory or absolute.")),
+            ("local_path", s("Local file or directory inside the project: relative to the project directory, or absolute within it.")),
             ("remote_path", s("Absolute destination path in the sandbox.")),
         ], &["sandbox_id", "local_path", "remote_path"]),
         tool("pull", PULL, &[
             ("sandbox_id", s(SID)),
-            ("local_path", s("Local destination, relative to the project directory or absolute.")),
+            ("local_path", s("Local destination inside the project: relative to the project directory, or absolute within it.")),
             ("remote_path", s("Absolute path of the file or directory in the sandbox.")),
         ], &["sandbox_id", "local_path", "remote_path"]),
     ]
