@@ -13,6 +13,10 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use createos_sandbox::herdr::provision::find_by_name;
+use createos_sandbox::herdr::state::PENDING_TTL;
+use createos_sandbox::CreateSandbox;
+
 use support::{box_id_of, is, mode_of, result_line, sh_in_box, Herdr, PaneProcess, Tmux};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -506,5 +510,157 @@ async fn attach_in_a_terminal_follows_resizes_restarts_and_leaves_when_deleted()
     tmux.wait_for("local-25").await;
     drop(tmux);
     assert_eq!(env.settled_live_sandboxes().await, 0);
+    env.shutdown().await;
+}
+
+/// `start` from `w1:p1` and run the typed provision line; returns the agent's pane, the
+/// sandbox id and the pane process (attached to the agent).
+async fn provisioned(h: &Herdr) -> (String, String, PaneProcess) {
+    let (_, started) = tokio::task::block_in_place(|| h.action("start", "w1:p1"));
+    assert_eq!(started["ok"], true, "{started}");
+    let pane = started["pane"].as_str().unwrap().to_string();
+    // `exec`: the pane process is `cos` itself, so a test can kill it.
+    let mut provision = PaneProcess::spawn(h, &pane, &format!("exec {}", h.typed_into(&pane)));
+    let provisioned = provision.result().await;
+    assert_eq!(provisioned["ok"], true, "{provisioned}");
+    let id = box_id_of(h, &pane);
+    (pane, id, provision)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn settings_creation_would_refuse_are_refused_before_anything_is_opened() {
+    let env = common::start().await;
+    for (config, field) in [
+        (json!({ "agent": "shell", "autoPause": "2d" }), "autoPause"),
+        (json!({ "agent": "shell", "shape": "huge" }), "shape"),
+    ] {
+        let h = Herdr::new(&env, config);
+        let (out, refused) = tokio::task::block_in_place(|| h.action("start", "w1:p1"));
+        assert_eq!(out.status.code(), Some(1));
+        assert!(refused["error"].as_str().unwrap().contains(field), "{refused}");
+        assert!(!h.log().iter().any(|c| c[0] == "pane"), "no pane was opened: {:?}", h.log());
+        assert_eq!(h.pending(), json!({}));
+    }
+    assert_eq!(env.requests("createSandbox").await, 0);
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_provisioning_that_outlasts_the_reservation_ttl_keeps_it() {
+    let env = common::start().await;
+    let h = Herdr::new(&env, json!({ "agent": "shell", "shape": "s-1vcpu-256mb" }));
+    // Hold the agent's start (the first managed process) so provisioning is still running.
+    env.add_fault("POST /v1/sandboxes/*/processes delay=4s count=1").await;
+    let (_, started) = tokio::task::block_in_place(|| h.action("start", "w1:p1"));
+    let pane = started["pane"].as_str().unwrap().to_string();
+    // The reservation was made longer ago than the TTL: this provisioning has been running
+    // for a long time (a slow upload or install).
+    let state = h.path("state").join("pending.json");
+    let mut pending = h.pending();
+    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    let old = now_ms - PENDING_TTL.as_millis() as u64 - 60_000;
+    pending["w1:p1"]["createdAt"] = json!(old);
+    std::fs::write(&state, serde_json::to_vec(&pending).unwrap()).unwrap();
+
+    let mut provision = PaneProcess::spawn(&h, &pane, &h.typed_into(&pane));
+    for _ in 0..1200 {
+        if env.requests("createProcess").await >= 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(env.handled("createProcess").await, 0, "provisioning is still running");
+    let (out, again) = tokio::task::block_in_place(|| h.action("start", "w1:p1"));
+    assert_eq!(out.status.code(), Some(1), "a second start was accepted while the first provisions: {again}");
+    assert!(again["error"].as_str().unwrap().contains("already in progress"), "{again}");
+    assert_eq!(h.log().iter().filter(|c| is(c, "pane", "split")).count(), 1, "no second pane");
+
+    let provisioned = provision.result().await;
+    assert_eq!(provisioned["ok"], true, "{provisioned}");
+    assert_eq!(h.pending(), json!({}), "released once provisioned");
+    let id = box_id_of(&h, &pane);
+    env.client.sandbox(&id).unwrap().destroy().await.unwrap();
+    assert_eq!(provision.exit_code().await, Some(0));
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn info_fails_on_errors_other_than_missing_and_pause_forgets_deleted_sandboxes() {
+    let env = common::start().await;
+    let h = Herdr::new(&env, json!({ "agent": "shell", "shape": "s-1vcpu-256mb" }));
+    let (pane, id, mut provision) = provisioned(&h).await;
+    // No pane watches the sandbox from here on (the attached pane reads the sandbox too, and
+    // would notice the deletion below on its own).
+    provision.child.kill().await.unwrap();
+
+    // A refused read is a failure, not "missing"; the mapping stays.
+    env.add_fault(&format!("GET /v1/sandboxes/{id} status=401 count=1")).await;
+    let (out, info) = tokio::task::block_in_place(|| h.action("info", &pane));
+    assert_eq!(out.status.code(), Some(1), "{info}");
+    assert_eq!(info["ok"], false, "{info}");
+    assert_eq!(h.state()[&pane]["boxId"], id.as_str());
+    let (_, info) = tokio::task::block_in_place(|| h.action("info", &pane));
+    assert_eq!(info["status"], "running", "{info}");
+
+    // Deleted elsewhere: pause says so and drops the mapping.
+    env.client.sandbox(&id).unwrap().destroy().await.unwrap();
+    let (out, paused) = tokio::task::block_in_place(|| h.action("pause", &pane));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(paused["error"].as_str().unwrap().contains("no longer exists"), "{paused}");
+    assert_eq!(h.state(), json!({}));
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_interrupted_create_is_found_even_when_it_registers_late() {
+    let env = common::start().await;
+    let name = "hd-late-0a1b2c";
+    let client = env.client.clone();
+    let looking =
+        tokio::spawn(async move { find_by_name(&client, name, Duration::from_secs(30), Duration::from_millis(50)).await });
+    // The server registers the sandbox only after the first look.
+    while env.requests("listSandboxes").await < 1 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let created = env.client.create_sandbox(CreateSandbox::new("s-1vcpu-256mb").name(name)).await.unwrap();
+    let found = tokio::time::timeout(Duration::from_secs(60), looking).await.unwrap().unwrap();
+    assert_eq!(found.expect("the late sandbox was found").id(), created.id());
+    created.destroy().await.unwrap();
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cancelled_apply_removes_the_guest_patch_file() {
+    let env = common::start().await;
+    let sandbox = env.client.create_sandbox(CreateSandbox::new("s-1vcpu-256mb")).await.unwrap();
+    let id = sandbox.id().to_string();
+    sh_in_box(
+        &env,
+        &id,
+        "mkdir -p /workspace && cd /workspace && git init -q && echo a > f && git add -A && \
+         git -c user.name=t -c user.email=t@t commit -qm base && git update-ref refs/herdr/base HEAD && echo b >> f",
+    )
+    .await;
+    let local = tempfile::tempdir().unwrap();
+    // The patch download hangs; the action is dropped (cancelled) while it waits.
+    env.add_fault("GET /v1/sandboxes/*/files delay=30s count=1").await;
+    tokio::select! {
+        r = createos_sandbox::herdr::apply::apply(&sandbox, "/workspace", local.path()) => panic!("apply finished: {r:?}"),
+        _ = async {
+            while env.requests("downloadFile").await < 1 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        } => {}
+    }
+    let mut left = String::from("(not checked)");
+    for _ in 0..200 {
+        left = sh_in_box(&env, &id, "ls -a /tmp | grep herdr-createos || true").await;
+        if left.trim().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(left.trim(), "", "the patch file stayed in the sandbox");
+    sandbox.destroy().await.unwrap();
     env.shutdown().await;
 }

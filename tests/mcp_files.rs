@@ -129,6 +129,10 @@ async fn push_and_pull_files_and_directories() {
     assert_eq!(kept["_meta"]["path"], "/root/up/data.bin");
     let sums = ok_json(&mcp.call("sandbox_exec", json!({"command": "cmp /root/up/blob.bin /root/up/data.bin && wc -c < /root/up/data.bin"})).await);
     assert_eq!(sums["stdout"], "70000\n");
+    // A symlink that stays inside the project is fine, and keeps its own name.
+    std::os::unix::fs::symlink("data.bin", root.join("alias.bin")).unwrap();
+    let linked = mcp.call("sandbox_push", json!({"sandbox_id": sandbox, "local_path": "alias.bin", "remote_path": "/root/up/"})).await;
+    assert_eq!((linked["_meta"]["path"].as_str(), linked["_meta"]["bytes"].as_u64()), (Some("/root/up/alias.bin"), Some(70000)), "{linked}");
 
     // A directory, through the snapshot filters.
     let tree = mcp.call("sandbox_push", json!({"sandbox_id": sandbox, "local_path": "tree", "remote_path": "/root/tree"})).await;

@@ -584,7 +584,8 @@ fn a_file_replaced_since_the_scan_fails_the_archive() {
     for i in 0..50 {
         write(&dir, format!("f{i:02}.txt"), b"same size\n");
     }
-    let cases: [(&str, fn(&Path)); 3] = [
+    type Change = fn(&Path);
+    let cases: [(&str, Change); 3] = [
         ("replaced", |path| {
             let fresh = path.with_extension("new");
             std::fs::write(&fresh, b"other one\n").expect("new file");

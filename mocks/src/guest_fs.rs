@@ -79,8 +79,12 @@ fn invalid(err: crate::envelope::ApiError) -> io::Error {
 /// `openat2` below `dir`, never leaving it and never following a symlink.
 fn open_beneath(dir: &OwnedFd, rel: &Path, flags: OFlag, mode: u32) -> io::Result<OwnedFd> {
     let rel = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
+    // openat2 refuses (EINVAL) what open(2) ignores: a mode without O_CREAT, and any flag
+    // but O_DIRECTORY/O_NOFOLLOW/O_CLOEXEC next to O_PATH.
+    let flags = if flags.contains(OFlag::O_PATH) { flags } else { flags | OFlag::O_NOCTTY };
+    let mode = if flags.contains(OFlag::O_CREAT) { mode } else { 0 };
     let how = OpenHow::new()
-        .flags(flags | OFlag::O_CLOEXEC | OFlag::O_NOCTTY)
+        .flags(flags | OFlag::O_CLOEXEC)
         .mode(Mode::from_bits_truncate(mode))
         .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);
     for _ in 0..RACE_RETRIES {

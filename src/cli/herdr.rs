@@ -19,10 +19,10 @@ use createos_sandbox::herdr::command::ProvisionSpec;
 use createos_sandbox::herdr::context::PluginContext;
 use createos_sandbox::herdr::host::HerdrHost;
 use createos_sandbox::herdr::provision::{self, agent_process, stderr_progress};
-use createos_sandbox::herdr::state::{PaneEntry, StateStore};
+use createos_sandbox::herdr::state::{PaneEntry, StateStore, PENDING_HEARTBEAT};
 use createos_sandbox::herdr::{ActionResult, HerdrError, HerdrResult};
 use createos_sandbox::pty::tty;
-use createos_sandbox::{Client, ListSandboxes, Region, SandboxStatus};
+use createos_sandbox::{Client, ListSandboxes, SandboxStatus};
 
 use super::interactive::{self, AttachArgs};
 
@@ -89,41 +89,20 @@ pub fn main(cli: Cli) -> ExitCode {
 fn launch(cli: &Cli, out: Out) -> Launch {
     let mut cos =
         vec![std::env::current_exe().map(|p| p.to_string_lossy().into_owned()).unwrap_or_else(|_| "cos".into())];
+    // Panes run `cos` again: they get the same non-secret endpoint options (never the key).
+    if let Some(url) = &cli.endpoint {
+        cos.extend(["--endpoint".to_string(), url.clone()]);
+    } else if let Some(region) = &cli.region {
+        cos.extend(["--region".to_string(), region.clone()]);
+    }
     let client = if cli.local {
         Err("--local is not available here: its emulator stops when this command ends, taking the sandbox with it. \
              Run `createos-mock` and pass --endpoint instead"
             .to_string())
     } else {
-        let mut builder = Client::builder();
-        if let Some(url) = &cli.endpoint {
-            builder = builder.base_url(url);
-            cos.extend(["--endpoint".to_string(), url.clone()]);
-        } else if let Some(region) = &cli.region {
-            match region.parse::<Region>() {
-                Ok(r) => builder = builder.region(r),
-                Err(e) => return Launch { client: Err(e.to_string()), cos, out },
-            }
-            cos.extend(["--region".to_string(), region.clone()]);
-        }
-        if let Some(key) = cli.api_key.clone() {
-            builder = builder.api_key(key);
-        }
-        builder.build().map_err(|e| e.to_string())
+        super::remote_client(cli).map_err(|e| format!("{e:#}"))
     };
     Launch { client, cos, out }
-}
-
-/// `cos herdr` with a client already built (the generic dispatch path).
-pub async fn herdr(ctx: &Ctx, args: HerdrArgs) -> ExitCode {
-    let cos = vec![std::env::current_exe().map(|p| p.to_string_lossy().into_owned()).unwrap_or_else(|_| "cos".into())];
-    herdr_with(Launch { client: Ok(ctx.client.clone()), cos, out: ctx.out }, args).await
-}
-
-/// `cos setup` with a client already built (the generic dispatch path).
-pub async fn setup(ctx: &Ctx, cmd: SetupCmd) -> ExitCode {
-    let cos = vec![std::env::current_exe().map(|p| p.to_string_lossy().into_owned()).unwrap_or_else(|_| "cos".into())];
-    let SetupCmd::Herdr(args) = cmd;
-    setup_with(Launch { client: Ok(ctx.client.clone()), cos, out: ctx.out }, args).await
 }
 
 async fn herdr_with(launch: Launch, args: HerdrArgs) -> ExitCode {
@@ -248,7 +227,12 @@ async fn provision_in_pane(launch: &Launch, rest: &[String]) -> ExitCode {
         released = Some((store.clone(), spec.source_pane.clone()));
         let client = launch.client.clone().map_err(|m| HerdrError::invalid("credentials", m))?;
         let size = tty::size_or(FALLBACK_SIZE);
-        let done = provision::provision(&client, &spec, size, &stderr_progress, &cancel).await?;
+        // The reservation stays alive exactly as long as this provisioning runs.
+        let heartbeat = actions::hold_reservation(&store, &spec, PENDING_HEARTBEAT);
+        let done = tokio::select! {
+            done = provision::provision(&client, &spec, size, &stderr_progress, &cancel) => done?,
+            never = heartbeat => match never {},
+        };
         let entry = PaneEntry {
             box_name: spec.box_name.clone(),
             box_id: done.sandbox.id().to_string(),
@@ -259,7 +243,7 @@ async fn provision_in_pane(launch: &Launch, rest: &[String]) -> ExitCode {
             remote: spec.remote_root.clone(),
             delete_armed_at: None,
         };
-        if let Err(e) = actions::record_pane(&store, &spec, entry.clone()) {
+        if let Err(e) = actions::record_pane(&store, &spec, entry.clone()).await {
             // Unmapped, nobody could find it again from Herdr: do not leave it running.
             let cleanup = done.sandbox.destroy().await;
             return Err(match cleanup {
@@ -289,7 +273,7 @@ async fn provision_in_pane(launch: &Launch, rest: &[String]) -> ExitCode {
         }
         Err(e) => {
             if let Some((store, source)) = released {
-                let _ = actions::release_pending(&store, &source);
+                let _ = actions::release_pending(&store, &source).await;
             }
             finish(&host, "provision", Err(e)).await
         }
@@ -305,7 +289,7 @@ async fn connect_in_pane(launch: &Launch, rest: &[String]) -> ExitCode {
         let pane = rest.first().cloned().ok_or_else(|| HerdrError::invalid("connect", "needs the pane id"))?;
         let env = action_env(launch, host.clone())?;
         let mut entry =
-            env.store.read()?.panes.get(&pane).cloned().ok_or_else(|| HerdrError::NoMapping(pane.clone()))?;
+            env.store.read().await?.panes.get(&pane).cloned().ok_or_else(|| HerdrError::NoMapping(pane.clone()))?;
         let sandbox = actions::live_sandbox(&env, &pane, &entry).await?;
         let (rows, cols) = tty::size_or(FALLBACK_SIZE);
         let current = sandbox.processes().get(&entry.process_id).await.ok().filter(|p| p.details().is_attachable());
@@ -324,12 +308,14 @@ async fn connect_in_pane(launch: &Launch, rest: &[String]) -> ExitCode {
                 eprintln!("restarted {} in {} ({})", agent.title, entry.box_name, process.id());
                 entry.process_id = process.id().to_string();
                 let updated = entry.clone();
-                env.store.update(|state| {
-                    if let Some(e) = state.panes.get_mut(&pane) {
-                        e.process_id = updated.process_id.clone();
-                    }
-                    Ok(())
-                })?;
+                env.store
+                    .update(|state| {
+                        if let Some(e) = state.panes.get_mut(&pane) {
+                            e.process_id = updated.process_id.clone();
+                        }
+                        Ok(())
+                    })
+                    .await?;
                 0
             }
         };
@@ -376,7 +362,7 @@ async fn attach_in_pane(
         Err(e) => e.is_not_found(),
     };
     if gone {
-        let _ = actions::forget(store, pane, &entry.box_id);
+        let _ = actions::forget(store, pane, &entry.box_id).await;
         eprintln!("\r\nsandbox {} ({}) was deleted; this pane is a local shell again.", entry.box_name, entry.box_id);
         return ExitCode::SUCCESS;
     }

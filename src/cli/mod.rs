@@ -208,16 +208,7 @@ async fn run(cli: Cli, out: Out) -> Result<ExitCode> {
         #[cfg(not(feature = "local"))]
         anyhow::bail!("this build of cos has no embedded emulator (feature `local`)");
     } else {
-        let mut builder = Client::builder();
-        if let Some(url) = &cli.endpoint {
-            builder = builder.base_url(url);
-        } else if let Some(region) = &cli.region {
-            builder = builder.region(region.parse::<Region>()?);
-        }
-        if let Some(key) = cli.api_key.clone() {
-            builder = builder.api_key(key);
-        }
-        builder.build()?
+        remote_client(&cli)?
     };
     let ctx = Ctx { client, out };
     let result = dispatch(&ctx, cli.command).await;
@@ -226,6 +217,20 @@ async fn run(cli: Cli, out: Out) -> Result<ExitCode> {
         mock.shutdown().await;
     }
     result
+}
+
+/// The client `--endpoint` / `--region` / `--api-key` (or their environment) point at.
+fn remote_client(cli: &Cli) -> Result<Client> {
+    let mut builder = Client::builder();
+    if let Some(url) = &cli.endpoint {
+        builder = builder.base_url(url);
+    } else if let Some(region) = &cli.region {
+        builder = builder.region(region.parse::<Region>()?);
+    }
+    if let Some(key) = cli.api_key.clone() {
+        builder = builder.api_key(key);
+    }
+    Ok(builder.build()?)
 }
 
 async fn dispatch(ctx: &Ctx, command: Command) -> Result<ExitCode> {
@@ -268,8 +273,8 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<ExitCode> {
         Command::Offload(a) => jobs::offload(ctx, a).await,
         Command::Fanout(a) => jobs::fanout(ctx, a).await,
         Command::RunCode(a) => jobs::run_code(ctx, a).await,
-        Command::Herdr(a) => Ok(herdr::herdr(ctx, a).await),
-        Command::Setup(c) => Ok(herdr::setup(ctx, c).await),
+        // Routed to `herdr::main` by `main` before any client is built.
+        Command::Herdr(_) | Command::Setup(_) => anyhow::bail!("herdr and setup are dispatched by herdr::main"),
     }
 }
 

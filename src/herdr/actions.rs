@@ -53,8 +53,8 @@ impl ActionEnv {
         PluginConfig::load(&dir)?.settings(&config_path(&dir))
     }
 
-    fn entry(&self, pane: &str) -> HerdrResult<PaneEntry> {
-        self.store.read()?.panes.get(pane).cloned().ok_or_else(|| HerdrError::NoMapping(pane.to_string()))
+    async fn entry(&self, pane: &str) -> HerdrResult<PaneEntry> {
+        self.store.read().await?.panes.get(pane).cloned().ok_or_else(|| HerdrError::NoMapping(pane.to_string()))
     }
 
     fn typed(&self, tail: &[&str]) -> HerdrResult<String> {
@@ -70,6 +70,7 @@ pub async fn start(env: &ActionEnv) -> HerdrResult<ActionResult> {
     let settings = env.settings().await?;
     let root = env.context.git_root()?;
     let name = box_name(&root);
+    crate::validate::sandbox_name("sandbox name", &name)?;
     let local =
         root.to_str().ok_or_else(|| HerdrError::invalid("worktree", format!("{} is not UTF-8", root.display())))?;
     // The typed line must be buildable before anything is reserved or opened.
@@ -85,9 +86,13 @@ pub async fn start(env: &ActionEnv) -> HerdrResult<ActionResult> {
                 now.saturating_sub(p.created_at) / 1000
             )));
         }
-        state.pending.insert(source.clone(), PendingStart { created_at: now, pane: None, box_name: name.clone() });
+        state.pending.insert(
+            source.clone(),
+            PendingStart { created_at: now, refreshed_at: None, pane: None, box_name: name.clone() },
+        );
         Ok(())
-    })?;
+    })
+    .await?;
 
     let opened = open_agent_pane(env, &source, &settings, &name, local).await;
     match opened {
@@ -97,7 +102,7 @@ pub async fn start(env: &ActionEnv) -> HerdrResult<ActionResult> {
             .with("agent", settings.agent.key)
             .with("provisioning", true)),
         Err(e) => {
-            let _ = release_pending(&env.store, &source);
+            let _ = release_pending(&env.store, &source).await;
             Err(e)
         }
     }
@@ -140,7 +145,8 @@ async fn open_agent_pane(
                 p.pane = Some(pane.clone());
             }
             Ok(())
-        })?;
+        })
+        .await?;
         let _ = env.host.rename(&pane, &format!("{} starting in {name}", settings.agent.title)).await;
         env.host.run_in_pane(&pane, &env.typed(&["herdr", "provision", &spec.encode()])?).await
     };
@@ -155,27 +161,59 @@ async fn open_agent_pane(
 }
 
 /// Drop the reservation made by `start` from `source`.
-pub fn release_pending(store: &StateStore, source: &str) -> HerdrResult<()> {
-    store.update(|state| {
-        state.pending.remove(source);
-        Ok(())
-    })
+pub async fn release_pending(store: &StateStore, source: &str) -> HerdrResult<()> {
+    store
+        .update(|state| {
+            state.pending.remove(source);
+            Ok(())
+        })
+        .await
+}
+
+/// Mark `spec`'s reservation as still in use (its provisioning is running). A reservation that
+/// is gone or now names another sandbox is left alone: it is not ours to revive.
+pub async fn refresh_pending(store: &StateStore, spec: &ProvisionSpec, now: u64) -> HerdrResult<()> {
+    store
+        .update(|state| {
+            if let Some(p) = state.pending.get_mut(&spec.source_pane).filter(|p| p.box_name == spec.box_name) {
+                p.refreshed_at = Some(now);
+                p.pane = Some(spec.pane.clone());
+            }
+            Ok(())
+        })
+        .await
+}
+
+/// Keep `spec`'s reservation alive for as long as this future runs: refreshed now and then
+/// every `every` (well inside [`super::state::PENDING_TTL`]). Provisioning can take longer than the TTL
+/// (agent install, large uploads); a provisioning process that dies stops refreshing, and its
+/// reservation then expires on its own. Never returns; drop it when provisioning ends.
+pub async fn hold_reservation(store: &StateStore, spec: &ProvisionSpec, every: Duration) -> std::convert::Infallible {
+    loop {
+        if let Err(e) = refresh_pending(store, spec, now_ms()).await {
+            // A missed refresh is retried; the TTL leaves room for several.
+            tracing::warn!(error = %e, "could not refresh the start reservation");
+        }
+        tokio::time::sleep(every).await;
+    }
 }
 
 /// Record a provisioned pane (and release its reservation).
-pub fn record_pane(store: &StateStore, spec: &ProvisionSpec, entry: PaneEntry) -> HerdrResult<()> {
-    store.update(|state| {
-        state.pending.remove(&spec.source_pane);
-        state.panes.insert(spec.pane.clone(), entry);
-        Ok(())
-    })
+pub async fn record_pane(store: &StateStore, spec: &ProvisionSpec, entry: PaneEntry) -> HerdrResult<()> {
+    store
+        .update(|state| {
+            state.pending.remove(&spec.source_pane);
+            state.panes.insert(spec.pane.clone(), entry);
+            Ok(())
+        })
+        .await
 }
 
 /// `attach`: resume the sandbox if it is paused, then type `cos herdr connect <pane>` into the
 /// pane; that reattaches natively (and restarts the agent at the pane's size if it exited).
 pub async fn attach(env: &ActionEnv) -> HerdrResult<ActionResult> {
     let pane = env.context.require_pane()?.to_string();
-    let entry = env.entry(&pane)?;
+    let entry = env.entry(&pane).await?;
     let sandbox = live_sandbox(env, &pane, &entry).await?;
     let process = sandbox.processes().get(&entry.process_id).await;
     let running = matches!(&process, Ok(p) if p.details().is_attachable());
@@ -193,14 +231,8 @@ pub async fn live_sandbox(env: &ActionEnv, pane: &str, entry: &PaneEntry) -> Her
     let sandbox = match env.client.get_sandbox(&entry.box_id).await {
         Ok(sb) => sb,
         Err(e) if e.is_not_found() => {
-            forget(&env.store, pane, &entry.box_id)?;
-            return Err(HerdrError::Invalid {
-                field: "sandbox".into(),
-                message: format!(
-                    "{} ({}) no longer exists; the pane's mapping was removed",
-                    entry.box_name, entry.box_id
-                ),
-            });
+            forget(&env.store, pane, &entry.box_id).await?;
+            return Err(gone(entry));
         }
         Err(e) => return Err(e.into()),
     };
@@ -214,7 +246,7 @@ pub async fn live_sandbox(env: &ActionEnv, pane: &str, entry: &PaneEntry) -> Her
             Ok(sandbox)
         }
         s if s.is_terminal() => {
-            forget(&env.store, pane, &entry.box_id)?;
+            forget(&env.store, pane, &entry.box_id).await?;
             Err(HerdrError::invalid(
                 "sandbox",
                 format!("{} ({}) is {s}; the pane's mapping was removed", entry.box_name, entry.box_id),
@@ -224,20 +256,30 @@ pub async fn live_sandbox(env: &ActionEnv, pane: &str, entry: &PaneEntry) -> Her
     }
 }
 
+/// The error for a mapped sandbox that no longer exists (its mapping already dropped).
+fn gone(entry: &PaneEntry) -> HerdrError {
+    HerdrError::invalid(
+        "sandbox",
+        format!("{} ({}) no longer exists; the pane's mapping was removed", entry.box_name, entry.box_id),
+    )
+}
+
 /// Remove `pane`'s mapping if it still points at `box_id`.
-pub fn forget(store: &StateStore, pane: &str, box_id: &str) -> HerdrResult<()> {
-    store.update(|state| {
-        if state.panes.get(pane).is_some_and(|e| e.box_id == box_id) {
-            state.panes.remove(pane);
-        }
-        Ok(())
-    })
+pub async fn forget(store: &StateStore, pane: &str, box_id: &str) -> HerdrResult<()> {
+    store
+        .update(|state| {
+            if state.panes.get(pane).is_some_and(|e| e.box_id == box_id) {
+                state.panes.remove(pane);
+            }
+            Ok(())
+        })
+        .await
 }
 
 /// `sync`: a small pane below runs `cos sync --mode two-way --watch` for the mapped sandbox.
 pub async fn sync(env: &ActionEnv) -> HerdrResult<ActionResult> {
     let pane = env.context.require_pane()?.to_string();
-    let entry = env.entry(&pane)?;
+    let entry = env.entry(&pane).await?;
     let settings = env.settings().await?;
     let mut tail: Vec<String> = vec![
         "sync".into(),
@@ -269,7 +311,7 @@ pub async fn sync(env: &ActionEnv) -> HerdrResult<ActionResult> {
 /// `apply`: the sandbox's new work as a patch on the local worktree.
 pub async fn apply(env: &ActionEnv) -> HerdrResult<ActionResult> {
     let pane = env.context.require_pane()?.to_string();
-    let entry = env.entry(&pane)?;
+    let entry = env.entry(&pane).await?;
     let sandbox = live_sandbox(env, &pane, &entry).await?;
     let outcome = apply::apply(&sandbox, &entry.remote, entry.local.as_ref()).await?;
     let result = ActionResult::ok("apply").with("box", entry.box_name.clone());
@@ -290,21 +332,38 @@ pub async fn apply(env: &ActionEnv) -> HerdrResult<ActionResult> {
 /// `pause` / `resume`.
 pub async fn pause_or_resume(env: &ActionEnv, pause: bool) -> HerdrResult<ActionResult> {
     let pane = env.context.require_pane()?.to_string();
-    let entry = env.entry(&pane)?;
+    let entry = env.entry(&pane).await?;
     let sandbox = env.client.sandbox(&entry.box_id)?;
-    let view = if pause { sandbox.pause_and_wait().await? } else { sandbox.resume_and_wait().await? };
+    let changed = if pause { sandbox.pause_and_wait().await } else { sandbox.resume_and_wait().await };
+    let view = match changed {
+        Ok(view) => view,
+        Err(err) => {
+            // A sandbox deleted elsewhere drops the mapping, as every other action does.
+            let deleted = match env.client.get_sandbox(&entry.box_id).await {
+                Err(e) => e.is_not_found(),
+                Ok(sb) => sb.status().is_terminal(),
+            };
+            if err.is_not_found() || deleted {
+                forget(&env.store, &pane, &entry.box_id).await?;
+                return Err(gone(&entry));
+            }
+            return Err(err.into());
+        }
+    };
     Ok(ActionResult::ok(if pause { "pause" } else { "resume" })
         .with("box", entry.box_name)
         .with("status", view.status.to_string()))
 }
 
-/// `info`: the mapping and the sandbox's status (`missing` when it cannot be read).
+/// `info`: the mapping and the sandbox's status (`missing` when the server no longer has it;
+/// any other failure to read it — network, credentials — fails the action).
 pub async fn info(env: &ActionEnv) -> HerdrResult<(ActionResult, String)> {
     let pane = env.context.require_pane()?.to_string();
-    let entry = env.entry(&pane)?;
+    let entry = env.entry(&pane).await?;
     let status = match env.client.get_sandbox(&entry.box_id).await {
         Ok(sb) => sb.status().to_string(),
-        Err(_) => "missing".to_string(),
+        Err(e) if e.is_not_found() => "missing".to_string(),
+        Err(e) => return Err(e.into()),
     };
     let title = Agent::from_key(&entry.agent).map(|a| a.title).unwrap_or("agent");
     let text = format!(
@@ -336,9 +395,10 @@ pub async fn delete(env: &ActionEnv) -> HerdrResult<ActionResult> {
                 Ok(None)
             }
         }
-    })?;
+    })
+    .await?;
     let Some(entry) = confirmed else {
-        let entry = env.entry(&pane)?;
+        let entry = env.entry(&pane).await?;
         env.host
             .notify(
                 "CreateOS delete",
@@ -351,7 +411,7 @@ pub async fn delete(env: &ActionEnv) -> HerdrResult<ActionResult> {
             .with("expiresInSeconds", DELETE_CONFIRM_WINDOW.as_secs()));
     };
     env.client.sandbox(&entry.box_id)?.destroy().await?;
-    forget(&env.store, &pane, &entry.box_id)?;
+    forget(&env.store, &pane, &entry.box_id).await?;
     env.host.notify("CreateOS delete", &format!("{} deleted", entry.box_name)).await;
     Ok(ActionResult::ok("delete").with("box", entry.box_name).with("boxId", entry.box_id).with("result", "deleted"))
 }

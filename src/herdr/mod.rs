@@ -19,6 +19,7 @@ pub mod config;
 pub mod context;
 pub mod error;
 pub mod host;
+pub mod keys;
 pub mod provision;
 pub mod result;
 pub mod setup;

@@ -70,7 +70,7 @@ pub async fn provision(
         _ = cancel.cancelled() => return Err(cancelled()),
     };
 
-    let mut created: Option<Sandbox> = None;
+    let mut created = Created::NotSent;
     let outcome = tokio::select! {
         r = steps(client, spec, agent, &snapshot, size, &say, progress, &mut created) => r,
         _ = cancel.cancelled() => Err(cancelled()),
@@ -79,9 +79,14 @@ pub async fn provision(
         Ok(done) => Ok(done),
         Err(err) => {
             let sandbox = match created {
-                Some(sb) => Some(sb),
-                // The create may have reached the server before we were interrupted.
-                None => find_by_name(client, &spec.box_name).await,
+                Created::Done(sb) => Some(sb),
+                // The create may have reached the server (or be about to register there)
+                // even though its answer never arrived.
+                Created::Sent => {
+                    say(format!("checking whether sandbox {} was created after all", spec.box_name));
+                    find_by_name(client, &spec.box_name, CREATE_SETTLE, CREATE_POLL).await
+                }
+                Created::NotSent => None,
             };
             match sandbox {
                 None => Err(err),
@@ -109,6 +114,22 @@ pub async fn provision(
     }
 }
 
+/// How far the create got when provisioning stopped.
+enum Created {
+    /// Not sent: nothing can exist.
+    NotSent,
+    /// Sent, no answer: the sandbox may exist (or appear shortly) under its unique name.
+    Sent,
+    /// Created.
+    Done(Sandbox),
+}
+
+/// How long an interrupted create is looked for by name: the server may register it after
+/// our first look.
+pub const CREATE_SETTLE: Duration = Duration::from_secs(20);
+/// Pause between two looks.
+const CREATE_POLL: Duration = Duration::from_secs(1);
+
 fn cancelled() -> HerdrError {
     HerdrError::Api(crate::Error::Cancelled)
 }
@@ -122,7 +143,7 @@ async fn steps(
     (rows, cols): (u16, u16),
     say: &(dyn Fn(String) + Send + Sync),
     progress: Progress<'_>,
-    created: &mut Option<Sandbox>,
+    created: &mut Created,
 ) -> HerdrResult<Provisioned> {
     say(format!("[1/5] creating sandbox {} ({})", spec.box_name, spec.shape));
     let mut request = CreateSandbox::new(&spec.shape).name(&spec.box_name).auto_pause_after(spec.auto_pause_secs);
@@ -132,8 +153,20 @@ async fn steps(
     if !spec.egress.is_empty() {
         request = request.egress(spec.egress.iter().cloned());
     }
-    let sandbox = client.create_sandbox(request).await?;
-    *created = Some(sandbox.clone());
+    // Checked here so a refused request is known never to have been sent.
+    request.validate()?;
+    *created = Created::Sent;
+    let sandbox = match client.create_sandbox(request).await {
+        Ok(sandbox) => sandbox,
+        Err(e) => {
+            // A definite refusal (4xx other than timeout / rate limit) created nothing.
+            if e.status().is_some_and(|s| (400..500).contains(&s) && s != 408 && s != 429) {
+                *created = Created::NotSent;
+            }
+            return Err(e.into());
+        }
+    };
+    *created = Created::Done(sandbox.clone());
 
     say(format!("[2/5] uploading {} files to {}", snapshot.files().len(), spec.remote_root));
     let remote = ApiRemote::new(sandbox.clone());
@@ -240,11 +273,26 @@ pub fn agent_process(agent: Agent, bin: &str, remote_root: &str, rows: u16, cols
         .pty(rows.max(1), cols.max(1))
 }
 
-async fn find_by_name(client: &Client, name: &str) -> Option<Sandbox> {
+/// The live sandbox named `name`, looked for every `poll` until `within` has passed (a create
+/// whose answer was lost may be registered by the server only after our first look). The
+/// names are unique per start, so a match is ours.
+pub async fn find_by_name(client: &Client, name: &str, within: Duration, poll: Duration) -> Option<Sandbox> {
     use futures::TryStreamExt;
-    let all: Vec<crate::SandboxView> = client.list_sandboxes(ListSandboxes::default()).try_collect().await.ok()?;
-    let view = all.into_iter().rev().find(|v| v.name.as_deref() == Some(name) && !v.status.is_terminal())?;
-    client.sandbox(&view.id).ok()
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let listed: Result<Vec<crate::SandboxView>, _> =
+            client.list_sandboxes(ListSandboxes::default()).try_collect().await;
+        if let Ok(all) = listed {
+            if let Some(view) = all.into_iter().rev().find(|v| v.name.as_deref() == Some(name) && !v.status.is_terminal())
+            {
+                return client.sandbox(&view.id).ok();
+            }
+        }
+        if tokio::time::Instant::now() + poll > deadline {
+            return None;
+        }
+        tokio::time::sleep(poll).await;
+    }
 }
 
 /// Write progress to stderr (what a pane shows).

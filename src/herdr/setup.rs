@@ -1,6 +1,6 @@
 //! `cos setup herdr`: check the prerequisites, put the plugin in place (manifest + launcher
 //! with cos's absolute path) and link it, write the plugin's `config.json` (0600) unless one
-//! exists, and append the missing key bindings to Herdr's `config.toml` after a backup.
+//! exists, and add the missing key bindings to Herdr's `config.toml` after a backup ([`super::keys`]).
 
 use std::path::{Path, PathBuf};
 
@@ -12,18 +12,7 @@ use super::{MANIFEST, MIN_HERDR_VERSION, PLUGIN_ID};
 
 /// The build script shipped next to the manifest.
 pub const BUILD_SCRIPT: &str = include_str!("../../integrations/herdr/build.sh");
-/// Name of the backup of `config.toml`.
-pub const KEYS_BACKUP: &str = "config.toml.before-createos";
-
-/// The bindings `setup` adds: (key, action, description).
-pub const KEY_BINDINGS: &[(&str, &str, &str)] = &[
-    ("prefix+shift+s", "start", "start an agent in a new CreateOS sandbox"),
-    ("prefix+shift+c", "attach", "reattach the CreateOS agent to this pane"),
-    ("prefix+shift+y", "sync", "two-way sync with the CreateOS sandbox"),
-    ("prefix+shift+a", "apply", "apply CreateOS sandbox changes locally"),
-    ("prefix+shift+i", "info", "show this pane's CreateOS sandbox"),
-    ("prefix+shift+x", "delete", "delete this pane's CreateOS sandbox (twice to confirm)"),
-];
+pub use super::keys::{add_key_bindings, KeysOutcome, KEYS_BACKUP, KEY_BINDINGS};
 
 /// The launcher every manifest entry runs: `exec <cos> herdr "$@"`.
 pub fn launcher_script(cos: &Path) -> HerdrResult<String> {
@@ -167,137 +156,9 @@ pub fn write_plugin_config(dir: &Path, config: &PluginConfig, force: bool) -> He
     Ok(true)
 }
 
-/// The `[[keys.command]]` tables of a `config.toml`: (key, command) pairs.
-pub fn existing_bindings(toml: &str) -> Vec<(Option<String>, Option<String>)> {
-    let mut out = Vec::new();
-    let mut current: Option<(Option<String>, Option<String>)> = None;
-    for line in toml.lines() {
-        let line = line.trim();
-        if line.starts_with('[') {
-            if let Some(b) = current.take() {
-                out.push(b);
-            }
-            if line.replace(' ', "") == "[[keys.command]]" {
-                current = Some((None, None));
-            }
-            continue;
-        }
-        if let Some((k, c)) = current.as_mut() {
-            if let Some((name, value)) = line.split_once('=') {
-                let value = toml_string(value.trim());
-                match name.trim() {
-                    "key" => *k = value,
-                    "command" => *c = value,
-                    _ => {}
-                }
-            }
-        }
-    }
-    out.extend(current);
-    out
-}
-
-/// A basic or literal TOML string value (without escapes beyond `\"` and `\\`).
-fn toml_string(raw: &str) -> Option<String> {
-    let raw = raw.split(" #").next().unwrap_or(raw).trim();
-    if let Some(inner) = raw.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
-        return Some(inner.replace("\\\"", "\"").replace("\\\\", "\\"));
-    }
-    raw.strip_prefix('\'').and_then(|r| r.strip_suffix('\'')).map(str::to_string)
-}
-
-/// What [`add_key_bindings`] did.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct KeysOutcome {
-    /// Actions bound now.
-    pub added: Vec<String>,
-    /// Keys left out because the user already binds them to something else.
-    pub conflicts: Vec<String>,
-    /// The backup written (only when something was added).
-    pub backup: Option<PathBuf>,
-}
-
-/// Append the missing bindings to `config_toml` (created when missing), backing the file up
-/// to `config.toml.before-createos` first (an existing backup is kept: it holds the original).
-pub fn add_key_bindings(config_toml: &Path) -> HerdrResult<KeysOutcome> {
-    let existing_text = match std::fs::read_to_string(config_toml) {
-        Ok(t) => Some(t),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(HerdrError::io(format!("reading {}", config_toml.display()), e)),
-    };
-    let text = existing_text.clone().unwrap_or_default();
-    let bound = existing_bindings(&text);
-    let mut outcome = KeysOutcome::default();
-    let mut addition = String::new();
-    for (key, action, description) in KEY_BINDINGS {
-        let command = format!("{PLUGIN_ID}.{action}");
-        if bound.iter().any(|(_, c)| c.as_deref() == Some(command.as_str())) {
-            continue;
-        }
-        if bound.iter().any(|(k, _)| k.as_deref() == Some(*key)) {
-            outcome.conflicts.push(format!("{key} (wanted for {command})"));
-            continue;
-        }
-        addition.push_str(&format!(
-            "\n[[keys.command]]\nkey = \"{key}\"\ntype = \"plugin_action\"\ncommand = \"{command}\"\ndescription = \"{description}\"\n"
-        ));
-        outcome.added.push((*action).to_string());
-    }
-    if outcome.added.is_empty() {
-        return Ok(outcome);
-    }
-    let dir = config_toml.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| HerdrError::io(format!("creating {}", dir.display()), e))?;
-    if let Some(original) = &existing_text {
-        let backup = dir.join(KEYS_BACKUP);
-        if !backup.exists() {
-            write_bytes_atomic(&backup, original.as_bytes(), 0o600)?;
-        }
-        outcome.backup = Some(backup);
-    }
-    let mut new_text = text;
-    if !new_text.is_empty() && !new_text.ends_with('\n') {
-        new_text.push('\n');
-    }
-    new_text.push_str("\n# CreateOS Sandbox (added by cos setup herdr; undo with herdr config reset-keys)");
-    new_text.push_str(&addition);
-    let mode = file_mode(config_toml).unwrap_or(0o600);
-    write_bytes_atomic(config_toml, new_text.as_bytes(), mode)?;
-    Ok(outcome)
-}
-
-fn file_mode(path: &Path) -> Option<u32> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::metadata(path).ok().map(|m| m.permissions().mode() & 0o777)
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = path;
-        None
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn bindings_are_added_once_and_conflicts_kept() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("config.toml");
-        std::fs::write(&path, "[ui]\ntheme = \"dark\"\n\n[[keys.command]]\nkey = \"prefix+shift+x\"\ntype = \"shell\"\ncommand = \"htop\"\n").unwrap();
-        let first = add_key_bindings(&path).unwrap();
-        assert_eq!(first.added, ["start", "attach", "sync", "apply", "info"]);
-        assert_eq!(first.conflicts.len(), 1);
-        assert!(dir.path().join(KEYS_BACKUP).exists());
-        let second = add_key_bindings(&path).unwrap();
-        assert!(second.added.is_empty());
-        let text = std::fs::read_to_string(&path).unwrap();
-        assert_eq!(text.matches("createos.sandbox.start").count(), 1);
-        assert!(text.starts_with("[ui]"));
-    }
 
     #[test]
     fn launcher_quotes_the_path() {

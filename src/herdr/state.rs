@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -21,10 +21,16 @@ pub const PANES_FILE: &str = "panes.json";
 pub const PENDING_FILE: &str = "pending.json";
 /// Lock file name.
 pub const LOCK_FILE: &str = "state.lock";
-/// How long a start reservation blocks a second start.
+/// How long a start reservation blocks a second start after it was made or last refreshed.
+/// Provisioning refreshes it while it runs ([`PENDING_HEARTBEAT`]), so a start that takes
+/// longer (installs wait up to 600 s, uploads are unbounded) keeps its reservation.
 pub const PENDING_TTL: Duration = Duration::from_secs(300);
+/// How often a running provisioning refreshes its reservation.
+pub const PENDING_HEARTBEAT: Duration = Duration::from_secs(30);
 /// How long to wait for another action holding the lock.
 pub const LOCK_WAIT: Duration = Duration::from_secs(10);
+/// Pause between two attempts at the lock.
+const LOCK_RETRY: Duration = Duration::from_millis(20);
 
 /// What a pane is attached to.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,12 +62,23 @@ pub struct PaneEntry {
 pub struct PendingStart {
     /// When it was reserved (ms since the epoch).
     pub created_at: u64,
+    /// When the provisioning last said it is still running (ms since the epoch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refreshed_at: Option<u64>,
     /// The pane opened for the agent, once known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pane: Option<String>,
     /// The sandbox name chosen.
     #[serde(rename = "box")]
     pub box_name: String,
+}
+
+impl PendingStart {
+    /// Whether the reservation still holds at `now_ms`.
+    pub fn is_live(&self, now_ms: u64) -> bool {
+        let last = self.refreshed_at.unwrap_or(0).max(self.created_at);
+        now_ms.saturating_sub(last) < PENDING_TTL.as_millis() as u64
+    }
 }
 
 /// Both files, as read under the lock.
@@ -78,13 +95,13 @@ impl State {
     pub fn pending_for(&self, pane: &str, now_ms: u64) -> Option<(&String, &PendingStart)> {
         self.pending
             .iter()
-            .filter(|(_, p)| now_ms.saturating_sub(p.created_at) < PENDING_TTL.as_millis() as u64)
+            .filter(|(_, p)| p.is_live(now_ms))
             .find(|(src, p)| src.as_str() == pane || p.pane.as_deref() == Some(pane))
     }
 
     /// Drop expired reservations.
     pub fn expire_pending(&mut self, now_ms: u64) {
-        self.pending.retain(|_, p| now_ms.saturating_sub(p.created_at) < PENDING_TTL.as_millis() as u64);
+        self.pending.retain(|_, p| p.is_live(now_ms));
     }
 }
 
@@ -142,15 +159,15 @@ impl StateStore {
     }
 
     /// Read both files under the lock.
-    pub fn read(&self) -> HerdrResult<State> {
-        let _lock = self.lock()?;
+    pub async fn read(&self) -> HerdrResult<State> {
+        let _lock = self.lock().await?;
         self.load()
     }
 
     /// Read, let `change` modify, and write back what changed, all under the lock. When
     /// `change` fails nothing is written.
-    pub fn update<T>(&self, change: impl FnOnce(&mut State) -> HerdrResult<T>) -> HerdrResult<T> {
-        let _lock = self.lock()?;
+    pub async fn update<T>(&self, change: impl FnOnce(&mut State) -> HerdrResult<T>) -> HerdrResult<T> {
+        let _lock = self.lock().await?;
         let before = self.load()?;
         let mut state = before.clone();
         let out = change(&mut state)?;
@@ -167,19 +184,22 @@ impl StateStore {
         Ok(State { panes: read_map(&self.dir.join(PANES_FILE))?, pending: read_map(&self.dir.join(PENDING_FILE))? })
     }
 
-    fn lock(&self) -> HerdrResult<StateLock> {
+    /// Take the lock, waiting up to [`LOCK_WAIT`] for another action to finish. The wait
+    /// yields to the runtime between attempts: actions run on async runtimes, and a blocked
+    /// worker thread would stall every other task (signal handling, progress) meanwhile.
+    async fn lock(&self) -> HerdrResult<StateLock> {
         let path = self.dir.join(LOCK_FILE);
         let mut options = OpenOptions::new();
         options.read(true).write(true).create(true).truncate(false);
         #[cfg(unix)]
         std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
         let file = options.open(&path).map_err(|e| HerdrError::io(format!("opening {}", path.display()), e))?;
-        let started = Instant::now();
+        let started = tokio::time::Instant::now();
         loop {
             match file.try_lock() {
                 Ok(()) => return Ok(StateLock { file }),
                 Err(TryLockError::WouldBlock) if started.elapsed() < LOCK_WAIT => {
-                    std::thread::sleep(Duration::from_millis(20));
+                    tokio::time::sleep(LOCK_RETRY).await;
                 }
                 Err(TryLockError::WouldBlock) => {
                     return Err(HerdrError::Busy(format!(
@@ -271,8 +291,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn update_round_trips_and_failure_writes_nothing() {
+    #[tokio::test]
+    async fn update_round_trips_and_failure_writes_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let store = StateStore::open(dir.path()).unwrap();
         store
@@ -280,14 +300,35 @@ mod tests {
                 s.panes.insert("p1".into(), entry("sb-1"));
                 Ok(())
             })
+            .await
             .unwrap();
-        assert_eq!(store.read().unwrap().panes["p1"].box_id, "sb-1");
-        let err = store.update(|s| {
-            s.panes.clear();
-            Err::<(), _>(HerdrError::Busy("no".into()))
-        });
+        assert_eq!(store.read().await.unwrap().panes["p1"].box_id, "sb-1");
+        let err = store
+            .update(|s| {
+                s.panes.clear();
+                Err::<(), _>(HerdrError::Busy("no".into()))
+            })
+            .await;
         assert!(err.is_err());
-        assert_eq!(store.read().unwrap().panes.len(), 1);
+        assert_eq!(store.read().await.unwrap().panes.len(), 1);
+    }
+
+    /// Waiting for the lock must not block the runtime: on a single-threaded runtime the task
+    /// holding the lock has to keep running to release it.
+    #[tokio::test(flavor = "current_thread")]
+    async fn waiting_for_the_lock_lets_other_tasks_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateStore::open(dir.path()).unwrap();
+        let holder = File::create(dir.path().join(LOCK_FILE)).unwrap();
+        holder.try_lock().unwrap();
+        let waiting = tokio::spawn({
+            let store = store.clone();
+            async move { store.read().await }
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        holder.unlock().unwrap();
+        let read = tokio::time::timeout(LOCK_WAIT / 2, waiting).await.expect("the waiter finished").unwrap();
+        assert!(read.is_ok(), "{read:?}");
     }
 
     #[test]
@@ -295,7 +336,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = StateStore::open(dir.path()).unwrap();
         std::fs::write(dir.path().join(PANES_FILE), b"{\"p1\": {\"box\": ").unwrap();
-        let err = store.read().unwrap_err().to_string();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let err = runtime.block_on(store.read()).unwrap_err().to_string();
         assert!(err.contains("moved aside"), "{err}");
         assert!(!dir.path().join(PANES_FILE).exists());
         let aside = dir.path().join(format!("{PANES_FILE}.corrupt-{}", std::process::id()));
@@ -305,8 +347,10 @@ mod tests {
     #[test]
     fn pending_matches_source_and_opened_pane_until_it_expires() {
         let mut s = State::default();
-        s.pending
-            .insert("src".into(), PendingStart { created_at: 1_000, pane: Some("new".into()), box_name: "b".into() });
+        s.pending.insert(
+            "src".into(),
+            PendingStart { created_at: 1_000, refreshed_at: None, pane: Some("new".into()), box_name: "b".into() },
+        );
         assert!(s.pending_for("src", 2_000).is_some());
         assert!(s.pending_for("new", 2_000).is_some());
         assert!(s.pending_for("other", 2_000).is_none());
@@ -314,5 +358,17 @@ mod tests {
         assert!(s.pending_for("src", later).is_none());
         s.expire_pending(later);
         assert!(s.pending.is_empty());
+    }
+
+    #[test]
+    fn a_refreshed_reservation_outlives_the_ttl() {
+        let ttl = PENDING_TTL.as_millis() as u64;
+        let mut s = State::default();
+        let p = PendingStart { created_at: 1_000, refreshed_at: Some(1_000 + ttl), pane: None, box_name: "b".into() };
+        s.pending.insert("src".into(), p);
+        assert!(s.pending_for("src", 1_000 + ttl + 10).is_some(), "refreshed reservations hold past created_at + TTL");
+        s.expire_pending(1_000 + ttl + 10);
+        assert_eq!(s.pending.len(), 1);
+        assert!(s.pending_for("src", 1_000 + 2 * ttl).is_none(), "a reservation nobody refreshes still expires");
     }
 }

@@ -95,10 +95,10 @@ async fn run(bench: &Bench) -> anyhow::Result<Vec<Comparison>> {
     let initial = alternate(&mut contenders, sizes.sync_warmup, sizes.sync_initial_rounds).await?;
     drop(contenders);
     let mut contenders: Vec<Box<dyn Contender>> = Vec::new();
-    for i in 0..labels.len() {
+    for (i, label) in labels.iter().enumerate() {
         let contender = make(i, Phase::Incremental);
         // bring the guest directory in line once (untimed), so samples only move changes
-        contender.sync(&contender.target()).await.with_context(|| format!("{}: first full sync", labels[i]))?;
+        contender.sync(&contender.target()).await.with_context(|| format!("{label}: first full sync"))?;
         contenders.push(Box::new(contender));
     }
     let incremental = alternate(&mut contenders, sizes.sync_warmup, sizes.sync_incremental_rounds).await?;

@@ -3,6 +3,8 @@
 // routed tools (`native_<id>`) are registered under OpenCode's own ids (`bash`, `read`, …),
 // which replaces the local executors.
 
+import { relative, resolve } from "node:path";
+
 import type { ToolContext, ToolDefinition } from "@opencode-ai/plugin";
 
 import type { McpCallResult, McpTool } from "./mcp.js";
@@ -114,6 +116,30 @@ export function routedPermission(id: string, args: Record<string, unknown>) {
   }
 }
 
+/** Catalog tools that move files between this machine and a sandbox, by MCP name. */
+const TRANSFERS: Record<string, "read" | "edit"> = {
+  // push reads a local file and sends it away: OpenCode's `read` rules decide
+  sandbox_push: "read",
+  // pull writes a local file: OpenCode's `edit` rules decide
+  sandbox_pull: "edit",
+};
+
+/**
+ * The permission a push or pull asks for, with the local path as pattern the way OpenCode's
+ * own tools spell it: `read` with the absolute path, `edit` with the path relative to the
+ * worktree. Undefined for other tools.
+ */
+export function transferPermission(mcpName: string, args: Record<string, unknown>, where: { directory: string; worktree: string }) {
+  const permission = TRANSFERS[mcpName];
+  if (!permission) return undefined;
+  const local = typeof args.local_path === "string" ? args.local_path : "";
+  const absolute = resolve(where.directory, local);
+  if (permission === "read") return { permission, patterns: [absolute], always: ["*"] };
+  // (a path outside the worktree stays `../…`, like OpenCode's edit; cos refuses it anyway)
+  const inWorktree = relative(where.worktree || where.directory, absolute);
+  return { permission, patterns: [inWorktree || "."], always: ["*"] };
+}
+
 /** One OpenCode tool definition per exposed catalog entry, keyed by OpenCode id. */
 export function buildTools(catalog: McpTool[], mode: "local" | "remote", invoke: Invoke) {
   // Plain `{description, args, execute}` objects: what `tool()` of @opencode-ai/plugin returns
@@ -131,6 +157,10 @@ export function buildTools(catalog: McpTool[], mode: "local" | "remote", invoke:
         if (id !== entry.name) {
           // A routed native tool: ask as the native one would (rules allow, deny or prompt).
           await ctx.ask({ ...routedPermission(id, input), metadata: { remote: true } });
+        } else {
+          // Push and pull touch local files: the user's read/edit rules apply to them too.
+          const transfer = transferPermission(entry.name, input, ctx);
+          if (transfer) await ctx.ask({ ...transfer, metadata: { sandbox: input.sandbox_id, remote: input.remote_path } });
         }
         return invoke(entry.name, input, ctx);
       },

@@ -36,7 +36,8 @@ use crate::isolation::IsolationKind;
 use crate::sandbox::SandboxRef;
 
 pub use server::{GuestServer, GUEST_SSH_PORT};
-pub use session::line_allows;
+/// Whether one authorized_keys line lists a key (kept here for callers of the guest sshd API).
+pub use crate::ssh_common::line_lists_key as line_allows;
 
 /// Guest directory an `Absent` image shows empty (where images ship sshd).
 const SSHD_DIR: &str = "/usr/sbin";

@@ -8,7 +8,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use russh::keys::{PrivateKey, PublicKey};
+use russh::keys::PublicKey;
 use russh::server::Config;
 use tokio::net::TcpListener;
 use tokio::sync::watch;

@@ -8,11 +8,9 @@ use russh::server::{Auth, ChannelOpenHandle, Handler, Msg, PublicKeyOffer, Sessi
 use russh::{Channel, ChannelOpenFailure};
 
 use crate::app::AppState;
+use crate::guest_sshd::GUEST_SSH_PORT;
 use crate::sandbox::{SandboxRef, Status};
 use crate::ssh_common::{connect_forward, line_lists_key, pipe_forward};
-
-/// The only forward the gateway allows.
-const GUEST_SSH_PORT: u32 = 22;
 
 /// State of one client connection.
 pub struct GatewayHandler {
@@ -86,7 +84,7 @@ impl Handler for GatewayHandler {
         reply: ChannelOpenHandle,
         _session: &mut Session,
     ) -> Result<(), Self::Error> {
-        let allowed = matches!(host_to_connect, "127.0.0.1" | "localhost") && port_to_connect == GUEST_SSH_PORT;
+        let allowed = matches!(host_to_connect, "127.0.0.1" | "localhost") && port_to_connect == u32::from(GUEST_SSH_PORT);
         if !allowed {
             tracing::debug!(peer = %self.peer, host_to_connect, port_to_connect, "ssh gateway: forward refused");
             reply.reject(ChannelOpenFailure::AdministrativelyProhibited).await;
@@ -96,7 +94,7 @@ impl Handler for GatewayHandler {
             reply.reject(ChannelOpenFailure::ConnectFailed).await;
             return Ok(());
         };
-        let Some(upstream) = connect_forward(reply, sandbox.runtime().netns(), GUEST_SSH_PORT as u16).await else {
+        let Some(upstream) = connect_forward(reply, sandbox.runtime().netns(), GUEST_SSH_PORT).await else {
             return Ok(());
         };
         sandbox.touch();

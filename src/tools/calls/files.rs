@@ -260,7 +260,8 @@ fn remote_path(raw: &str) -> Result<&str, ToolError> {
 
 async fn push(rt: &Arc<Runtime>, args: &Args) -> Result<ToolOutput, ToolError> {
     let remote = remote_path(args.str("remote_path")?)?;
-    let local = local_path(rt, args.str("local_path")?)?;
+    let given = args.str("local_path")?;
+    let local = local_path(rt, given)?;
     let meta = tokio::fs::metadata(&local)
         .await
         .map_err(|e| ToolError::InvalidArgs(format!("local_path {}: {e}", local.display())))?;
@@ -290,7 +291,8 @@ async fn push(rt: &Arc<Runtime>, args: &Args) -> Result<ToolOutput, ToolError> {
         return Err(ToolError::InvalidArgs(format!("local_path {} is neither a regular file nor a directory", local.display())));
     }
     let dest = if remote.ends_with('/') {
-        let name = local.file_name().ok_or_else(|| ToolError::InvalidArgs(format!("local_path {} has no file name", local.display())))?;
+        // The name as given (a symlink keeps its own name), else the resolved one.
+        let name = std::path::Path::new(given).file_name().or(local.file_name()).ok_or_else(|| ToolError::InvalidArgs(format!("local_path {} has no file name", local.display())))?;
         format!("{remote}{}", name.to_string_lossy())
     } else {
         remote.to_string()
