@@ -341,7 +341,7 @@ pub async fn pause_or_resume(env: &ActionEnv, pause: bool) -> HerdrResult<Action
             // A sandbox deleted elsewhere drops the mapping, as every other action does.
             let deleted = match env.client.get_sandbox(&entry.box_id).await {
                 Err(e) => e.is_not_found(),
-                Ok(sb) => sb.status().is_terminal(),
+                Ok(sb) => sb.status() == SandboxStatus::Destroying || sb.status().is_terminal(),
             };
             if err.is_not_found() || deleted {
                 forget(&env.store, &pane, &entry.box_id).await?;
