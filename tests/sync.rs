@@ -242,6 +242,39 @@ async fn watch_mode_sends_local_edits() {
     task.await.unwrap().unwrap();
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn an_edit_made_while_a_watch_sync_runs_is_not_lost() {
+    let f = fixture().await;
+    f.write("start.txt", "0");
+    let syncer = Arc::new(f.syncer(SyncMode::OneWay, "/root/racing"));
+    let cancel = CancellationToken::new();
+    let (tx, mut reports) = tokio::sync::mpsc::unbounded_channel();
+    let task = {
+        let syncer = syncer.clone();
+        let cancel = cancel.clone();
+        // No poll: only file events can trigger the sync that carries the second edit.
+        tokio::spawn(async move { syncer.watch(cancel, None, move |r| drop(tx.send(r.map_err(|e| e.to_string())))).await })
+    };
+    guarded(async {
+        reports.recv().await.expect("a first report").expect("the first sync works");
+        // Slow the next upload down so the second edit lands while that sync is running.
+        f.env.add_fault("PUT /v1/sandboxes/*/files delay=1500ms count=1").await;
+        let uploads = f.env.requests("uploadFile").await;
+        f.write("first.txt", "1");
+        while f.env.requests("uploadFile").await == uploads {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        f.write("second.txt", "2");
+        while f.remote("/root/racing/second.txt").await.as_deref() != Some("2") {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(f.remote("/root/racing/first.txt").await.as_deref(), Some("1"));
+    })
+    .await;
+    cancel.cancel();
+    task.await.unwrap().unwrap();
+}
+
 fn cos(f: &Fixture, args: &[&str]) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_cos"))
         .args(["--endpoint", &f.env.base_url(), "--api-key", &f.env.mock.api_key(), "-o", "json"])

@@ -1,108 +1,22 @@
 //! The embedded guest sshd (`MockConfig::guest_sshd(GuestSshd::Embedded)`), driven by a
 //! plain russh client through `/tunnel/22`: exec, SFTP, authentication against the guest's
 //! authorized_keys, host keys, pause and destroy. Also the `absent` mode and the
-//! ssh-pubkeys merge into authorized_keys.
+//! ssh-pubkeys merge into authorized_keys. Filesystem confinement is in `guest_sshd_fs.rs`.
 
 mod common;
+mod guest_ssh;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Env, KEY};
 use createos_mock::{GuestSshd, MockConfig};
-use russh::client::{self, Handle};
-use russh::keys::ssh_key::private::Ed25519Keypair;
-use russh::keys::{PrivateKey, PrivateKeyWithHashAlg, PublicKey, PublicKeyOrCertificate};
+use guest_ssh::{connect, embedded, guarded, key, login, open_sftp, pub_line, sandbox_with_key, tunnel, Client};
+use russh::client::Handle;
+use russh::keys::PrivateKeyWithHashAlg;
 use russh::ChannelMsg;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-
-/// Bound on anything that could hang.
-const GUARD: Duration = Duration::from_secs(60);
-
-async fn guarded<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(GUARD, fut).await.unwrap_or_else(|_| panic!("{what} did not finish within {GUARD:?}"))
-}
-
-async fn embedded() -> Env {
-    common::start_with(MockConfig::default().guest_sshd(GuestSshd::Embedded)).await
-}
-
-fn key(seed: u8) -> PrivateKey {
-    PrivateKey::from(Ed25519Keypair::from_seed(&[seed; 32]))
-}
-
-fn pub_line(key: &PrivateKey) -> String {
-    key.public_key().to_openssh().unwrap()
-}
-
-/// Records the host key the server offers.
-#[derive(Clone, Default)]
-struct Client {
-    seen: Arc<Mutex<Option<PublicKey>>>,
-}
-
-impl client::Handler for Client {
-    type Error = russh::Error;
-
-    async fn check_server_key(&mut self, key: &PublicKeyOrCertificate) -> Result<bool, Self::Error> {
-        if let PublicKeyOrCertificate::PublicKey { key, .. } = key {
-            *self.seen.lock().unwrap() = Some(key.clone());
-        }
-        Ok(true)
-    }
-}
-
-/// Opens `/tunnel/22` of sandbox `id` with a hand-written HTTP/1.1 upgrade; returns the raw
-/// stream after the 101 (read byte by byte so no SSH byte is swallowed) or the status.
-async fn tunnel(env: &Env, id: &str) -> Result<TcpStream, u16> {
-    let mut tcp = TcpStream::connect(env.mock.addr()).await.unwrap();
-    let request = format!(
-        "POST /v1/sandboxes/{id}/tunnel/22 HTTP/1.1\r\nHost: {}\r\nX-Api-Key: {KEY}\r\nConnection: Upgrade\r\n\
-         Upgrade: tcp-tunnel\r\nContent-Length: 0\r\n\r\n",
-        env.mock.addr()
-    );
-    tcp.write_all(request.as_bytes()).await.unwrap();
-    let mut head = Vec::new();
-    while !head.ends_with(b"\r\n\r\n") {
-        let mut byte = [0u8; 1];
-        if tcp.read(&mut byte).await.unwrap() == 0 {
-            break;
-        }
-        head.push(byte[0]);
-    }
-    let text = String::from_utf8_lossy(&head);
-    let status: u16 = text.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    if status == 101 {
-        Ok(tcp)
-    } else {
-        Err(status)
-    }
-}
-
-/// SSH connection to the sandbox's port 22 through the tunnel, plus the host key seen.
-async fn connect(env: &Env, id: &str) -> (Handle<Client>, PublicKey) {
-    let stream = tunnel(env, id).await.expect("tunnel to port 22");
-    let handler = Client::default();
-    let seen = handler.seen.clone();
-    let handle = guarded("handshake", client::connect_stream(Arc::new(client::Config::default()), stream, handler))
-        .await
-        .expect("ssh handshake");
-    let host_key = seen.lock().unwrap().clone().expect("a host key was offered");
-    (handle, host_key)
-}
-
-async fn login(env: &Env, id: &str, key: &PrivateKey) -> Handle<Client> {
-    let (mut handle, _) = connect(env, id).await;
-    let auth = handle
-        .authenticate_publickey("root", PrivateKeyWithHashAlg::new(Arc::new(key.clone()), None))
-        .await
-        .unwrap();
-    assert!(auth.success(), "the key in authorized_keys is accepted");
-    handle
-}
 
 #[derive(Debug, Default)]
 struct Output {
@@ -149,10 +63,6 @@ async fn exec(ssh: &Handle<Client>, command: &str, stdin: &[u8]) -> Output {
     })
     .await;
     out
-}
-
-async fn sandbox_with_key(env: &Env, key: &PrivateKey) -> String {
-    env.create(json!({"ssh_pubkeys": [pub_line(key)]})).await
 }
 
 fn hex(data: &[u8]) -> String {
@@ -461,107 +371,5 @@ async fn adding_ssh_pubkeys_merges_into_authorized_keys() {
     assert_eq!(env.sh(&id, "cat /root/.ssh/authorized_keys").await.0, text);
     let ssh = login(&env, &id, &second).await;
     assert_eq!(exec(&ssh, "echo ok", b"").await.stdout, b"ok\n");
-    env.mock.shutdown().await;
-}
-
-async fn open_sftp(ssh: &Handle<Client>) -> russh_sftp::client::SftpSession {
-    let channel = ssh.channel_open_session().await.unwrap();
-    channel.request_subsystem(true, "sftp").await.unwrap();
-    guarded("sftp init", russh_sftp::client::SftpSession::new(channel.into_stream())).await.unwrap()
-}
-
-/// The host's `/tmp/<name>` holds one file; the guest's private `/tmp/<name>` is a different
-/// directory. Symlinks planted in the guest (absolute, a symlinked parent, `..` climbing out
-/// of the sandbox directory in host space) and a directory swapped for a symlink while
-/// writes run must never make SFTP or the files API touch the host's copy.
-#[tokio::test]
-async fn planted_symlinks_never_lead_writes_out_of_the_sandbox() {
-    let env = embedded().await;
-    let k = key(11);
-    let id = sandbox_with_key(&env, &k).await;
-    let ssh = login(&env, &id, &k).await;
-    let sftp = open_sftp(&ssh).await;
-    let name = format!("cos-escape-{}-{}", std::process::id(), rand::random::<u32>());
-    let host_dir = std::path::Path::new("/tmp").join(&name);
-    std::fs::create_dir(&host_dir).unwrap();
-    let victim = host_dir.join("victim");
-    std::fs::write(&victim, b"host data").unwrap();
-    let guest_dir = format!("/tmp/{name}");
-    sftp.create_dir(&guest_dir).await.unwrap();
-    sftp.create(&format!("{guest_dir}/victim")).await.unwrap().write_all(b"guest data").await.unwrap();
-
-    sftp.symlink(&guest_dir, "/root/to-dir").await.unwrap();
-    sftp.symlink("/tmp", "/root/to-tmp").await.unwrap();
-    sftp.symlink(&format!("../../../../../../../../..{guest_dir}"), "/root/climb").await.unwrap();
-    let routes = ["/root/to-dir".to_string(), format!("/root/to-tmp/{name}"), "/root/climb".to_string()];
-    for (i, via) in routes.iter().enumerate() {
-        let mut file = sftp.create(&format!("{via}/sftp-{i}")).await.unwrap();
-        file.write_all(b"through a link").await.unwrap();
-        file.shutdown().await.unwrap();
-        sftp.create(&format!("{via}/victim")).await.unwrap().write_all(b"overwritten").await.unwrap();
-        let mut change = russh_sftp::protocol::FileAttributes::empty();
-        change.size = Some(2);
-        change.permissions = Some(0o600);
-        sftp.set_metadata(&format!("{via}/victim"), change).await.unwrap();
-        let url = env.url(&format!("/v1/sandboxes/{id}/files?path={via}/api-{i}"));
-        let r = common::reply(env.http.put(url).header("X-Api-Key", KEY).body("via the files API").send().await.unwrap()).await;
-        assert_eq!(r.status, 200, "{via}: {}", r.text);
-    }
-    // Everything landed in the guest's own directory, as a process there would see it.
-    let mut names: Vec<String> = sftp.read_dir(&guest_dir).await.unwrap().map(|e| e.file_name()).collect();
-    names.sort();
-    assert_eq!(names, ["api-0", "api-1", "api-2", "sftp-0", "sftp-1", "sftp-2", "victim"]);
-    let (guest_victim, _, _) = env.sh(&id, &format!("cat {guest_dir}/victim")).await;
-    assert_eq!(guest_victim, "ov");
-
-    // The race: `/root/swap` flips between a directory and a symlink whose target names the
-    // host's copy in host space (the guest's own copy in guest space) while writes, truncates
-    // and chmods go through it. The flipping runs in a host thread on the sandbox's
-    // directory, as fast as renameat2 allows, so resolve-then-open code would lose often.
-    let root = env.mock.state().sandboxes.get(&id).unwrap().runtime().dir().join("root");
-    std::fs::create_dir(root.join("swap")).unwrap();
-    std::fs::write(root.join("swap/victim"), b"sandbox data").unwrap();
-    std::os::unix::fs::symlink(&guest_dir, root.join("swap-link")).unwrap();
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let flipper = {
-        let (stop, root) = (stop.clone(), root.clone());
-        std::thread::spawn(move || {
-            let mut flips = 0u64;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let exchange = nix::fcntl::RenameFlags::RENAME_EXCHANGE;
-                nix::fcntl::renameat2(None, &root.join("swap"), None, &root.join("swap-link"), exchange).unwrap();
-                flips += 1;
-            }
-            flips
-        })
-    };
-    let writes = async {
-        for n in 0..150 {
-            if let Ok(mut file) = sftp.create(&format!("/root/swap/race-{n}")).await {
-                let _ = file.write_all(b"raced").await;
-            }
-            if let Ok(mut file) = sftp.create("/root/swap/victim").await {
-                let _ = file.write_all(b"raced").await;
-            }
-            let mut change = russh_sftp::protocol::FileAttributes::empty();
-            change.permissions = Some(0o600);
-            let _ = sftp.set_metadata("/root/swap/victim", change).await;
-            let url = env.url(&format!("/v1/sandboxes/{id}/files?path=/root/swap/api-race-{n}"));
-            let _ = env.http.put(url).header("X-Api-Key", KEY).body("raced").send().await;
-        }
-    };
-    guarded("writes racing the flips", writes).await;
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    assert!(flipper.join().unwrap() > 0);
-
-    let mut on_host: Vec<String> =
-        std::fs::read_dir(&host_dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-    on_host.sort();
-    let host_victim = std::fs::read(&victim).unwrap();
-    let host_mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&victim).unwrap().permissions());
-    std::fs::remove_dir_all(&host_dir).unwrap();
-    assert_eq!(on_host, ["victim"], "nothing was created in the host's directory");
-    assert_eq!(host_victim, b"host data", "the host's file was not written");
-    assert_ne!(host_mode & 0o777, 0o600, "the host's file was not chmod-ed");
     env.mock.shutdown().await;
 }

@@ -275,8 +275,9 @@ impl Syncer {
         let mut send: BTreeSet<String> = plan.push.iter().chain(&plan.conflicts).cloned().collect();
         send.extend(copies.iter().map(|(_, copy)| copy.clone()));
         if !send.is_empty() {
-            let reader = transfer::tar_of(self.local.clone(), send.iter().cloned().collect());
-            report.bytes_sent += self.remote.put_tar(&self.remote_dir, reader, None, progress).await?;
+            let names: Vec<String> = send.iter().cloned().collect();
+            let archive = || transfer::tar_of(self.local.clone(), names.clone());
+            report.bytes_sent += transfer::put_tar_rebuilt(&*self.remote, &self.remote_dir, archive, None, progress).await?;
             report.pushed = plan.push.clone();
         }
         // 3. deletions

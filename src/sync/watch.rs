@@ -72,8 +72,9 @@ impl Syncer {
                 outcome = self.run() => outcome,
             };
             on_report(outcome);
-            // events caused by our own pulls are already accounted for
-            while events.try_recv().is_ok() {}
+            // Events that arrived during the sync stay queued: they may be edits made while it
+            // ran. Those caused by our own pulls cost one more sync that finds nothing to do
+            // (and pulls nothing, so it settles).
         }
     }
 }

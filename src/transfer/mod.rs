@@ -32,9 +32,11 @@ pub use extract::{place, safe_name, unpack, Staging, Unpacked};
 pub use remote::{ApiRemote, Remote, ScriptOutput, SshRemote, TarReader, TarWriter};
 pub(crate) use remote::TempCleanup;
 
+use crate::api::endpoints;
 use crate::api::files::ProgressFn;
 use crate::error::{Error, Result};
 use crate::snapshot::{Compression, Snapshot};
+use crate::transport::retry::{self, Verdict};
 use crate::validate;
 
 /// What [`upload_snapshot`] sent.
@@ -70,9 +72,35 @@ pub async fn upload_snapshot(
 ) -> Result<UploadedDir> {
     validate::guest_path("destination", dest)?;
     let length = snapshot.exact_size();
-    let reader: TarReader = Box::pin(snapshot.tar_stream(Compression::None).into_async_read());
-    let bytes = remote.put_tar(dest, reader, Some(length), progress).await?;
+    let archive = || -> TarReader { Box::pin(snapshot.tar_stream(Compression::None).into_async_read()) };
+    let bytes = put_tar_rebuilt(remote, dest, archive, Some(length), progress).await?;
     Ok(UploadedDir { dest: dest.to_string(), files: snapshot.files().len() as u64, bytes })
+}
+
+/// Send the archive `archive` builds into the guest directory `dest`, building and sending it
+/// again after a failure that is safe to repeat (a 429/503 refusal, a connection that never
+/// opened, …, judged as for an idempotent PUT). One streamed body cannot be replayed, but the
+/// transfer as a whole can: unpacking the same archive twice leaves the same tree.
+pub(crate) async fn put_tar_rebuilt(
+    remote: &dyn Remote,
+    dest: &str,
+    archive: impl Fn() -> TarReader,
+    length: Option<u64>,
+    progress: Option<ProgressFn>,
+) -> Result<u64> {
+    let policy = remote.sandbox().client.transport.retry.clone();
+    let mut attempt = 0;
+    loop {
+        let outcome = remote.put_tar(dest, archive(), length, progress.clone()).await;
+        match retry::judge(&outcome, &endpoints::UPLOAD_FILE, true, attempt, &policy) {
+            Verdict::GiveUp => return outcome,
+            Verdict::Retry(delay) => {
+                tracing::debug!(attempt, ?delay, dest, "archive transfer refused; building and sending it again");
+                tokio::time::sleep(delay).await;
+                attempt += 1;
+            }
+        }
+    }
 }
 
 /// Download the guest directory `dir` (all of it) into the local directory `dest`: created when
