@@ -102,7 +102,7 @@ async fn export_and_apply(
     }
     let patch = sandbox.download(patch_path).await?.bytes(MAX_PATCH_BYTES).await?;
 
-    apply_locally(local, &patch)?;
+    apply_locally(local, &patch).await?;
 
     let out = remote.run_sh(ADVANCE, vec![remote_root.to_string(), tree.clone()], Vec::new()).await;
     match out {
@@ -127,7 +127,7 @@ async fn export_and_apply(
 
 /// Check and apply `patch` to the worktree at `local`. The patch is staged in a temporary
 /// directory that is removed on every path (it is a guard, dropped on errors too).
-fn apply_locally(local: &Path, patch: &[u8]) -> HerdrResult<()> {
+async fn apply_locally(local: &Path, patch: &[u8]) -> HerdrResult<()> {
     let dir = tempfile::Builder::new()
         .prefix("cos-herdr-apply-")
         .tempdir()
@@ -135,17 +135,18 @@ fn apply_locally(local: &Path, patch: &[u8]) -> HerdrResult<()> {
     let local_patch = dir.path().join("herdr-createos.patch");
     std::fs::write(&local_patch, patch)
         .map_err(|e| HerdrError::io(format!("writing {}", local_patch.display()), e))?;
-    git(local, &["apply", "--check", "--whitespace=nowarn"], &local_patch)?;
-    git(local, &["apply", "--whitespace=nowarn"], &local_patch)
+    git(local, &["apply", "--check", "--whitespace=nowarn"], &local_patch).await?;
+    git(local, &["apply", "--whitespace=nowarn"], &local_patch).await
 }
 
-fn git(dir: &Path, args: &[&str], patch: &Path) -> HerdrResult<()> {
-    let out = std::process::Command::new("git")
+async fn git(dir: &Path, args: &[&str], patch: &Path) -> HerdrResult<()> {
+    let out = tokio::process::Command::new("git")
         .arg("-C")
         .arg(dir)
         .args(args)
         .arg(patch)
         .output()
+        .await
         .map_err(|e| HerdrError::Git { command: args.join(" "), message: format!("cannot run git: {e}") })?;
     if out.status.success() {
         Ok(())

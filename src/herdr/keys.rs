@@ -198,7 +198,6 @@ mod tests {
     fn add(text: &str) -> (String, KeysOutcome) {
         let (new, outcome) = add_bindings_to(text, Path::new("config.toml")).unwrap();
         let new = new.expect("something was added");
-        eprintln!("-----\n{new}");
         // The result must be TOML, and a second run must find every binding.
         let (again, second) = add_bindings_to(&new, Path::new("config.toml")).unwrap();
         assert!(again.is_none(), "added twice:\n{new}");
