@@ -27,11 +27,17 @@ impl Endpoint {
         format!("{} {}", self.method, self.path)
     }
 
-    /// GET, HEAD, PUT and DELETE may be sent twice without changing the outcome.
+    /// May be sent twice without changing the outcome: GET, HEAD, PUT and DELETE, and the POSTs
+    /// that set a state rather than add to it (closing stdin again is a no-op; a resize to the
+    /// same size changes nothing).
     pub fn idempotent(&self) -> bool {
         matches!(self.method, Method::GET | Method::HEAD | Method::PUT | Method::DELETE)
+            || IDEMPOTENT_POSTS.contains(&self.operation_id)
     }
 }
+
+/// POST operations that are idempotent by nature.
+const IDEMPOTENT_POSTS: [&str; 2] = ["closeProcessStdin", "resizeProcess"];
 
 /// E1: `GET /healthz`
 pub const HEALTHZ: Endpoint = Endpoint {

@@ -92,6 +92,10 @@ mod tests {
         assert_eq!(r(api(404, None), get, true), Verdict::GiveUp);
         assert_eq!(r(api(402, None), post, true), Verdict::GiveUp);
         assert_eq!(r(api(503, None), &endpoints::UPLOAD_FILE, false), Verdict::GiveUp);
+        // POSTs that set a state are retried like idempotent methods; others are not.
+        assert!(matches!(r(api(502, None), &endpoints::CLOSE_PROCESS_STDIN, true), Verdict::Retry(_)));
+        assert!(matches!(r(api(502, None), &endpoints::RESIZE_PROCESS, true), Verdict::Retry(_)));
+        assert_eq!(r(api(502, None), &endpoints::SIGNAL_PROCESS, true), Verdict::GiveUp);
     }
 
     #[test]
