@@ -25,6 +25,7 @@ use rand::{Rng, SeedableRng};
 
 const TASKS: usize = 16;
 const TOTAL_OPS: usize = 10_000;
+const _: () = assert!(TOTAL_OPS.is_multiple_of(TASKS));
 /// A task recycles its sandbox after this many operations, so create and destroy are part of
 /// the mix (and a leak of per-sandbox state would show in memory).
 const OPS_PER_SANDBOX: usize = 60;
@@ -96,7 +97,7 @@ impl Task {
     fn count(&mut self, op: Op) {
         *self.counts.entry(op).or_default() += 1;
         let done = self.done.fetch_add(1, Ordering::SeqCst) + 1;
-        if done % 1000 == 0 {
+        if done.is_multiple_of(1000) {
             self.rss.lock().unwrap().push((done, rss_kib()));
         }
     }
@@ -268,7 +269,8 @@ async fn soak() {
 
     let mut handles = Vec::new();
     for id in 0..TASKS {
-        let ops = TOTAL_OPS / TASKS + usize::from(id < TOTAL_OPS % TASKS);
+        // TOTAL_OPS is a multiple of TASKS.
+        let ops = TOTAL_OPS / TASKS;
         let task = Task {
             id,
             ops,

@@ -31,10 +31,10 @@ pub struct Row {
     pub run: RunRow,
 }
 
-/// Every row, in table order. The latency rows run before the bulk ones: after the transfer
-/// and sync rows have driven thousands of operations through the one bench sandbox, every exec
-/// against the emulator was seen to take several times longer, which is not what those rows
-/// measure.
+/// Every row, in table order (latency rows first, bulk transfers last). Note: every row shares
+/// one bench sandbox, and exec latency against the emulator was seen to grow as earlier rows
+/// pile up processes in it (the `cos mcp` row measures ~15 ms per call alone, ~140 ms after the
+/// exec/stream/attach rows), so a row's absolute figures depend on what ran before it.
 pub fn all() -> Vec<Row> {
     vec![
         exec::row(),

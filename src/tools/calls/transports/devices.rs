@@ -183,11 +183,6 @@ async fn attach(rt: &Arc<Runtime>, args: &Args, on: bool) -> Result<ToolOutput, 
     Ok(ToolOutput::json(json!({"device": device, "network": network, "attached": on})))
 }
 
-/// POSIX-shell single quoting.
-fn quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
-
 async fn vpn_up(rt: &Arc<Runtime>, args: &Args) -> Result<ToolOutput, ToolError> {
     let client = rt.client();
     let device = match args.opt_str("device") {
@@ -206,10 +201,10 @@ async fn vpn_up(rt: &Arc<Runtime>, args: &Args) -> Result<ToolOutput, ToolError>
     };
     let key = key_path(rt, &device.id)?;
     let has_key = key.is_file();
-    let key_source = if has_key { format!("\"$(cat {})\"", quote(&key.to_string_lossy())) } else { "\"$WG_PRIVATE_KEY\"".into() };
+    let key_source = if has_key { format!("\"$(cat {})\"", crate::shell::quote(&key.to_string_lossy())) } else { "\"$WG_PRIVATE_KEY\"".into() };
     let open = format!(
         "umask 077 && cos device session open {} | awk -v k={key_source} '{{print}} /^\\[Interface\\]/ {{print \"PrivateKey = \" k}}' > {VPN_CONFIG} && sudo wg-quick up {VPN_CONFIG}",
-        quote(&device.id)
+        crate::shell::quote(&device.id)
     );
     let mut notes = vec![
         "Run these in your own terminal: they need root (sudo) and wg-quick (wireguard-tools). Nothing was connected by this tool.".to_string(),
@@ -253,11 +248,6 @@ mod tests {
         assert_eq!(raw[0] & 7, 0);
         assert_eq!(raw[31] & 0xc0, 0x40);
         assert_eq!(b64(&MontgomeryPoint::mul_base_clamped(raw).to_bytes()), p1);
-    }
-
-    #[test]
-    fn quoting_survives_single_quotes() {
-        assert_eq!(quote("a'b"), r"'a'\''b'");
     }
 
     fn hex32(s: &str) -> [u8; 32] {
