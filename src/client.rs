@@ -11,6 +11,9 @@ use crate::config::{self, Region, RetryPolicy, Timeouts};
 use crate::error::{Error, Result};
 use crate::transport::Transport;
 
+/// Idle pooled connections are dropped after this long (see `default_http`).
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(15);
+
 /// A handle on one control plane with one credential.
 ///
 /// Cheap to clone (an `Arc` inside), `Send + Sync`; clones share the connection pool and the
@@ -246,7 +249,10 @@ fn default_http(base: &Url, timeouts: &Timeouts) -> Result<reqwest::Client> {
         .use_rustls_tls()
         .redirect(policy)
         .connect_timeout(timeouts.connect)
-        .pool_idle_timeout(Duration::from_secs(60))
+        // Servers and load balancers close idle keep-alive connections (hyper's default: 30 s
+        // without a request). A pooled connection reused just as the server closes it fails a
+        // POST that must not be retried, so drop idle connections well before that.
+        .pool_idle_timeout(POOL_IDLE_TIMEOUT)
         .tcp_nodelay(true)
         .build()
         .map_err(|e| Error::Connection { endpoint: "client setup".into(), source: Box::new(e) })

@@ -134,7 +134,7 @@ impl Task {
         let out = sb
             .exec("sh", ["-c", "printf '%s\\n' \"$1\" >> /root/applied.log; printf '%s' \"$1\"; printf 'e' >&2; exit 7", "sh", &word])
             .await
-            .unwrap_or_else(|e| panic!("task {}: exec failed: {e}", self.id));
+            .unwrap_or_else(|e| panic!("task {}: exec failed: {e} ({e:?})", self.id));
         self.ledger.push(word.clone());
         assert_eq!((out.stdout.as_str(), out.stderr.as_str(), out.exit_code), (word.as_str(), "e", 7));
         self.count(Op::Exec);
@@ -163,7 +163,7 @@ impl Task {
         let word = format!("p{}-{n}", self.id);
         let script = format!("echo {word} >> /root/applied.log; seq 1 {n}; echo done >&2");
         let spec = ProcessSpec::new("sh").args(["-c", &script]);
-        let p = sb.processes().start(spec).await.unwrap_or_else(|e| panic!("task {}: start failed: {e}", self.id));
+        let p = sb.processes().start(spec).await.unwrap_or_else(|e| panic!("task {}: start failed: {e} ({e:?})", self.id));
         self.ledger.push(word);
         let mut stream = p.connect(0).await.unwrap_or_else(|e| panic!("task {}: connect failed: {e}", self.id));
         let (mut stdout, mut stderr, mut exit, mut last_seq) = (Vec::new(), Vec::new(), None, 0u64);

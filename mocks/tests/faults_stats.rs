@@ -184,3 +184,20 @@ async fn cut_of_a_ready_replay_delivers_the_first_part() {
     assert_eq!(serde_json::from_slice::<serde_json::Value>(last).unwrap()["type"], "exit");
     env.mock.shutdown().await;
 }
+
+#[tokio::test]
+async fn an_answer_before_the_body_was_read_closes_the_connection() {
+    let env = start().await;
+    add_fault(&env, "POST /v1/sandboxes status=503 count=1").await;
+    let body = json!({"shape": "s-1vcpu-1gb", "padding": "x".repeat(64 * 1024)});
+    let refused = env.http.post(env.url("/v1/sandboxes")).header("X-Api-Key", KEY).json(&body).send().await.unwrap();
+    assert_eq!(refused.status(), 503);
+    assert_eq!(refused.headers().get("connection").map(|v| v.to_str().unwrap()), Some("close"), "the unread body ends the connection");
+    // A request whose body was read keeps the connection.
+    let small = json!({"shape": "s-1vcpu-1gb"});
+    let created = env.http.post(env.url("/v1/sandboxes")).header("X-Api-Key", KEY).json(&small).send().await.unwrap();
+    assert_eq!(created.status(), 200);
+    assert!(created.headers().get("connection").is_none(), "{:?}", created.headers());
+    let plain = env.http.get(env.url("/v1/shapes")).header("X-Api-Key", KEY).send().await.unwrap();
+    assert!(plain.headers().get("connection").is_none(), "{:?}", plain.headers());
+}
