@@ -214,18 +214,23 @@ async fn unsafe_paths_are_refused_before_anything_is_sent() {
     assert_eq!(sent, 0, "nothing reached the emulator: {stats}");
 }
 
+type WatchReports = tokio::sync::mpsc::UnboundedReceiver<Result<createos_sandbox::sync::SyncReport, String>>;
+
+/// Run `syncer.watch` (local events only, no poll) in a task: its stop token, its reports and
+/// the task.
+fn start_watch(syncer: Syncer) -> (CancellationToken, WatchReports, tokio::task::JoinHandle<createos_sandbox::Result<()>>) {
+    let cancel = CancellationToken::new();
+    let (tx, reports) = tokio::sync::mpsc::unbounded_channel();
+    let stop = cancel.clone();
+    let task = tokio::spawn(async move { syncer.watch(stop, None, move |r| drop(tx.send(r.map_err(|e| e.to_string())))).await });
+    (cancel, reports, task)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn watch_mode_sends_local_edits() {
     let f = fixture().await;
     f.write("start.txt", "0");
-    let syncer = Arc::new(f.syncer(SyncMode::OneWay, "/root/watched"));
-    let cancel = CancellationToken::new();
-    let (tx, mut reports) = tokio::sync::mpsc::unbounded_channel();
-    let task = {
-        let syncer = syncer.clone();
-        let cancel = cancel.clone();
-        tokio::spawn(async move { syncer.watch(cancel, None, move |r| drop(tx.send(r.map_err(|e| e.to_string())))).await })
-    };
+    let (cancel, mut reports, task) = start_watch(f.syncer(SyncMode::OneWay, "/root/watched"));
     guarded(async {
         let first = reports.recv().await.expect("a first report").expect("the first sync works");
         assert_eq!(first.pushed, ["start.txt"]);
@@ -246,15 +251,8 @@ async fn watch_mode_sends_local_edits() {
 async fn an_edit_made_while_a_watch_sync_runs_is_not_lost() {
     let f = fixture().await;
     f.write("start.txt", "0");
-    let syncer = Arc::new(f.syncer(SyncMode::OneWay, "/root/racing"));
-    let cancel = CancellationToken::new();
-    let (tx, mut reports) = tokio::sync::mpsc::unbounded_channel();
-    let task = {
-        let syncer = syncer.clone();
-        let cancel = cancel.clone();
-        // No poll: only file events can trigger the sync that carries the second edit.
-        tokio::spawn(async move { syncer.watch(cancel, None, move |r| drop(tx.send(r.map_err(|e| e.to_string())))).await })
-    };
+    // No poll: only file events can trigger the sync that carries the second edit.
+    let (cancel, mut reports, task) = start_watch(f.syncer(SyncMode::OneWay, "/root/racing"));
     guarded(async {
         reports.recv().await.expect("a first report").expect("the first sync works");
         // Slow the next upload down so the second edit lands while that sync is running.
