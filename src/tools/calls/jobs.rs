@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::exec::{deadline, MAX_STREAM_BYTES};
 use super::to_json;
-use crate::jobs::{self, FanoutRequest, Fate, JobError, JobEvent, JobOptions, JobProgress, Language, OffloadRequest, RunCodeRequest};
+use crate::jobs::{self, FanoutRequest, Fate, JobError, JobEvent, JobOptions, JobProgress, JobResult, Language, OffloadRequest, RunCodeRequest};
 use crate::tools::args::Args;
 use crate::tools::runtime::Runtime;
 use crate::tools::{CallCtx, ToolError, ToolOutput};
@@ -84,7 +84,12 @@ async fn offload(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOu
     let result = jobs::offload(rt.client(), request, &options, &ctx.cancel, Some(progress("offload", ctx, false)))
         .await
         .map_err(job_error)?;
-    Ok(ToolOutput::json(to_json(&result)?)
+    single_output(&result)
+}
+
+/// The result of one job (offload, run_code) with its metadata.
+fn single_output(result: &JobResult) -> Result<ToolOutput, ToolError> {
+    Ok(ToolOutput::json(to_json(result)?)
         .with("sandboxId", result.sandbox_id.clone())
         .with("exitCode", result.code)
         .with("truncated", result.truncated)
@@ -122,9 +127,5 @@ async fn run_code(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolO
     let result = jobs::run_code(rt.client(), request, &options, &ctx.cancel, Some(progress("run_code", ctx, false)))
         .await
         .map_err(job_error)?;
-    Ok(ToolOutput::json(to_json(&result)?)
-        .with("sandboxId", result.sandbox_id.clone())
-        .with("exitCode", result.code)
-        .with("truncated", result.truncated)
-        .with("kept", result.kept))
+    single_output(&result)
 }
