@@ -2,15 +2,15 @@
 //! TypeScript and Python SDKs (warm worker processes) and a `cos exec` process per call.
 
 use std::ffi::OsString;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, ensure, Context as _};
+use anyhow::{ensure, Context as _};
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
 
 use createos_sandbox::Sandbox;
 
+use super::shellout::CosExec;
 use super::Row;
 use crate::env::{Bench, Sizes};
 use crate::interleave::{alternate, durations, Contender, Sample};
@@ -70,7 +70,7 @@ async fn run(bench: &Bench) -> anyhow::Result<Vec<Comparison>> {
         Box::new(Raw::new(bench, labels[1].clone())?),
         Box::new(Sdk { worker: node, label: labels[2].clone() }),
         Box::new(Sdk { worker: python, label: labels[3].clone() }),
-        Box::new(CosExec::new(bench, labels[4].clone())),
+        Box::new(CosExec::new(bench, labels[4].clone(), &["true"])),
     ];
     let samples = alternate(&mut contenders, bench.sizes.exec_warmup, bench.sizes.exec_rounds).await?;
     for contender in contenders {
@@ -175,46 +175,5 @@ impl Contender for Sdk {
     fn close(self: Box<Self>) -> BoxFuture<'static, anyhow::Result<()>> {
         let this = *self;
         Box::pin(this.worker.close())
-    }
-}
-
-/// A `cos exec <sandbox> -- true` process per sample (also the baseline of the `cos mcp` row).
-pub(super) struct CosExec {
-    command: tokio::process::Command,
-    label: String,
-}
-
-impl CosExec {
-    pub(super) fn new(bench: &Bench, label: String) -> CosExec {
-        let mut command = tokio::process::Command::new(&bench.tools.cos);
-        command
-            .args(["--endpoint", bench.base_url(), "exec", bench.sandbox.id(), "--", "true"])
-            .env("CREATEOS_API_KEY", bench.api_key())
-            .env_remove("CREATEOS_SANDBOX_BASE_URL")
-            .env_remove("CREATEOS_SANDBOX_URL")
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        CosExec { command, label }
-    }
-}
-
-impl Contender for CosExec {
-    fn label(&self) -> String {
-        self.label.clone()
-    }
-
-    fn sample(&mut self) -> BoxFuture<'_, anyhow::Result<Sample>> {
-        Box::pin(async move {
-            let started = Instant::now();
-            let out = self.command.output().await.context("spawning cos")?;
-            let elapsed = started.elapsed();
-            if !out.status.success() {
-                bail!("`cos exec` failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim());
-            }
-            Ok(Sample::time(elapsed))
-        })
     }
 }

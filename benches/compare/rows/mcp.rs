@@ -16,7 +16,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::Mutex;
 
-use super::exec::CosExec;
+use super::shellout::{CosExec, PluginSequence};
 use super::Row;
 use crate::env::{Bench, Sizes};
 use crate::interleave::{alternate, durations, Contender, Sample};
@@ -33,6 +33,9 @@ const FANOUT_COMMANDS: usize = 25;
 const FANOUT_JOBS: usize = 10;
 /// Longest wait for one answer of the server.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(600);
+/// The command of the latency rows, and where `sandbox_exec` runs it in a named sandbox.
+const EXEC_COMMAND: &str = "true";
+const EXEC_CWD: &str = "/root";
 /// The sidecar's idle budget.
 const IDLE_GOAL_MIB: f64 = 15.0;
 
@@ -50,9 +53,16 @@ fn method(sizes: &Sizes) -> String {
          (`@nodeops-createos/sandbox` loaded, client built) — what a Node sidecar holds doing nothing. The \
          goal is absolute: under {goal} MiB.\n\
          - **tool-call latency**: `tools/call` of `sandbox_exec` with `{{\"command\": \"true\", \"sandbox_id\": \
-         …}}` on the warm server (timed from writing the request to reading its answer; the tool runs \
-         `bash -lc true`), against `cos exec <sandbox> -- true` spawned per call. {warm} warm-up rounds, then \
-         {n} rounds, alternating. Goal: at least 10× lower (ratio ≤ 0.1).\n\
+         …}}` on the warm server, timed from writing the request to reading its answer. The tool runs the \
+         command as a managed process, `bash -lc` in `/root` (start, follow the output, wait). Two \
+         shell-out baselines run the same remote command, one process (or four) spawned per call: \
+         `cos exec <sandbox> -- bash -lc true` (one streamed exec), and the sequence the OpenCode plugin \
+         ran for every `sandbox_exec` before the sidecar (reference `plugins.md` §2.6) with `cos` standing \
+         in for the `createos` CLI: `process start --cwd /root <sandbox> -- bash -lc true` (JSON), \
+         `process input --close`, `process wait --tree`, `process logs`. {warm} warm-up rounds, then {n} \
+         rounds, alternating. Goal: at least 10× lower (ratio ≤ 0.1). Every contender pays for the real \
+         remote process (fork, namespaces, bash's login start-up) on the emulator, so that cost bounds the \
+         ratio from below: see the exec row's in-process figure for the floor.\n\
          - **RSS during a {fan}-way fanout**: one `sandbox_fanout` call with {fan} `true` commands and \
          `jobs: {jobs}` (each job its own sandbox and project copy of a one-file directory), `VmRSS` read \
          every {poll} ms while it runs; the row shows the median and the peak against the idle readings of \
@@ -104,24 +114,33 @@ async fn run(bench: &Bench) -> anyhow::Result<Vec<Comparison>> {
         goal: Goal::Below(IDLE_GOAL_MIB),
     }];
 
-    // latency: the warm server against a process per call
-    let labels = ["cos mcp sandbox_exec (warm)", "`cos exec` per call"];
+    // latency: the warm server against a process per call, and against the plugin's former
+    // four-process sequence; every side runs the same remote command (`bash -lc true` in /root)
+    let labels = [
+        "cos mcp sandbox_exec (warm)",
+        "`cos exec … bash -lc true` per call",
+        "plugin shell-out: 4 `cos` processes per call",
+    ];
     let sandbox_id = bench.sandbox.id().to_string();
     let server = Arc::new(Mutex::new(server));
     let mut contenders: Vec<Box<dyn Contender>> = vec![
         Box::new(McpExec { server: Arc::clone(&server), sandbox_id, label: labels[0] }),
-        Box::new(CosExec::new(bench, labels[1].to_string())),
+        Box::new(CosExec::new(bench, labels[1].to_string(), &["bash", "-lc", EXEC_COMMAND])),
+        Box::new(PluginSequence::new(bench, labels[2].to_string(), EXEC_CWD, EXEC_COMMAND)),
     ];
     let samples = alternate(&mut contenders, bench.sizes.exec_warmup, bench.sizes.exec_rounds).await?;
-    out.push(Comparison {
-        what: "tool call `sandbox_exec true`".to_string(),
-        ours: Side { label: labels[0].to_string(), measure: Measure::latency(&durations(&samples[0])).context("ours")? },
-        baseline: Side {
-            label: labels[1].to_string(),
-            measure: Measure::latency(&durations(&samples[1])).context("cos exec")?,
-        },
-        goal: Goal::AtMost(0.1),
-    });
+    let ours = Side { label: labels[0].to_string(), measure: Measure::latency(&durations(&samples[0])).context("ours")? };
+    for i in 1..=2 {
+        out.push(Comparison {
+            what: "tool call `sandbox_exec true`".to_string(),
+            ours: ours.clone(),
+            baseline: Side {
+                label: labels[i].to_string(),
+                measure: Measure::latency(&durations(&samples[i])).context("shell-out")?,
+            },
+            goal: Goal::AtMost(0.1),
+        });
+    }
     drop(contenders);
     let mut server = Arc::try_unwrap(server).map_err(|_| anyhow!("the MCP client is still shared"))?.into_inner();
 
@@ -317,7 +336,7 @@ impl Contender for McpExec {
 
     fn sample(&mut self) -> BoxFuture<'_, anyhow::Result<Sample>> {
         Box::pin(async move {
-            let arguments = json!({"command": "true", "sandbox_id": self.sandbox_id});
+            let arguments = json!({"command": EXEC_COMMAND, "sandbox_id": self.sandbox_id});
             let mut server = self.server.lock().await;
             let started = Instant::now();
             let result = server.call("sandbox_exec", arguments).await?;

@@ -7,6 +7,7 @@
 mod attach;
 mod exec;
 mod mcp;
+mod shellout;
 mod snapshot;
 mod ssh_setup;
 mod stream;
