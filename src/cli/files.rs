@@ -1,17 +1,20 @@
 //! `cos push` and `cos pull`: one file through the files API, streamed from and to disk, or a
-//! whole directory as one tar stream (push: through the snapshot filters).
+//! whole directory as one tar stream (push: through the snapshot filters); with `--ssh` over
+//! the sandbox's SSH connection instead (SFTP, or tar through an exec channel).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
 use clap::Args;
 use serde_json::json;
 
-use createos_sandbox::api::files::{UploadBody, UploadOptions};
+use createos_sandbox::api::files::{ProgressFn, ProgressReader, UploadBody, UploadOptions};
 use createos_sandbox::snapshot::{GitMode, Snapshot, SnapshotOptions};
-use createos_sandbox::transfer::{self, ApiRemote};
-use createos_sandbox::Error;
+use createos_sandbox::ssh::WriteOptions;
+use createos_sandbox::transfer;
+use createos_sandbox::{Error, Sandbox};
 
+use super::via::ViaArgs;
 use super::{progress, resolve, Ctx};
 
 #[derive(Debug, Args)]
@@ -34,6 +37,8 @@ pub struct PushArgs {
     /// Directories: allow one inside ~/.ssh, ~/.aws, ~/.config, ….
     #[arg(long)]
     pub force: bool,
+    #[command(flatten)]
+    pub via: ViaArgs,
 }
 
 pub async fn push(ctx: &Ctx, args: PushArgs) -> Result<()> {
@@ -50,18 +55,31 @@ pub async fn push(ctx: &Ctx, args: PushArgs) -> Result<()> {
     createos_sandbox::validate::guest_path("remote path", &remote)?;
     let sb = resolve::sandbox(&ctx.client, &args.sandbox).await?;
     let bar = progress::bytes_bar("push");
-    let mut options = UploadOptions::new();
-    if let Some((_, report)) = &bar {
-        let report = report.clone();
-        options = options.progress(move |done, total| report(done, total));
-    }
-    let sent = sb.upload_with(&remote, UploadBody::file(&args.local_path), options).await;
+    let sent = if args.via.ssh {
+        push_file_ssh(&sb, &args.local_path, &remote, meta.len(), bar.as_ref().map(|(_, r)| r.clone())).await
+    } else {
+        let mut options = UploadOptions::new();
+        if let Some((_, report)) = &bar {
+            let report = report.clone();
+            options = options.progress(move |done, total| report(done, total));
+        }
+        sb.upload_with(&remote, UploadBody::file(&args.local_path), options).await.map(|_| ()).map_err(Into::into)
+    };
     if let Some((bar, _)) = &bar {
         bar.finish_and_clear();
     }
     sent?;
-    let report = json!({ "sandbox": sb.id(), "path": remote, "bytes": meta.len() });
+    let report = json!({ "sandbox": sb.id(), "path": remote, "bytes": meta.len(), "via": args.via.name() });
     ctx.out.show(&report, || format!("{} → {}:{} ({} bytes)", args.local_path.display(), sb.id(), remote, meta.len()));
+    Ok(())
+}
+
+/// One file over SFTP: streamed into a temporary file next to `remote`, renamed over it when
+/// complete.
+async fn push_file_ssh(sb: &Sandbox, local: &Path, remote: &str, size: u64, progress: Option<ProgressFn>) -> Result<()> {
+    let ssh = sb.ssh().await?;
+    let file = tokio::fs::File::open(local).await.with_context(|| format!("opening {}", local.display()))?;
+    ssh.write_file(remote, ProgressReader::new(file, Some(size), progress), WriteOptions::new()).await?;
     Ok(())
 }
 
@@ -76,13 +94,14 @@ async fn push_dir(ctx: &Ctx, args: PushArgs) -> Result<()> {
     let snapshot = Snapshot::scan_async(args.local_path.clone(), options).await?;
     let sb = resolve::sandbox(&ctx.client, &args.sandbox).await?;
     let bar = progress::bytes_bar("push");
-    let sent = transfer::upload_snapshot(&ApiRemote::new(sb.clone()), &snapshot, &remote, bar.as_ref().map(|(_, r)| r.clone())).await;
+    let channel = args.via.remote(&sb).await?;
+    let sent = transfer::upload_snapshot(channel.as_ref(), &snapshot, &remote, bar.as_ref().map(|(_, r)| r.clone())).await;
     if let Some((bar, _)) = &bar {
         bar.finish_and_clear();
     }
     let sent = sent?;
     let report = json!({ "sandbox": sb.id(), "path": remote, "files": sent.files, "bytes": sent.bytes,
-        "left_out": snapshot.dropped().len() });
+        "left_out": snapshot.dropped().len(), "via": args.via.name() });
     ctx.out.show(&report, || {
         format!(
             "{} → {}:{} ({} files, {} bytes; {} paths left out, see `cos snapshot --list --explain`)",
@@ -106,6 +125,8 @@ pub struct PullArgs {
     /// Local destination (an existing directory keeps the remote name).
     #[arg(value_name = "LOCAL")]
     pub local_path: PathBuf,
+    #[command(flatten)]
+    pub via: ViaArgs,
 }
 
 pub async fn pull(ctx: &Ctx, args: PullArgs) -> Result<()> {
@@ -117,39 +138,54 @@ pub async fn pull(ctx: &Ctx, args: PullArgs) -> Result<()> {
         args.local_path.clone()
     };
     let sb = resolve::sandbox(&ctx.client, &args.sandbox).await?;
-    let download = match sb.download(&args.remote).await {
-        Ok(download) => download,
-        // the files API refuses directories: fetch those as one archive
-        Err(Error::Validation(_)) => return pull_dir(ctx, &sb, &args.remote, target).await,
-        Err(e) => return Err(e.into()),
-    };
     let bar = progress::bytes_bar("pull");
-    let download = match &bar {
-        Some((_, report)) => {
-            let report = report.clone();
-            download.progress(move |done, total| report(done, total))
-        }
-        None => download,
-    };
-    let bytes = download.save_to(&target).await;
+    let report_to = bar.as_ref().map(|(_, r)| r.clone());
+    let saved = if args.via.ssh { pull_file_ssh(&sb, &args.remote, &target, report_to).await } else { pull_file_api(&sb, &args.remote, &target, report_to).await };
     if let Some((bar, _)) = &bar {
         bar.finish_and_clear();
     }
-    let bytes = bytes?;
-    let report = json!({ "sandbox": sb.id(), "path": args.remote, "local": target, "bytes": bytes });
+    let Some(bytes) = saved? else {
+        // a directory: fetched as one archive
+        return pull_dir(ctx, &sb, &args.remote, target, args.via).await;
+    };
+    let report = json!({ "sandbox": sb.id(), "path": args.remote, "local": target, "bytes": bytes, "via": args.via.name() });
     ctx.out.show(&report, || format!("{}:{} → {} ({bytes} bytes)", sb.id(), args.remote, target.display()));
     Ok(())
 }
 
-async fn pull_dir(ctx: &Ctx, sb: &createos_sandbox::Sandbox, remote: &str, target: PathBuf) -> Result<()> {
+/// One file through the files API; `None` when `remote` is a directory (the API refuses those).
+async fn pull_file_api(sb: &Sandbox, remote: &str, target: &Path, progress: Option<ProgressFn>) -> Result<Option<u64>> {
+    let download = match sb.download(remote).await {
+        Ok(download) => download,
+        Err(Error::Validation(_)) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let download = match progress {
+        Some(report) => download.progress(move |done, total| report(done, total)),
+        None => download,
+    };
+    Ok(Some(download.save_to(target).await?))
+}
+
+/// One file over SFTP; `None` when `remote` is a directory.
+async fn pull_file_ssh(sb: &Sandbox, remote: &str, target: &Path, progress: Option<ProgressFn>) -> Result<Option<u64>> {
+    let ssh = sb.ssh().await?;
+    if ssh.stat(remote).await?.is_dir() {
+        return Ok(None);
+    }
+    Ok(Some(ssh.save_file_to(remote, target, progress).await?))
+}
+
+async fn pull_dir(ctx: &Ctx, sb: &Sandbox, remote: &str, target: PathBuf, via: ViaArgs) -> Result<()> {
+    let channel = via.remote(sb).await?;
     let bar = progress::bytes_bar("pull");
-    let got = transfer::download_dir(&ApiRemote::new(sb.clone()), remote, &target, bar.as_ref().map(|(_, r)| r.clone())).await;
+    let got = transfer::download_dir(channel.as_ref(), remote, &target, bar.as_ref().map(|(_, r)| r.clone())).await;
     if let Some((bar, _)) = &bar {
         bar.finish_and_clear();
     }
     let got = got?;
     let report = json!({ "sandbox": sb.id(), "path": remote, "local": target, "files": got.unpacked.files,
-        "symlinks": got.unpacked.symlinks, "skipped": got.unpacked.skipped, "bytes": got.bytes });
+        "symlinks": got.unpacked.symlinks, "skipped": got.unpacked.skipped, "bytes": got.bytes, "via": via.name() });
     ctx.out.show(&report, || {
         format!("{}:{} → {} ({} files, {} bytes)", sb.id(), remote, target.display(), got.unpacked.files + got.unpacked.symlinks, got.bytes)
     });

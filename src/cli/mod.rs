@@ -18,6 +18,7 @@ mod resources;
 mod sandbox;
 mod snapshot;
 mod sync;
+mod via;
 
 use std::process::ExitCode;
 

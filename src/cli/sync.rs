@@ -2,7 +2,6 @@
 //! two-way), optionally watching for changes.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Result};
@@ -11,8 +10,8 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use createos_sandbox::sync::{SyncMode, SyncOptions, SyncReport, Syncer};
-use createos_sandbox::transfer::ApiRemote;
 
+use super::via::ViaArgs;
 use super::{progress, resolve, Ctx, Out};
 
 #[derive(Debug, Args)]
@@ -40,6 +39,8 @@ pub struct SyncArgs {
     /// Allow a local directory inside ~/.ssh, ~/.aws, ~/.config, ….
     #[arg(long)]
     pub force: bool,
+    #[command(flatten)]
+    pub via: ViaArgs,
 }
 
 pub async fn sync(ctx: &Ctx, args: SyncArgs) -> Result<()> {
@@ -57,13 +58,13 @@ pub async fn sync(ctx: &Ctx, args: SyncArgs) -> Result<()> {
     createos_sandbox::sync::safety::check_local(&args.local, None, args.force)?;
     createos_sandbox::sync::safety::check_remote(&args.remote)?;
     let sb = resolve::sandbox(&ctx.client, &args.sandbox).await?;
-    let syncer = Syncer::new(Arc::new(ApiRemote::new(sb.clone())), &args.local, &args.remote, options)?;
+    let syncer = Syncer::new(args.via.remote(&sb).await?, &args.local, &args.remote, options)?;
     if !args.watch {
         let report = syncer.run().await;
         if let Some((bar, _)) = &bar {
             bar.finish_and_clear();
         }
-        show(ctx.out, sb.id(), mode, &report?);
+        show(ctx.out, sb.id(), mode, args.via, &report?);
         return Ok(());
     }
     let cancel = CancellationToken::new();
@@ -75,12 +76,13 @@ pub async fn sync(ctx: &Ctx, args: SyncArgs) -> Result<()> {
     });
     let poll = (mode == SyncMode::TwoWay && args.poll_secs > 0).then(|| Duration::from_secs(args.poll_secs));
     let out = ctx.out;
+    let via = args.via;
     let id = sb.id().to_string();
     ctx.out.note(format!("watching {} ⇄ {}:{} ({mode}); Ctrl-C stops", syncer.local().display(), id, syncer.remote_dir()));
     syncer
         .watch(cancel, poll, move |outcome| match outcome {
             Ok(report) if report.is_noop() => {}
-            Ok(report) => show(out, &id, mode, &report),
+            Ok(report) => show(out, &id, mode, via, &report),
             Err(err) => out.note(format!("sync failed (will retry on the next change): {err}")),
         })
         .await?;
@@ -90,8 +92,8 @@ pub async fn sync(ctx: &Ctx, args: SyncArgs) -> Result<()> {
     Ok(())
 }
 
-fn show(out: Out, sandbox: &str, mode: SyncMode, report: &SyncReport) {
-    let value = json!({ "sandbox": sandbox, "mode": mode, "report": report });
+fn show(out: Out, sandbox: &str, mode: SyncMode, via: ViaArgs, report: &SyncReport) {
+    let value = json!({ "sandbox": sandbox, "mode": mode, "via": via.name(), "report": report });
     out.show(&value, || {
         let mut text = format!(
             "{mode}: {} sent, {} fetched, {} deleted in the sandbox, {} deleted locally ({} bytes up, {} down)",

@@ -224,6 +224,16 @@ impl SshSession {
         result
     }
 
+    /// Download `path` into the local file `local_path`: written to a temporary file next to
+    /// it and renamed over it only when complete, so a failed transfer leaves an existing file
+    /// untouched. `progress` hears `(bytes so far, size)`. Returns the bytes written.
+    pub async fn save_file_to(&self, path: &str, local_path: &std::path::Path, progress: Option<crate::api::files::ProgressFn>) -> Result<u64> {
+        let reader = self.read_file(path).await?;
+        let total = reader.size();
+        let reader = crate::api::files::ProgressReader::new(reader, total, progress);
+        crate::api::files::save_reader_to(reader, local_path, |e| io_to_error(&format!("reading {path}"), e)).await
+    }
+
     /// [`SshSession::write_file`] from bytes in memory.
     pub async fn write_bytes(&self, path: &str, data: impl Into<Bytes>, options: WriteOptions) -> Result<u64> {
         self.write_file(path, io::Cursor::new(data.into()), options).await

@@ -102,15 +102,7 @@ impl Download {
     /// the temporary file is removed and an existing target is left untouched.
     pub async fn save_to(self, local_path: impl AsRef<Path>) -> Result<u64> {
         let target = local_path.as_ref();
-        let name = target
-            .file_name()
-            .ok_or_else(|| Error::invalid("local_path", format!("{} does not name a file", target.display())))?;
-        let dir = match target.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        let temp = TempFile::create(&dir, &name.to_string_lossy()).await?;
-        let mut file = tokio::fs::File::from_std(temp.reopen()?);
+        let (temp, mut file) = TempFile::next_to(target).await?;
         let mut written = 0u64;
         let mut stream = self.into_stream();
         while let Some(chunk) = stream.next().await {
@@ -120,11 +112,57 @@ impl Download {
                 .map_err(|e| Error::io(format!("writing {}", temp.path.display()), e))?;
             written += chunk.len() as u64;
         }
-        file.flush().await.map_err(|e| Error::io(format!("writing {}", temp.path.display()), e))?;
-        file.sync_all().await.map_err(|e| Error::io(format!("syncing {}", temp.path.display()), e))?;
-        drop(file);
-        temp.persist(target).await?;
+        temp.commit(file, target).await?;
         Ok(written)
+    }
+}
+
+/// Copy everything `reader` yields into `target` the way [`Download::save_to`] does (a
+/// temporary file renamed over the target once complete); `read_error` turns a failed read
+/// into the caller's error. Returns the bytes written.
+pub(crate) async fn save_reader_to<R>(mut reader: R, target: &Path, read_error: impl Fn(std::io::Error) -> Error) -> Result<u64>
+where
+    R: tokio::io::AsyncRead + Unpin,
+{
+    use tokio::io::AsyncReadExt;
+    let (temp, mut file) = TempFile::next_to(target).await?;
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut written = 0u64;
+    loop {
+        let n = reader.read(&mut buf).await.map_err(&read_error)?;
+        if n == 0 {
+            break;
+        }
+        file.write_all(&buf[..n])
+            .await
+            .map_err(|e| Error::io(format!("writing {}", temp.path.display()), e))?;
+        written += n as u64;
+    }
+    temp.commit(file, target).await?;
+    Ok(written)
+}
+
+impl TempFile {
+    /// A temporary file in `target`'s directory, and a handle to write it.
+    async fn next_to(target: &Path) -> Result<(TempFile, tokio::fs::File)> {
+        let name = target
+            .file_name()
+            .ok_or_else(|| Error::invalid("local_path", format!("{} does not name a file", target.display())))?;
+        let dir = match target.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let temp = TempFile::create(&dir, &name.to_string_lossy()).await?;
+        let file = tokio::fs::File::from_std(temp.reopen()?);
+        Ok((temp, file))
+    }
+
+    /// Flush and sync `file` (this temporary file's handle), then move it over `target`.
+    async fn commit(self, mut file: tokio::fs::File, target: &Path) -> Result<()> {
+        file.flush().await.map_err(|e| Error::io(format!("writing {}", self.path.display()), e))?;
+        file.sync_all().await.map_err(|e| Error::io(format!("syncing {}", self.path.display()), e))?;
+        drop(file);
+        self.persist(target).await
     }
 }
 

@@ -7,6 +7,7 @@
 
 mod body;
 mod download;
+mod progress;
 
 use std::fmt;
 use std::sync::Arc;
@@ -19,6 +20,8 @@ use tokio_util::io::ReaderStream;
 
 pub use body::UploadBody;
 pub use download::{Download, DownloadStream};
+pub(crate) use download::save_reader_to;
+pub use progress::ProgressReader;
 
 use crate::api::endpoints as ep;
 use crate::transport::retry::{self, Verdict};
