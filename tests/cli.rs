@@ -5,7 +5,7 @@ mod common;
 use std::process::{Command, Output};
 
 use createos_sandbox::CreateSandbox;
-use serde_json::Value;
+use common::cli::{json, ok};
 
 fn cos(env: &common::Env, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_cos"))
@@ -18,25 +18,7 @@ fn cos(env: &common::Env, args: &[&str]) -> Output {
         .expect("cos runs")
 }
 
-fn json(out: &Output) -> Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not JSON ({e}): {}\nstderr: {}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
-}
 
-fn ok(out: Output) -> Value {
-    assert!(
-        out.status.success(),
-        "cos failed: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    json(&out)
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn lifecycle_through_the_cli() {

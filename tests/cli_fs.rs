@@ -6,7 +6,7 @@ use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
 use createos_sandbox::CreateSandbox;
-use serde_json::Value;
+use common::cli::{json, ok};
 
 fn cos(env: &common::Env, args: &[&str], stdin: Option<&str>) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_cos"))
@@ -26,25 +26,7 @@ fn cos(env: &common::Env, args: &[&str], stdin: Option<&str>) -> Output {
     child.wait_with_output().expect("cos finishes")
 }
 
-fn json(out: &Output) -> Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not JSON ({e}): {}\nstderr: {}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
-}
 
-fn ok(out: Output) -> Value {
-    assert!(
-        out.status.success(),
-        "cos failed: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    json(&out)
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn fs_commands_through_the_cli() {

@@ -11,6 +11,7 @@ use std::path::Path;
 use std::process::Output;
 
 use createos_sandbox::CreateSandbox;
+use common::cli::ok;
 use serde_json::Value;
 use ssh_support::{guarded, pattern, Guest};
 
@@ -28,15 +29,6 @@ async fn cos(env: &common::Env, home: &Path, args: &[&str]) -> Output {
     guarded("cos", command).await.expect("cos runs")
 }
 
-fn ok(out: Output) -> Value {
-    assert!(
-        out.status.success(),
-        "cos failed: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
-}
 
 async fn run(env: &common::Env, home: &Path, args: &[&str]) -> Value {
     ok(cos(env, home, args).await)

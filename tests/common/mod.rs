@@ -1,6 +1,8 @@
 //! Shared test support: an in-process emulator on a real loopback socket and a client for it.
 #![allow(dead_code)]
 
+pub mod cli;
+
 use std::time::Duration;
 
 use createos_sandbox::{Client, RetryPolicy};
