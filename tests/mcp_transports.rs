@@ -4,114 +4,18 @@
 //! directories refused before anything is sent, and the VPN device tools.
 
 mod common;
+mod mcp_client;
 
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Map, Value};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio_util::sync::CancellationToken;
 
 use createos_sandbox::tools::{self, CallCtx, Runtime, ToolsConfig};
 use createos_sandbox::CreateSandbox;
-
-/// Upper bound for any single protocol answer; generous for a loaded 2-core machine.
-const ANSWER_LIMIT: Duration = Duration::from_secs(120);
-
-struct Mcp {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Lines<BufReader<ChildStdout>>,
-    next_id: u64,
-}
-
-impl Mcp {
-    /// `cos mcp` with HOME = `home` (also its state dir) for project `project`.
-    async fn start(env: &common::Env, home: &Path, project: &Path) -> Mcp {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cos"));
-        cmd.arg("mcp")
-            .arg("--state-dir")
-            .arg(home)
-            .arg("--project")
-            .arg(project)
-            .env("CREATEOS_SANDBOX_BASE_URL", env.base_url())
-            .env("CREATEOS_API_KEY", env.mock.api_key())
-            .env("HOME", home)
-            .env("RUST_LOG", "warn");
-        for var in ["CREATEOS_SHAPE", "CREATEOS_ROOTFS", "CREATEOS_CWD", "CREATEOS_NETWORK", "CREATEOS_AUTO_PAUSE", "CREATEOS_PERSIST", "CREATEOS_TIMEOUT", "CREATEOS_MCP_SESSION", "CREATEOS_STATE_DIR", "HOSTNAME"] {
-            cmd.env_remove(var);
-        }
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("cos mcp starts");
-        let stdin = child.stdin.take();
-        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut mcp = Mcp { child, stdin, lines, next_id: 0 };
-        let init = mcp
-            .request("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}))
-            .await;
-        assert_eq!(init["result"]["serverInfo"]["name"], "cos", "{init}");
-        mcp.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized", "params": {}})).await;
-        mcp
-    }
-
-    async fn send(&mut self, message: Value) {
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        let mut line = serde_json::to_vec(&message).unwrap();
-        line.push(b'\n');
-        stdin.write_all(&line).await.unwrap();
-        stdin.flush().await.unwrap();
-    }
-
-    async fn request(&mut self, method: &str, params: Value) -> Value {
-        self.next_id += 1;
-        let id = self.next_id;
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await;
-        loop {
-            let line = tokio::time::timeout(ANSWER_LIMIT, self.lines.next_line())
-                .await
-                .expect("an answer in time")
-                .unwrap()
-                .expect("stdout open");
-            let msg: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("non-protocol output on stdout {line:?}: {e}"));
-            if msg["id"].as_u64() == Some(id) {
-                return msg;
-            }
-        }
-    }
-
-    /// A tools/call result (the `result` member).
-    async fn call(&mut self, name: &str, args: Value) -> Value {
-        let answer = self.request("tools/call", json!({"name": name, "arguments": args})).await;
-        answer.get("result").cloned().unwrap_or_else(|| panic!("no result: {answer}"))
-    }
-
-    async fn ok(&mut self, name: &str, args: Value) -> Value {
-        let result = self.call(name, args).await;
-        assert_ne!(result["isError"], true, "{name} failed: {result}");
-        serde_json::from_str(result["content"][0]["text"].as_str().expect("text content")).expect("JSON text")
-    }
-
-    async fn err(&mut self, name: &str, args: Value) -> String {
-        let result = self.call(name, args).await;
-        assert_eq!(result["isError"], true, "{name} should have failed: {result}");
-        result["content"][0]["text"].as_str().unwrap_or_default().to_string()
-    }
-
-    /// Close stdin and wait for a clean exit.
-    async fn stop(mut self) {
-        drop(self.stdin.take());
-        let status = tokio::time::timeout(ANSWER_LIMIT, self.child.wait()).await.expect("exits in time").unwrap();
-        assert!(status.success(), "cos mcp exit status {status}");
-    }
-}
+use mcp_client::{total_requests, Mcp};
 
 /// A home (state) directory and a separate project directory.
 struct Dirs {
@@ -133,10 +37,6 @@ fn write(path: &Path, text: &str) {
     std::fs::write(path, text).unwrap();
 }
 
-/// Every request the emulator has seen, all operations together.
-async fn total_requests(env: &common::Env) -> u64 {
-    env.stats().await["requests"].as_object().map(|m| m.values().filter_map(Value::as_u64).sum()).unwrap_or(0)
-}
 
 async fn new_sandbox(env: &common::Env) -> String {
     env.client.create_sandbox(CreateSandbox::new("s-1vcpu-256mb")).await.unwrap().id().to_string()
@@ -205,7 +105,7 @@ async fn sync_once_uploads_and_unsafe_directories_are_refused_before_anything_is
         std::fs::create_dir_all(d.home.join(unsafe_dir)).unwrap();
     }
     let sandbox = new_sandbox(&env).await;
-    let mut mcp = Mcp::start(&env, &d.home, &d.project).await;
+    let mut mcp = Mcp::start_in(&env, &d.home, &d.project, "{}", &[]).await;
 
     let before = total_requests(&env).await;
     let refused = [
@@ -221,10 +121,10 @@ async fn sync_once_uploads_and_unsafe_directories_are_refused_before_anything_is
         (json!("app"), json!("/")),
     ];
     for (local, remote) in refused {
-        let text = mcp.err("sandbox_sync", json!({"sandbox_id": sandbox, "local_dir": local, "remote_dir": remote})).await;
+        let text = mcp.refused("sandbox_sync", json!({"sandbox_id": sandbox, "local_dir": local, "remote_dir": remote})).await;
         assert!(text.contains("local_dir") || text.contains("remote directory") || text.contains("local directory"), "{local} → {remote}: {text}");
     }
-    let text = mcp.err("sandbox_sync", json!({"sandbox_id": sandbox, "local_dir": "app", "remote_dir": "/root/x", "mode": "sideways"})).await;
+    let text = mcp.refused("sandbox_sync", json!({"sandbox_id": sandbox, "local_dir": "app", "remote_dir": "/root/x", "mode": "sideways"})).await;
     assert!(text.contains("mode"), "{text}");
     assert_eq!(total_requests(&env).await, before, "a refused sync sent something");
 
@@ -248,7 +148,7 @@ async fn a_one_way_watcher_follows_local_edits_until_stopped() {
     let d = dirs();
     write(&d.project.join("site/index.html"), "v1\n");
     let sandbox = new_sandbox(&env).await;
-    let mut mcp = Mcp::start(&env, &d.home, &d.project).await;
+    let mut mcp = Mcp::start_in(&env, &d.home, &d.project, "{}", &[]).await;
 
     let started = mcp.ok("sandbox_sync", json!({"sandbox_id": sandbox, "local_dir": "site", "remote_dir": "/root/site", "mode": "one-way"})).await;
     let id = started["transport_id"].as_str().expect("a transport id").to_string();
@@ -271,7 +171,7 @@ async fn a_one_way_watcher_follows_local_edits_until_stopped() {
     let stopped = mcp.ok("sandbox_transport_stop", json!({"transport_id": id})).await;
     assert_eq!(stopped["stopped"], true);
     assert!(stopped["syncs"].as_u64().unwrap() >= 2, "{stopped}");
-    let again = mcp.err("sandbox_transport_stop", json!({"transport_id": id})).await;
+    let again = mcp.refused("sandbox_transport_stop", json!({"transport_id": id})).await;
     assert!(again.contains("unknown transport"), "{again}");
     assert!(transport_ids(&mcp.ok("sandbox_status", json!({})).await).is_empty());
 
@@ -296,7 +196,7 @@ async fn mirror_deletes_sandbox_extras_and_excludes_stay_out_on_both_sides() {
     write(&d.project.join("m/build.log"), "local log\n");
     write(&d.project.join("m/cache/blob.bin"), "cached\n");
     let sandbox = new_sandbox(&env).await;
-    let mut mcp = Mcp::start(&env, &d.home, &d.project).await;
+    let mut mcp = Mcp::start_in(&env, &d.home, &d.project, "{}", &[]).await;
     run(&mut mcp, &sandbox, "mkdir -p /root/m && echo old > /root/m/extra.txt && echo remote > /root/m/server.log").await;
 
     let args = json!({"sandbox_id": sandbox, "local_dir": d.project.join("m").to_str().unwrap(), "remote_dir": "/root/m/", "mode": "mirror", "exclude": ["*.log", "cache/"]});
@@ -336,10 +236,10 @@ async fn a_tunnel_carries_real_bytes_until_stopped() {
     let env = common::start().await;
     let d = dirs();
     let sandbox = new_sandbox(&env).await;
-    let mut mcp = Mcp::start(&env, &d.home, &d.project).await;
+    let mut mcp = Mcp::start_in(&env, &d.home, &d.project, "{}", &[]).await;
     serve(&mut mcp, &sandbox, 8080, "hello through the tunnel").await;
 
-    let refused = mcp.err("sandbox_tunnel", json!({"sandbox_id": sandbox, "remote_port": 0})).await;
+    let refused = mcp.refused("sandbox_tunnel", json!({"sandbox_id": sandbox, "remote_port": 0})).await;
     assert!(refused.contains("remote_port"), "{refused}");
     let tunnel = mcp.ok("sandbox_tunnel", json!({"sandbox_id": sandbox, "remote_port": 8080})).await;
     assert_eq!(tunnel["verified"], false);
@@ -353,7 +253,7 @@ async fn a_tunnel_carries_real_bytes_until_stopped() {
     assert!(status["transports"][0]["connections"].as_u64().unwrap() >= 1, "{status}");
 
     // A second tunnel on the same local port is refused clearly.
-    let busy = mcp.err("sandbox_tunnel", json!({"sandbox_id": sandbox, "remote_port": 8080, "local_port": port})).await;
+    let busy = mcp.refused("sandbox_tunnel", json!({"sandbox_id": sandbox, "remote_port": 8080, "local_port": port})).await;
     assert!(busy.contains("in use"), "{busy}");
 
     mcp.ok("sandbox_transport_stop", json!({"transport_id": tunnel["transport_id"]})).await;
@@ -376,7 +276,7 @@ async fn closing_stdin_stops_every_transport() {
     let d = dirs();
     write(&d.project.join("w/a.txt"), "a\n");
     let sandbox = new_sandbox(&env).await;
-    let mut mcp = Mcp::start(&env, &d.home, &d.project).await;
+    let mut mcp = Mcp::start_in(&env, &d.home, &d.project, "{}", &[]).await;
     serve(&mut mcp, &sandbox, 8081, "up").await;
     let tunnel = mcp.ok("sandbox_tunnel", json!({"sandbox_id": sandbox, "remote_port": 8081})).await;
     let port = tunnel["local_port"].as_u64().unwrap() as u16;
@@ -440,13 +340,13 @@ async fn runtime_shutdown_stops_transports_in_process() {
 async fn device_tools_round_trip() {
     let env = common::start().await;
     let d = dirs();
-    let mut mcp = Mcp::start(&env, &d.home, &d.project).await;
+    let mut mcp = Mcp::start_in(&env, &d.home, &d.project, "{}", &[]).await;
 
     let before = env.requests("registerDevice").await;
-    let bad = mcp.err("sandbox_device_register", json!({"name": "laptop", "pubkey": "not-a-key"})).await;
+    let bad = mcp.refused("sandbox_device_register", json!({"name": "laptop", "pubkey": "not-a-key"})).await;
     assert!(bad.contains("pubkey"), "{bad}");
     assert_eq!(env.requests("registerDevice").await, before);
-    assert!(mcp.err("sandbox_vpn_up", json!({})).await.contains("sandbox_device_register"));
+    assert!(mcp.refused("sandbox_vpn_up", json!({})).await.contains("sandbox_device_register"));
 
     let result = mcp.call("sandbox_device_register", json!({"name": "laptop"})).await;
     let text = result["content"][0]["text"].as_str().unwrap().to_string();
@@ -482,7 +382,7 @@ async fn device_tools_round_trip() {
     let command = advice["run_in_your_terminal"][0].as_str().unwrap();
     assert!(command.contains(&id) && command.contains("wg-quick up") && command.contains(key_file.to_str().unwrap()), "{command}");
     assert!(!command.contains(key.trim()));
-    let unknown = mcp.err("sandbox_device_attach", json!({"device": "dev-missing", "network": "vpn-net"})).await;
+    let unknown = mcp.refused("sandbox_device_attach", json!({"device": "dev-missing", "network": "vpn-net"})).await;
     assert!(!unknown.is_empty());
     mcp.stop().await;
     env.shutdown().await;
