@@ -2,171 +2,14 @@
 //! in-process emulator.
 
 mod common;
+mod mcp_client;
 
-use std::collections::HashMap;
-use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
 use base64::Engine;
+use mcp_client::{error_text, ok_json, sandbox_of, Mcp, Setup};
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
-
-/// Upper bound for any single protocol answer; generous for a loaded 2-core machine.
-const ANSWER_LIMIT: Duration = Duration::from_secs(120);
-
-struct Mcp {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Lines<BufReader<ChildStdout>>,
-    next_id: u64,
-    stash: HashMap<u64, Value>,
-    /// Notifications (no id) seen while waiting for responses, in order.
-    notifications: Vec<Value>,
-}
-
-struct Setup<'a> {
-    env: &'a common::Env,
-    state: &'a Path,
-    project: &'a Path,
-    options: &'a str,
-    extra_env: Vec<(&'static str, String)>,
-}
-
-impl<'a> Setup<'a> {
-    fn new(env: &'a common::Env, state: &'a Path, project: &'a Path) -> Self {
-        Setup { env, state, project, options: "{}", extra_env: Vec::new() }
-    }
-
-    fn command(&self) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cos"));
-        cmd.arg("mcp")
-            .arg("--state-dir")
-            .arg(self.state)
-            .arg("--project")
-            .arg(self.project)
-            .arg("--options")
-            .arg(self.options)
-            .env("CREATEOS_SANDBOX_BASE_URL", self.env.base_url())
-            .env("CREATEOS_API_KEY", self.env.mock.api_key())
-            .env("HOME", self.state)
-            .env("RUST_LOG", "warn");
-        for var in createos_sandbox::tools::config::env_vars().chain(["CREATEOS_MCP_SESSION", "CREATEOS_STATE_DIR"]) {
-            cmd.env_remove(var);
-        }
-        for (k, v) in &self.extra_env {
-            cmd.env(k, v);
-        }
-        cmd
-    }
-
-    async fn start(&self) -> Mcp {
-        let mut child = self
-            .command()
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("cos mcp starts");
-        let stdin = child.stdin.take();
-        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut mcp = Mcp { child, stdin, lines, next_id: 0, stash: HashMap::new(), notifications: Vec::new() };
-        let init = mcp
-            .request("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}))
-            .await;
-        assert_eq!(init["result"]["serverInfo"]["name"], "cos", "{init}");
-        mcp.notify("notifications/initialized", json!({})).await;
-        mcp
-    }
-}
-
-impl Mcp {
-    async fn send(&mut self, message: Value) {
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        let mut line = serde_json::to_vec(&message).unwrap();
-        line.push(b'\n');
-        stdin.write_all(&line).await.unwrap();
-        stdin.flush().await.unwrap();
-    }
-
-    async fn notify(&mut self, method: &str, params: Value) {
-        self.send(json!({"jsonrpc": "2.0", "method": method, "params": params})).await;
-    }
-
-    /// Send a request; answer with its id.
-    async fn send_request(&mut self, method: &str, params: Value) -> u64 {
-        self.next_id += 1;
-        let id = self.next_id;
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await;
-        id
-    }
-
-    /// The response to `id`, keeping others for later. Every stdout line must be JSON-RPC.
-    async fn response(&mut self, id: u64) -> Value {
-        if let Some(v) = self.stash.remove(&id) {
-            return v;
-        }
-        loop {
-            let line = tokio::time::timeout(ANSWER_LIMIT, self.lines.next_line())
-                .await
-                .expect("an answer in time")
-                .unwrap()
-                .expect("stdout open");
-            let msg: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("non-protocol output on stdout {line:?}: {e}"));
-            assert_eq!(msg["jsonrpc"], "2.0", "{msg}");
-            let Some(got) = msg["id"].as_u64() else {
-                self.notifications.push(msg);
-                continue;
-            };
-            if got == id {
-                return msg;
-            }
-            self.stash.insert(got, msg);
-        }
-    }
-
-    async fn request(&mut self, method: &str, params: Value) -> Value {
-        let id = self.send_request(method, params).await;
-        self.response(id).await
-    }
-
-    fn call_params(name: &str, args: Value, session: Option<&str>) -> Value {
-        let mut params = json!({"name": name, "arguments": args});
-        if let Some(s) = session {
-            params["_meta"] = json!({"createos/session": s});
-        }
-        params
-    }
-
-    /// A tools/call result (the `result` member).
-    async fn call(&mut self, name: &str, args: Value, session: Option<&str>) -> Value {
-        let answer = self.request("tools/call", Self::call_params(name, args, session)).await;
-        answer.get("result").cloned().unwrap_or_else(|| panic!("no result: {answer}"))
-    }
-
-    /// Close stdin and wait for a clean exit.
-    async fn stop(mut self) {
-        drop(self.stdin.take());
-        let status = tokio::time::timeout(ANSWER_LIMIT, self.child.wait()).await.expect("exits in time").unwrap();
-        assert!(status.success(), "cos mcp exit status {status}");
-    }
-}
-
-fn ok_json(result: &Value) -> Value {
-    assert_ne!(result["isError"], true, "tool failed: {result}");
-    serde_json::from_str(result["content"][0]["text"].as_str().expect("text content")).expect("JSON text")
-}
-
-fn error_text(result: &Value) -> String {
-    assert_eq!(result["isError"], true, "expected a tool error: {result}");
-    result["content"][0]["text"].as_str().unwrap_or_default().to_string()
-}
-
-fn sandbox_of(result: &Value) -> String {
-    result["_meta"]["sandboxId"].as_str().unwrap_or_else(|| panic!("no sandboxId: {result}")).to_string()
-}
 
 async fn creates(env: &common::Env) -> u64 {
     env.requests("createSandbox").await
@@ -207,11 +50,11 @@ async fn catalog_is_closed_and_listing_allocates_nothing() {
         assert!(tool["description"].as_str().is_some_and(|d| d.len() > 20), "{tool}");
     }
     // Arguments outside the schema are refused before anything runs.
-    let refused = mcp.call("sandbox_exec", json!({"command": "true", "bogus": 1}), None).await;
+    let refused = mcp.call_in("sandbox_exec", json!({"command": "true", "bogus": 1}), None).await;
     assert!(error_text(&refused).contains("bogus"));
     let unknown = mcp.request("tools/call", Mcp::call_params("sandbox_nope", json!({}), None)).await;
     assert!(unknown.get("error").is_some(), "{unknown}");
-    let status = ok_json(&mcp.call("sandbox_status", json!({}), None).await);
+    let status = ok_json(&mcp.call_in("sandbox_status", json!({}), None).await);
     assert_eq!(status["sandbox"], Value::Null);
     assert_eq!(creates(&env).await, 0);
     mcp.stop().await;
@@ -237,7 +80,7 @@ async fn concurrent_first_calls_share_one_sandbox_and_sessions_do_not() {
     assert_eq!(sandboxes.len(), 1, "{sandboxes:?}");
     assert_eq!(creates(&env).await, 1);
 
-    let other = mcp.call("sandbox_exec", json!({"command": "true"}), Some("s2")).await;
+    let other = mcp.call_in("sandbox_exec", json!({"command": "true"}), Some("s2")).await;
     assert_ne!(sandbox_of(&other), sandboxes[0]);
     assert_eq!(creates(&env).await, 2);
     mcp.stop().await;
@@ -249,7 +92,7 @@ async fn exec_returns_output_exit_code_and_runs_in_the_session_cwd() {
     let env = common::start().await;
     let dir = tempfile::tempdir().unwrap();
     let mut mcp = Setup::new(&env, dir.path(), dir.path()).start().await;
-    let result = mcp.call("sandbox_exec", json!({"command": "echo out; echo err >&2; pwd >&2; exit 3"}), None).await;
+    let result = mcp.call_in("sandbox_exec", json!({"command": "echo out; echo err >&2; pwd >&2; exit 3"}), None).await;
     let body = ok_json(&result);
     assert_eq!(body["stdout"], "out\n");
     assert_eq!(body["stderr"], "err\n/root/workspace\n");
@@ -257,10 +100,10 @@ async fn exec_returns_output_exit_code_and_runs_in_the_session_cwd() {
     assert_eq!(body["truncated"], false);
     assert_eq!(result["_meta"]["exitCode"], 3);
     // Stdin is at EOF: a command that reads it does not hang.
-    let cat = ok_json(&mcp.call("sandbox_exec", json!({"command": "cat; echo done", "cwd": "/tmp"}), None).await);
+    let cat = ok_json(&mcp.call_in("sandbox_exec", json!({"command": "cat; echo done", "cwd": "/tmp"}), None).await);
     assert_eq!(cat["stdout"], "done\n");
     // Output beyond the bound is cut and flagged.
-    let big = ok_json(&mcp.call("sandbox_exec", json!({"command": "head -c 1100000 /dev/zero | tr '\\0' x"}), None).await);
+    let big = ok_json(&mcp.call_in("sandbox_exec", json!({"command": "head -c 1100000 /dev/zero | tr '\\0' x"}), None).await);
     assert_eq!(big["truncated"], true);
     assert_eq!(big["stdout"].as_str().unwrap().len(), 1 << 20);
     mcp.stop().await;
@@ -272,17 +115,17 @@ async fn cancelling_a_call_stops_the_remote_process_tree() {
     let env = common::start().await;
     let dir = tempfile::tempdir().unwrap();
     let mut mcp = Setup::new(&env, dir.path(), dir.path()).start().await;
-    ok_json(&mcp.call("sandbox_exec", json!({"command": "true"}), None).await);
+    ok_json(&mcp.call_in("sandbox_exec", json!({"command": "true"}), None).await);
     assert_eq!(wait_live_processes(&env, true).await, 0);
     let id = mcp.send_request("tools/call", Mcp::call_params("sandbox_exec", json!({"command": "sleep 300 & sleep 300; wait", "timeout": 0}), None)).await;
     assert!(wait_live_processes(&env, false).await > 0, "the exec never started");
     // Release is refused while the session has a call in flight.
-    let refused = mcp.call("sandbox_release", json!({}), None).await;
+    let refused = mcp.call_in("sandbox_release", json!({}), None).await;
     assert!(error_text(&refused).contains("in flight"), "{refused}");
     mcp.notify("notifications/cancelled", json!({"requestId": id, "reason": "test"})).await;
     assert_eq!(wait_live_processes(&env, true).await, 0, "the remote tree survived the cancellation");
     // The server stays usable.
-    ok_json(&mcp.call("sandbox_status", json!({}), None).await);
+    ok_json(&mcp.call_in("sandbox_status", json!({}), None).await);
     mcp.stop().await;
     env.shutdown().await;
 }
@@ -292,7 +135,7 @@ async fn a_timeout_stops_the_remote_process_tree() {
     let env = common::start().await;
     let dir = tempfile::tempdir().unwrap();
     let mut mcp = Setup::new(&env, dir.path(), dir.path()).start().await;
-    let result = mcp.call("sandbox_exec", json!({"command": "sleep 300", "timeout": 300}), None).await;
+    let result = mcp.call_in("sandbox_exec", json!({"command": "sleep 300", "timeout": 300}), None).await;
     assert!(error_text(&result).contains("timed out"));
     assert_eq!(wait_live_processes(&env, true).await, 0);
     mcp.stop().await;
@@ -304,21 +147,21 @@ async fn release_destroys_and_forget_keeps_the_sandbox() {
     let env = common::start().await;
     let dir = tempfile::tempdir().unwrap();
     let mut mcp = Setup::new(&env, dir.path(), dir.path()).start().await;
-    let first = sandbox_of(&mcp.call("sandbox_exec", json!({"command": "true"}), None).await);
-    let forgot = ok_json(&mcp.call("sandbox_release", json!({"forget": true}), None).await);
+    let first = sandbox_of(&mcp.call_in("sandbox_exec", json!({"command": "true"}), None).await);
+    let forgot = ok_json(&mcp.call_in("sandbox_release", json!({"forget": true}), None).await);
     assert_eq!(forgot["sandbox"], first);
     assert_eq!(sandbox_status(&env, &first).await, "running");
 
-    let second = sandbox_of(&mcp.call("sandbox_exec", json!({"command": "true"}), None).await);
+    let second = sandbox_of(&mcp.call_in("sandbox_exec", json!({"command": "true"}), None).await);
     assert_ne!(first, second);
-    let released = ok_json(&mcp.call("sandbox_release", json!({}), None).await);
+    let released = ok_json(&mcp.call_in("sandbox_release", json!({}), None).await);
     assert_eq!(released["destroyed"], true);
     let status = sandbox_status(&env, &second).await;
     assert!(status == "destroyed" || status == "destroying", "{status}");
-    let status = ok_json(&mcp.call("sandbox_status", json!({}), None).await);
+    let status = ok_json(&mcp.call_in("sandbox_status", json!({}), None).await);
     assert_eq!(status["sandbox"], Value::Null);
     // Nothing bound: a second release says so.
-    assert_eq!(ok_json(&mcp.call("sandbox_release", json!({}), None).await)["released"], false);
+    assert_eq!(ok_json(&mcp.call_in("sandbox_release", json!({}), None).await)["released"], false);
     mcp.stop().await;
     env.shutdown().await;
 }
@@ -329,20 +172,20 @@ async fn bindings_survive_a_restart_unless_persist_is_off() {
     let dir = tempfile::tempdir().unwrap();
     let setup = Setup::new(&env, dir.path(), dir.path());
     let mut mcp = setup.start().await;
-    let first = sandbox_of(&mcp.call("sandbox_exec", json!({"command": "touch /root/workspace/marker"}), Some("p")).await);
+    let first = sandbox_of(&mcp.call_in("sandbox_exec", json!({"command": "touch /root/workspace/marker"}), Some("p")).await);
     mcp.stop().await;
     assert_eq!(sandbox_status(&env, &first).await, "running");
 
     let mut mcp = setup.start().await;
-    let again = mcp.call("sandbox_exec", json!({"command": "ls /root/workspace"}), Some("p")).await;
+    let again = mcp.call_in("sandbox_exec", json!({"command": "ls /root/workspace"}), Some("p")).await;
     assert_eq!(sandbox_of(&again), first);
     assert_eq!(ok_json(&again)["stdout"], "marker\n");
     assert_eq!(creates(&env).await, 1);
     // A paused sandbox is resumed on reattach.
-    ok_json(&mcp.call("sandbox_pause", json!({}), Some("p")).await);
+    ok_json(&mcp.call_in("sandbox_pause", json!({}), Some("p")).await);
     mcp.stop().await;
     let mut mcp = setup.start().await;
-    assert_eq!(sandbox_of(&mcp.call("sandbox_exec", json!({"command": "true"}), Some("p")).await), first);
+    assert_eq!(sandbox_of(&mcp.call_in("sandbox_exec", json!({"command": "true"}), Some("p")).await), first);
     mcp.stop().await;
 
     // persist: false destroys the session sandbox at shutdown and leaves explicit ones alone.
@@ -350,8 +193,8 @@ async fn bindings_survive_a_restart_unless_persist_is_off() {
     let mut ephemeral = Setup::new(&env, other.path(), other.path());
     ephemeral.options = r#"{"persist": false}"#;
     let mut mcp = ephemeral.start().await;
-    let session_box = sandbox_of(&mcp.call("sandbox_exec", json!({"command": "true"}), None).await);
-    let explicit = ok_json(&mcp.call("sandbox_create", json!({}), None).await)["sandbox_id"].as_str().unwrap().to_string();
+    let session_box = sandbox_of(&mcp.call_in("sandbox_exec", json!({"command": "true"}), None).await);
+    let explicit = ok_json(&mcp.call_in("sandbox_create", json!({}), None).await)["sandbox_id"].as_str().unwrap().to_string();
     mcp.stop().await;
     let status = sandbox_status(&env, &session_box).await;
     assert!(status == "destroyed" || status == "destroying", "{status}");
@@ -382,7 +225,7 @@ async fn invalid_configuration_is_refused_at_start() {
     setup.options = r#"{"cwd": "/srv/a"}"#;
     setup.extra_env.push(("CREATEOS_CWD", "/srv/b".into()));
     let mut mcp = setup.start().await;
-    assert_eq!(ok_json(&mcp.call("sandbox_status", json!({}), None).await)["cwd"], "/srv/b");
+    assert_eq!(ok_json(&mcp.call_in("sandbox_status", json!({}), None).await)["cwd"], "/srv/b");
     mcp.stop().await;
     assert_eq!(creates(&env).await, 0);
     env.shutdown().await;
@@ -393,25 +236,25 @@ async fn screenshot_is_an_inline_png_and_processes_run_in_the_background() {
     let env = common::start().await;
     let dir = tempfile::tempdir().unwrap();
     let mut mcp = Setup::new(&env, dir.path(), dir.path()).start().await;
-    let desk = ok_json(&mcp.call("sandbox_create", json!({"rootfs": "desktop:1"}), None).await);
+    let desk = ok_json(&mcp.call_in("sandbox_create", json!({"rootfs": "desktop:1"}), None).await);
     let id = desk["sandbox_id"].as_str().unwrap().to_string();
-    let shot = mcp.call("sandbox_screenshot", json!({"sandbox_id": id}), None).await;
+    let shot = mcp.call_in("sandbox_screenshot", json!({"sandbox_id": id}), None).await;
     assert_ne!(shot["isError"], true, "{shot}");
     let part = &shot["content"][0];
     assert_eq!(part["type"], "image");
     assert_eq!(part["mimeType"], "image/png");
     let png = base64::engine::general_purpose::STANDARD.decode(part["data"].as_str().unwrap()).unwrap();
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
-    let screen = ok_json(&mcp.call("sandbox_computer", json!({"sandbox_id": id, "op": "screen"}), None).await);
+    let screen = ok_json(&mcp.call_in("sandbox_computer", json!({"sandbox_id": id, "op": "screen"}), None).await);
     assert!(screen["width"].as_u64().unwrap() > 0, "{screen}");
 
     // A background process outlives its call; its output is readable; stop ends it.
-    let started = ok_json(&mcp.call("sandbox_process_start", json!({"sandbox_id": id, "command": "echo ready; read line; echo got $line; sleep 300"}), None).await);
+    let started = ok_json(&mcp.call_in("sandbox_process_start", json!({"sandbox_id": id, "command": "echo ready; read line; echo got $line; sleep 300"}), None).await);
     let pid = started["process_id"].as_str().unwrap().to_string();
-    ok_json(&mcp.call("sandbox_process_input", json!({"sandbox_id": id, "process_id": pid, "text": "hello\n"}), None).await);
+    ok_json(&mcp.call_in("sandbox_process_input", json!({"sandbox_id": id, "process_id": pid, "text": "hello\n"}), None).await);
     let mut seen = String::new();
     for _ in 0..200 {
-        let out = ok_json(&mcp.call("sandbox_process_output", json!({"sandbox_id": id, "process_id": pid}), None).await);
+        let out = ok_json(&mcp.call_in("sandbox_process_output", json!({"sandbox_id": id, "process_id": pid}), None).await);
         seen = out["stdout"].as_str().unwrap().to_string();
         if seen.contains("got hello") {
             break;
@@ -419,19 +262,19 @@ async fn screenshot_is_an_inline_png_and_processes_run_in_the_background() {
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
     assert_eq!(seen, "ready\ngot hello\n");
-    let listed = ok_json(&mcp.call("sandbox_process_list", json!({"sandbox_id": id}), None).await);
+    let listed = ok_json(&mcp.call_in("sandbox_process_list", json!({"sandbox_id": id}), None).await);
     assert!(listed.as_array().unwrap().iter().any(|p| p["process_id"] == pid.as_str()));
-    ok_json(&mcp.call("sandbox_process_stop", json!({"sandbox_id": id, "process_id": pid}), None).await);
+    ok_json(&mcp.call_in("sandbox_process_stop", json!({"sandbox_id": id, "process_id": pid}), None).await);
     assert_eq!(wait_live_processes(&env, true).await, 0);
 
-    let desktop = ok_json(&mcp.call("sandbox_desktop", json!({"sandbox_id": id}), None).await);
+    let desktop = ok_json(&mcp.call_in("sandbox_desktop", json!({"sandbox_id": id}), None).await);
     assert_eq!(desktop["ingress_enabled"], true, "{desktop}");
     assert!(desktop["novnc"]["port"].as_u64().is_some_and(|p| p > 0), "{desktop}");
 
-    let refused = mcp.call("sandbox_firewall", json!({"sandbox_id": id, "rules": ["example.com"]}), None).await;
+    let refused = mcp.call_in("sandbox_firewall", json!({"sandbox_id": id, "rules": ["example.com"]}), None).await;
     assert!(error_text(&refused).contains("IP"));
-    ok_json(&mcp.call("sandbox_firewall", json!({"sandbox_id": id, "rules": ["10.0.0.0/8"]}), None).await);
-    ok_json(&mcp.call("sandbox_destroy", json!({"sandbox_id": id}), None).await);
+    ok_json(&mcp.call_in("sandbox_firewall", json!({"sandbox_id": id, "rules": ["10.0.0.0/8"]}), None).await);
+    ok_json(&mcp.call_in("sandbox_destroy", json!({"sandbox_id": id}), None).await);
     mcp.stop().await;
     env.shutdown().await;
 }
@@ -447,16 +290,16 @@ async fn disk_credentials_come_from_server_environment_variables() {
     let base = json!({"name": "data", "bucket": "data-bucket", "endpoint": "https://s3.example.test", "access_key_env": "TEST_S3_ACCESS"});
     let mut missing = base.clone();
     missing["secret_key_env"] = json!("TEST_S3_UNSET");
-    assert!(error_text(&mcp.call("sandbox_disk_create", missing, None).await).contains("TEST_S3_UNSET"));
+    assert!(error_text(&mcp.call_in("sandbox_disk_create", missing, None).await).contains("TEST_S3_UNSET"));
     let mut args = base.clone();
     args["secret_key_env"] = json!("TEST_S3_SECRET");
-    let created = mcp.call("sandbox_disk_create", args, None).await;
+    let created = mcp.call_in("sandbox_disk_create", args, None).await;
     let text = created["content"][0]["text"].as_str().unwrap_or_default().to_string();
     assert!(!text.contains("very-secret-value") && !text.contains("AKIATESTACCESS"), "{text}");
     assert_eq!(ok_json(&created)["name"], "data");
-    let listed = ok_json(&mcp.call("sandbox_disk_list", json!({}), None).await);
+    let listed = ok_json(&mcp.call_in("sandbox_disk_list", json!({}), None).await);
     assert!(listed.as_array().unwrap().iter().any(|d| d["name"] == "data"), "{listed}");
-    ok_json(&mcp.call("sandbox_disk_delete", json!({"name": "data"}), None).await);
+    ok_json(&mcp.call_in("sandbox_disk_delete", json!({"name": "data"}), None).await);
     mcp.stop().await;
     env.shutdown().await;
 }
@@ -486,7 +329,7 @@ async fn a_progress_token_gets_ordered_progress_before_the_result() {
     assert!(values.windows(2).all(|w| w[0] < w[1]), "progress must increase: {values:?}");
     // Without a token, nothing is sent.
     let before = mcp.notifications.len();
-    mcp.call("sandbox_offload", json!({"command": "true"}), None).await;
+    mcp.call_in("sandbox_offload", json!({"command": "true"}), None).await;
     assert_eq!(mcp.notifications.len(), before, "{:?}", &mcp.notifications[before..]);
     mcp.stop().await;
     env.shutdown().await;
@@ -511,7 +354,7 @@ async fn sync_once_copies_the_project_once_and_skills_at_every_attach() {
     let mut mcp = setup.start().await;
     let skill_md = skill.join("SKILL.md");
     let script = format!("cat /root/workspace/src/main.py; cat {}; ls -A /root/workspace", skill_md.display());
-    let first = mcp.call("sandbox_exec", json!({"command": script}), None).await;
+    let first = mcp.call_in("sandbox_exec", json!({"command": script}), None).await;
     assert_eq!(ok_json(&first)["stdout"], "print(1)\nv1\nsrc\n", "the project (without .env) and the skill arrived");
     mcp.stop().await;
 
@@ -519,9 +362,9 @@ async fn sync_once_copies_the_project_once_and_skills_at_every_attach() {
     std::fs::write(project.join("src/main.py"), "print(2)\n").unwrap();
     std::fs::write(&skill_md, "v2\n").unwrap();
     let mut mcp = setup.start().await;
-    let status = ok_json(&mcp.call("sandbox_status", json!({}), None).await);
+    let status = ok_json(&mcp.call_in("sandbox_status", json!({}), None).await);
     assert_eq!(status["stored"], sandbox_of(&first), "the stored binding shows before reattaching: {status}");
-    let again = mcp.call("sandbox_exec", json!({"command": script}), None).await;
+    let again = mcp.call_in("sandbox_exec", json!({"command": script}), None).await;
     assert_eq!(sandbox_of(&again), sandbox_of(&first));
     assert_eq!(ok_json(&again)["stdout"], "print(1)\nv2\nsrc\n");
     mcp.stop().await;

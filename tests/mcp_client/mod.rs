@@ -2,6 +2,7 @@
 //! written by hand, one request at a time, against an in-process emulator.
 #![allow(dead_code)]
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
@@ -37,36 +38,54 @@ pub struct Mcp {
     stdin: Option<ChildStdin>,
     lines: Lines<BufReader<ChildStdout>>,
     next_id: u64,
+    /// Responses read while waiting for another one, by id.
+    stash: HashMap<u64, Value>,
+    /// Notifications (no id) seen while waiting for responses, in order.
+    pub notifications: Vec<Value>,
 }
 
-impl Mcp {
-    /// Start `cos mcp` against `env` with state and project in `dir`, configuration `options`
-    /// (a JSON object) and extra environment variables.
-    pub async fn start(env: &Env, dir: &Path, options: &str, extra_env: &[(&str, &str)]) -> Mcp {
-        Mcp::start_in(env, dir, dir, options, extra_env).await
+/// How a `cos mcp` child is started: against `env`, state (and HOME) in `state`, project
+/// `project`, configuration `options` (a JSON object) and extra environment variables.
+pub struct Setup<'a> {
+    pub env: &'a Env,
+    pub state: &'a Path,
+    pub project: &'a Path,
+    pub options: &'a str,
+    pub extra_env: Vec<(&'static str, String)>,
+}
+
+impl<'a> Setup<'a> {
+    pub fn new(env: &'a Env, state: &'a Path, project: &'a Path) -> Self {
+        Setup { env, state, project, options: "{}", extra_env: Vec::new() }
     }
 
-    /// Like [`Mcp::start`], with the state (and HOME) in `state` and the project in `project`.
-    pub async fn start_in(env: &Env, state: &Path, project: &Path, options: &str, extra_env: &[(&str, &str)]) -> Mcp {
+    /// The command line, not started (for runs that must fail before the protocol starts).
+    pub fn command(&self) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_cos"));
         cmd.arg("mcp")
             .arg("--state-dir")
-            .arg(state)
+            .arg(self.state)
             .arg("--project")
-            .arg(project)
+            .arg(self.project)
             .arg("--options")
-            .arg(options)
-            .env("CREATEOS_SANDBOX_BASE_URL", env.base_url())
-            .env("CREATEOS_API_KEY", env.mock.api_key())
-            .env("HOME", state)
+            .arg(self.options)
+            .env("CREATEOS_SANDBOX_BASE_URL", self.env.base_url())
+            .env("CREATEOS_API_KEY", self.env.mock.api_key())
+            .env("HOME", self.state)
             .env("RUST_LOG", "warn");
         for var in CONFIG_VARS.into_iter().chain(createos_sandbox::tools::config::env_vars()) {
             cmd.env_remove(var);
         }
-        for (k, v) in extra_env {
+        for (k, v) in &self.extra_env {
             cmd.env(k, v);
         }
-        let mut child = cmd
+        cmd
+    }
+
+    /// Start it and complete the initialize handshake.
+    pub async fn start(&self) -> Mcp {
+        let mut child = self
+            .command()
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -75,13 +94,29 @@ impl Mcp {
             .expect("cos mcp starts");
         let stdin = child.stdin.take();
         let lines = BufReader::new(child.stdout.take().expect("stdout piped")).lines();
-        let mut mcp = Mcp { child, stdin, lines, next_id: 0 };
+        let mut mcp = Mcp { child, stdin, lines, next_id: 0, stash: HashMap::new(), notifications: Vec::new() };
         let init = mcp
-            .request("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "catalog-test", "version": "0"}}))
+            .request("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "cos-test", "version": "0"}}))
             .await;
         assert_eq!(init["result"]["serverInfo"]["name"], "cos", "{init}");
-        mcp.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized", "params": {}})).await;
+        mcp.notify("notifications/initialized", json!({})).await;
         mcp
+    }
+}
+
+impl Mcp {
+    /// Start `cos mcp` against `env` with state and project in `dir`, configuration `options`
+    /// (a JSON object) and extra environment variables.
+    pub async fn start(env: &Env, dir: &Path, options: &str, extra_env: &[(&'static str, &str)]) -> Mcp {
+        Mcp::start_in(env, dir, dir, options, extra_env).await
+    }
+
+    /// Like [`Mcp::start`], with the state (and HOME) in `state` and the project in `project`.
+    pub async fn start_in(env: &Env, state: &Path, project: &Path, options: &str, extra_env: &[(&'static str, &str)]) -> Mcp {
+        let mut setup = Setup::new(env, state, project);
+        setup.options = options;
+        setup.extra_env = extra_env.iter().map(|(k, v)| (*k, v.to_string())).collect();
+        setup.start().await
     }
 
     async fn send(&mut self, message: Value) {
@@ -92,24 +127,35 @@ impl Mcp {
         stdin.flush().await.expect("flush to cos mcp");
     }
 
-    /// Send one request and return its response; every stdout line must be JSON-RPC.
-    pub async fn request(&mut self, method: &str, params: Value) -> Value {
-        self.next_id += 1;
-        let id = self.next_id;
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await;
+    /// The response to `id`, keeping other responses for later and notifications in
+    /// [`Mcp::notifications`]. Every stdout line must be JSON-RPC.
+    pub async fn response(&mut self, id: u64) -> Value {
+        if let Some(v) = self.stash.remove(&id) {
+            return v;
+        }
         loop {
             let line = tokio::time::timeout(ANSWER_LIMIT, self.lines.next_line())
                 .await
-                .unwrap_or_else(|_| panic!("no answer to {method} in time"))
+                .unwrap_or_else(|_| panic!("no answer to request {id} in time"))
                 .expect("read stdout")
                 .expect("stdout open");
             let msg: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("non-protocol output on stdout {line:?}: {e}"));
             assert_eq!(msg["jsonrpc"], "2.0", "{msg}");
-            // Notifications (progress, logs) carry no id.
-            if msg["id"].as_u64() == Some(id) {
+            let Some(got) = msg["id"].as_u64() else {
+                self.notifications.push(msg);
+                continue;
+            };
+            if got == id {
                 return msg;
             }
+            self.stash.insert(got, msg);
         }
+    }
+
+    /// Send one request and return its response.
+    pub async fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send_request(method, params).await;
+        self.response(id).await
     }
 
     /// Every listed tool.
@@ -193,6 +239,21 @@ impl Mcp {
         }
         let answer = self.request("tools/call", params).await;
         answer.get("result").cloned().unwrap_or_else(|| panic!("{name}: no result: {answer}"))
+    }
+
+    /// A `tools/call` result in session `session` (sent as `_meta`; `None` = the default one).
+    pub async fn call_in(&mut self, name: &str, args: Value, session: Option<&str>) -> Value {
+        let answer = self.request("tools/call", Self::call_params(name, args, session)).await;
+        answer.get("result").cloned().unwrap_or_else(|| panic!("{name}: no result: {answer}"))
+    }
+
+    /// `tools/call` parameters, with the session as `_meta` when given.
+    pub fn call_params(name: &str, args: Value, session: Option<&str>) -> Value {
+        let mut params = json!({"name": name, "arguments": args});
+        if let Some(s) = session {
+            params["_meta"] = json!({"createos/session": s});
+        }
+        params
     }
 
     /// The names of every listed tool.
