@@ -24,8 +24,13 @@ pub struct ApiError {
     pub fields: BTreeMap<String, String>,
     /// `X-Request-Id` (or `X-Fc-Request-Id`) of the answer.
     pub request_id: Option<String>,
-    /// Method and path template, e.g. `GET /v1/sandboxes/{id}` (no ids, no query).
+    /// Method and path template, e.g. `GET /v1/sandboxes/{id}` (no ids, no query): stable, for
+    /// matching and grouping.
     pub endpoint: String,
+    /// The path the request was sent to, with its ids (no query), e.g. `/v1/sandboxes/sb-…`;
+    /// shown in messages so they name the resource. `None` when the error was not built from a
+    /// sent request.
+    pub path: Option<String>,
     /// `Retry-After` of the answer, when present.
     pub retry_after: Option<Duration>,
 }
@@ -39,6 +44,7 @@ impl fmt::Debug for ApiError {
             .field("fields", &self.fields)
             .field("request_id", &self.request_id)
             .field("endpoint", &self.endpoint)
+            .field("path", &self.path)
             .field("retry_after", &self.retry_after)
             .finish()
     }
@@ -46,7 +52,11 @@ impl fmt::Debug for ApiError {
 
 impl fmt::Display for ApiError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} failed with HTTP {}: {}", self.endpoint, self.status, self.message)?;
+        match (&self.path, self.endpoint.split_once(' ')) {
+            (Some(path), Some((method, _))) => write!(f, "{method} {path}")?,
+            _ => f.write_str(&self.endpoint)?,
+        }
+        write!(f, " failed with HTTP {}: {}", self.status, self.message)?;
         if let Some(code) = &self.code {
             write!(f, " [{code}]")?;
         }
@@ -161,6 +171,30 @@ pub enum Error {
 }
 
 impl Error {
+    /// The same error with the request's concrete path recorded in its [`ApiError`].
+    pub(crate) fn at_path(mut self, path: &str) -> Self {
+        if let Some(api) = self.api_mut() {
+            let bare = path.split_once('?').map_or(path, |(p, _)| p);
+            api.path = Some(bare.to_string());
+        }
+        self
+    }
+
+    fn api_mut(&mut self) -> Option<&mut ApiError> {
+        match self {
+            Error::Auth(a)
+            | Error::Permission(a)
+            | Error::NotFound(a)
+            | Error::Conflict(a)
+            | Error::Validation(a)
+            | Error::PaymentRequired(a)
+            | Error::Server(a)
+            | Error::Api(a) => Some(a),
+            Error::RateLimited { api, .. } => Some(api),
+            _ => None,
+        }
+    }
+
     /// The control plane's answer, for HTTP-mapped variants.
     pub fn api(&self) -> Option<&ApiError> {
         match self {

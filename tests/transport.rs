@@ -154,6 +154,9 @@ async fn errors_are_typed_and_carry_the_request() {
     let Error::NotFound(api) = &err else { panic!("{err:?}") };
     assert_eq!(api.status, 404);
     assert_eq!(api.endpoint, "GET /v1/sandboxes/{id}");
+    // the message names the resource; the template stays available for matching
+    assert_eq!(api.path.as_deref(), Some("/v1/sandboxes/sb-01NOTTHERE0000000000000000"));
+    assert!(err.to_string().contains("GET /v1/sandboxes/sb-01NOTTHERE0000000000000000 failed with HTTP 404"), "{err}");
     assert!(api.request_id.is_some());
     assert!(api.message.contains("sandbox not found"), "{}", api.message);
 

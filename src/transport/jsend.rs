@@ -45,6 +45,7 @@ pub fn error_from_answer(endpoint: &str, status: u16, headers: &HeaderMap, body:
         fields: BTreeMap::new(),
         request_id: request_id(headers),
         endpoint: endpoint.to_string(),
+        path: None,
         retry_after: retry_after(headers),
     };
     match serde_json::from_slice::<Value>(body) {

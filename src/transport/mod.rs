@@ -153,7 +153,7 @@ impl Transport {
                         _ => false,
                     };
                     if !retry_with_new {
-                        return Err(Error::Auth(api));
+                        return Err(Error::Auth(api).at_path(&path));
                     }
                     refreshed = true;
                 }
@@ -162,7 +162,7 @@ impl Transport {
                     tokio::time::sleep(delay).await;
                     attempt += 1;
                 }
-                (Err(err), Verdict::GiveUp) => return Err(err),
+                (Err(err), Verdict::GiveUp) => return Err(err.at_path(&path)),
             }
         }
     }
@@ -270,7 +270,7 @@ impl Transport {
         }
         // An upload may legitimately take longer than the per-request budget; the caller bounds it.
         let _ = timeout;
-        self.attempt(&label, request, None, &|resp| async move { Ok(resp) }, true).await
+        self.attempt(&label, request, None, &|resp| async move { Ok(resp) }, true).await.map_err(|e| e.at_path(&path))
     }
 }
 

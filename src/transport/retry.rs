@@ -70,6 +70,7 @@ mod tests {
             fields: Default::default(),
             request_id: None,
             endpoint: String::new(),
+            path: None,
             retry_after,
         })
     }

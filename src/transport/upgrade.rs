@@ -251,6 +251,7 @@ pub(crate) async fn upgrade(transport: &Transport, call: Call, protocol: &'stati
         }
     })
     .await
+    .map_err(|e| e.at_path(&path))
 }
 
 /// The request head, credential included (never logged).

@@ -231,6 +231,7 @@ mod tests {
             fields: fields.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             request_id: None,
             endpoint: String::new(),
+            path: None,
             retry_after: None,
         })
     }
