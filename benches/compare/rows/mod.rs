@@ -32,10 +32,10 @@ pub struct Row {
     pub run: RunRow,
 }
 
-/// Every row, in table order (latency rows first, bulk transfers last). Note: every row shares
-/// one bench sandbox, and exec latency against the emulator was seen to grow as earlier rows
-/// pile up processes in it (the `cos mcp` row measures ~15 ms per call alone, ~140 ms after the
-/// exec/stream/attach rows), so a row's absolute figures depend on what ran before it.
+/// Every row, in table order (latency rows first, bulk transfers last). Every row shares one
+/// bench sandbox and one emulator. (Exec latency used to grow once the stream row had left
+/// hundreds of MiB of journaled output in the emulator: each fork copied its page tables. The
+/// journal now lives in memory left out of forked children; see `mocks/src/process/arena.rs`.)
 pub fn all() -> Vec<Row> {
     vec![
         exec::row(),

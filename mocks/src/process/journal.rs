@@ -6,6 +6,8 @@ use std::collections::VecDeque;
 
 use bytes::Bytes;
 
+use super::arena::Arena;
+
 /// Which output a chunk came from (the `stream` field of a `data` event).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OutputStream {
@@ -59,6 +61,8 @@ pub enum Replay {
 #[derive(Debug)]
 pub struct Journal {
     chunks: VecDeque<Chunk>,
+    /// Where chunk bytes are kept (out of forked children).
+    arena: Arena,
     retained_bytes: usize,
     budget: usize,
     last_seq: u64,
@@ -72,7 +76,7 @@ const READ_SIZE: usize = 64 * 1024;
 impl Journal {
     /// A journal keeping at most `budget` bytes (at least 1).
     pub fn new(budget: usize) -> Self {
-        Journal { chunks: VecDeque::new(), retained_bytes: 0, budget: budget.max(1), last_seq: 0, total_bytes: 0 }
+        Journal { chunks: VecDeque::new(), arena: Arena::default(), retained_bytes: 0, budget: budget.max(1), last_seq: 0, total_bytes: 0 }
     }
 
     /// Largest chunk the journal accepts: one read's worth, never above the budget.
@@ -82,11 +86,10 @@ impl Journal {
 
     /// Appends output and returns its sequence number; data larger than `max_chunk()` is
     /// split over several chunks.
-    pub fn push(&mut self, stream: OutputStream, data: Bytes) -> u64 {
+    pub fn push(&mut self, stream: OutputStream, data: &[u8]) -> u64 {
         let max = self.max_chunk();
-        let mut rest = data;
-        while !rest.is_empty() {
-            let piece = rest.split_to(rest.len().min(max));
+        for piece in data.chunks(max) {
+            let piece = self.arena.copy(piece);
             self.last_seq += 1;
             self.retained_bytes += piece.len();
             let offset = self.total_bytes;
@@ -151,8 +154,8 @@ mod tests {
     fn sequences_start_at_one_and_replay_after() {
         let mut j = Journal::new(1024);
         assert_eq!(j.window(), Window { oldest_seq: 0, newest_seq: 0, bytes: 0, total_bytes: 0 });
-        assert_eq!(j.push(OutputStream::Stdout, Bytes::from_static(b"ab")), 1);
-        assert_eq!(j.push(OutputStream::Stderr, Bytes::from_static(b"cd")), 2);
+        assert_eq!(j.push(OutputStream::Stdout, (b"ab")), 1);
+        assert_eq!(j.push(OutputStream::Stderr, (b"cd")), 2);
         assert_eq!(seqs(j.after(0, usize::MAX)), vec![1, 2]);
         assert_eq!(seqs(j.after(1, usize::MAX)), vec![2]);
         assert!(seqs(j.after(2, usize::MAX)).is_empty());
@@ -164,7 +167,7 @@ mod tests {
     fn eviction_keeps_budget_and_reports_expiry() {
         let mut j = Journal::new(10);
         for _ in 0..5 {
-            j.push(OutputStream::Stdout, Bytes::from_static(b"xxxx"));
+            j.push(OutputStream::Stdout, (b"xxxx"));
         }
         let w = j.window();
         assert_eq!(w, Window { oldest_seq: 4, newest_seq: 5, bytes: 8, total_bytes: 20 });
@@ -177,12 +180,12 @@ mod tests {
     #[test]
     fn oversized_pushes_are_split_and_limit_applies() {
         let mut j = Journal::new(4);
-        let last = j.push(OutputStream::Pty, Bytes::from_static(b"0123456789"));
+        let last = j.push(OutputStream::Pty, (b"0123456789"));
         assert_eq!(last, 3);
         assert_eq!(j.window(), Window { oldest_seq: 3, newest_seq: 3, bytes: 2, total_bytes: 10 });
         let mut j = Journal::new(100);
         for _ in 0..4 {
-            j.push(OutputStream::Stdout, Bytes::from_static(b"12345"));
+            j.push(OutputStream::Stdout, (b"12345"));
         }
         assert_eq!(seqs(j.after(0, 11)), vec![1, 2]);
         assert_eq!(seqs(j.after(0, 1)), vec![1]);

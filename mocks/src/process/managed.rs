@@ -236,7 +236,7 @@ impl ManagedProcess {
         let proc = Self::build(launch, 0, None, 0, None, Phase::Failed, Some(exit), None);
         {
             let mut st = proc.lock();
-            st.journal.push(stream, Bytes::from(message));
+            st.journal.push(stream, message.as_bytes());
             st.tree_exited = true;
             st.finished_at = Some(proc.created_at.clone());
             st.exit_seq = Some(st.journal.newest_seq());
@@ -325,7 +325,7 @@ impl ManagedProcess {
 
     /// Appends output to the journal.
     pub(super) fn push_output(&self, stream: OutputStream, data: &[u8]) {
-        self.lock().journal.push(stream, Bytes::copy_from_slice(data));
+        self.lock().journal.push(stream, data);
         self.bump();
     }
 

@@ -7,6 +7,7 @@
 //! [`ProcessTable::kill_all`] on shutdown; `/_mock/stats` reads
 //! [`ProcessTable::live_count`].
 
+mod arena;
 mod connect;
 mod fdio;
 mod frames;
