@@ -154,8 +154,8 @@ mod tests {
     fn sequences_start_at_one_and_replay_after() {
         let mut j = Journal::new(1024);
         assert_eq!(j.window(), Window { oldest_seq: 0, newest_seq: 0, bytes: 0, total_bytes: 0 });
-        assert_eq!(j.push(OutputStream::Stdout, (b"ab")), 1);
-        assert_eq!(j.push(OutputStream::Stderr, (b"cd")), 2);
+        assert_eq!(j.push(OutputStream::Stdout, b"ab"), 1);
+        assert_eq!(j.push(OutputStream::Stderr, b"cd"), 2);
         assert_eq!(seqs(j.after(0, usize::MAX)), vec![1, 2]);
         assert_eq!(seqs(j.after(1, usize::MAX)), vec![2]);
         assert!(seqs(j.after(2, usize::MAX)).is_empty());
@@ -167,7 +167,7 @@ mod tests {
     fn eviction_keeps_budget_and_reports_expiry() {
         let mut j = Journal::new(10);
         for _ in 0..5 {
-            j.push(OutputStream::Stdout, (b"xxxx"));
+            j.push(OutputStream::Stdout, b"xxxx");
         }
         let w = j.window();
         assert_eq!(w, Window { oldest_seq: 4, newest_seq: 5, bytes: 8, total_bytes: 20 });
@@ -180,12 +180,12 @@ mod tests {
     #[test]
     fn oversized_pushes_are_split_and_limit_applies() {
         let mut j = Journal::new(4);
-        let last = j.push(OutputStream::Pty, (b"0123456789"));
+        let last = j.push(OutputStream::Pty, b"0123456789");
         assert_eq!(last, 3);
         assert_eq!(j.window(), Window { oldest_seq: 3, newest_seq: 3, bytes: 2, total_bytes: 10 });
         let mut j = Journal::new(100);
         for _ in 0..4 {
-            j.push(OutputStream::Stdout, (b"12345"));
+            j.push(OutputStream::Stdout, b"12345");
         }
         assert_eq!(seqs(j.after(0, 11)), vec![1, 2]);
         assert_eq!(seqs(j.after(0, 1)), vec![1]);
