@@ -192,6 +192,54 @@ async fn only_changed_files_travel() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_large_first_sync_travels_as_concurrent_streams_and_arrives_whole() {
+    let f = fixture().await;
+    // enough files for more than one stream; each file holds its own path
+    let files = 8_200;
+    let root = f.local.clone();
+    tokio::task::spawn_blocking(move || {
+        for i in 0..files {
+            let dir = root.join(format!("d{:02}", i / 200));
+            if i % 200 == 0 {
+                std::fs::create_dir_all(&dir).unwrap();
+            }
+            std::fs::write(dir.join(format!("f{i:05}")), format!("./d{:02}/f{i:05}\n", i / 200)).unwrap();
+        }
+    })
+    .await
+    .unwrap();
+    guarded(async {
+        let sent = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let seen = Arc::clone(&sent);
+        let options = f.options(SyncMode::OneWay).progress(move |bytes, _| {
+            seen.fetch_max(bytes, std::sync::atomic::Ordering::Relaxed);
+        });
+        let syncer =
+            Syncer::new(Arc::new(ApiRemote::new(f.sb.clone())), &f.local, "/root/big/tree", options).expect("syncer");
+        f.env.reset_stats().await;
+        let first = syncer.run().await.unwrap();
+        assert_eq!(first.pushed.len(), files);
+        assert!(f.env.requests("uploadFile").await >= 2, "more than one stream");
+        // progress counts every stream's bytes together
+        assert_eq!(sent.load(std::sync::atomic::Ordering::Relaxed), first.bytes_sent);
+
+        // every file arrived with its content
+        let check = "cd /root/big/tree && find . -type f -exec awk 'FNR == 1 { n++; if ($0 != FILENAME) bad++ } \
+                     END { print n + 0, bad + 0 }' {} +  | awk '{ n += $1; bad += $2 } END { print n, bad }'";
+        let out = f.sb.exec("sh", ["-c", check]).await.unwrap();
+        assert!(out.success(), "{out:?}");
+        assert_eq!(out.stdout.trim(), format!("{files} 0"));
+
+        // exact mtimes came through every stream: nothing is left to do
+        f.env.reset_stats().await;
+        let again = syncer.run().await.unwrap();
+        assert!(again.is_noop(), "{again:?}");
+        assert_eq!(f.env.requests("uploadFile").await, 0);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn unsafe_paths_are_refused_before_anything_is_sent() {
     let f = fixture().await;
     f.write("a.txt", "A");

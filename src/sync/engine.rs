@@ -9,6 +9,7 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 
 use super::guest_side;
+use super::push;
 use super::plan::{hash_candidates, plan, Plan};
 use super::state::{self, Meta, SyncState, Synced};
 use super::{safety, Conflict, SyncMode, SyncOptions, SyncReport};
@@ -276,8 +277,7 @@ impl Syncer {
         send.extend(copies.iter().map(|(_, copy)| copy.clone()));
         if !send.is_empty() {
             let names: Vec<String> = send.iter().cloned().collect();
-            let archive = || transfer::tar_of(self.local.clone(), names.clone());
-            report.bytes_sent += transfer::put_tar_rebuilt(&*self.remote, &self.remote_dir, archive, None, progress).await?;
+            report.bytes_sent += push::push_files(&*self.remote, &self.local, &self.remote_dir, names, progress).await?;
             report.pushed = plan.push.clone();
         }
         // 3. deletions

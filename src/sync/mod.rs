@@ -20,7 +20,8 @@
 //! the credential deny-list, VCS metadata). Guest paths are judged by the same name filters,
 //! and a guest path is out of scope when the local scan left that path (or a directory above
 //! it) out — so a locally ignored `target/` in the guest is never deleted nor pulled.
-//! Changed files travel in one tar stream per direction; the guest manifest comes from the
+//! Changed files travel in one tar stream per direction (a large set going up as a few
+//! concurrent streams, each unpacked by its own `tar`, see `push`); the guest manifest comes from the
 //! guest helper's `manifest` operation. Paths that are not valid UTF-8 are skipped and listed.
 //!
 //! Safety (checked before anything is sent, see [`safety`]): the local directory may not be
@@ -44,6 +45,7 @@
 mod engine;
 mod guest_side;
 mod plan;
+mod push;
 pub mod safety;
 pub mod state;
 mod watch;

@@ -42,24 +42,20 @@ pub fn tar_of(root: PathBuf, mut names: Vec<String>) -> TarReader {
 
 fn write_tar(root: &Path, names: &[String], out: ChannelWriter) -> io::Result<()> {
     let mut builder = tar::Builder::new(out);
-    let mut done_dirs: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
-    for name in names {
-        let mut prefix = String::new();
-        let parts: Vec<&str> = name.split('/').collect();
-        for part in &parts[..parts.len() - 1] {
-            if !prefix.is_empty() {
-                prefix.push('/');
-            }
-            prefix.push_str(part);
-            if done_dirs.insert(prefix.clone()) {
-                let meta = std::fs::symlink_metadata(root.join(&prefix))?;
-                if !meta.is_dir() {
-                    return Err(io::Error::other(format!("{prefix} is no longer a directory")));
-                }
-                let mut header = header_for(&meta, EntryType::Directory, 0);
-                builder.append_data(&mut header, format!("{prefix}/"), io::empty())?;
-            }
+    // Every directory goes first, parents before children, then the files. Creating the
+    // whole directory skeleton before any file lets the guest's file system spread the
+    // directories over its allocation groups (ext4's Orlov allocator sees them together),
+    // so files land in fresh groups instead of crowding one; interleaving directories and
+    // files made unpacking 20,000 files several times slower.
+    for dir in parent_dirs(names) {
+        let meta = std::fs::symlink_metadata(root.join(&dir))?;
+        if !meta.is_dir() {
+            return Err(io::Error::other(format!("{dir} is no longer a directory")));
         }
+        let mut header = header_for(&meta, EntryType::Directory, 0);
+        builder.append_data(&mut header, format!("{dir}/"), io::empty())?;
+    }
+    for name in names {
         let full = root.join(name);
         let meta = std::fs::symlink_metadata(&full)?;
         append_exact_mtime(&mut builder, &meta)?;
@@ -84,6 +80,18 @@ fn write_tar(root: &Path, names: &[String], out: ChannelWriter) -> io::Result<()
     }
     let mut out = builder.into_inner()?;
     out.send()
+}
+
+/// Every parent directory of `names`, each once, a parent before its children.
+fn parent_dirs(names: &[String]) -> Vec<String> {
+    let mut dirs = std::collections::BTreeSet::new();
+    for name in names {
+        dirs.extend(name.match_indices('/').map(|(i, _)| &name[..i]));
+    }
+    // a parent is a prefix of its children, so it sorts before them by depth first
+    let mut dirs: Vec<&str> = dirs.into_iter().collect();
+    dirs.sort_by_key(|d| d.matches('/').count());
+    dirs.into_iter().map(str::to_string).collect()
 }
 
 /// A PAX extended header (`x`) giving the next entry's mtime to the nanosecond: the plain
@@ -203,6 +211,27 @@ impl futures::Stream for ReceiverStream {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn directories_come_first_parents_before_children() {
+        let names = ["b/c/d.txt".to_string(), "a.txt".to_string(), "b/e.txt".to_string(), "f/g.txt".to_string()];
+        assert_eq!(parent_dirs(&names), ["b", "f", "b/c"]);
+        let dir = tempfile::tempdir().unwrap();
+        for name in &names {
+            let path = dir.path().join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, name).unwrap();
+        }
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let mut bytes = Vec::new();
+        rt.block_on(tokio::io::AsyncReadExt::read_to_end(&mut tar_of(dir.path().to_path_buf(), names.to_vec()), &mut bytes))
+            .unwrap();
+        let mut archive = tar::Archive::new(&bytes[..]);
+        let order: Vec<String> =
+            archive.entries().unwrap().map(|e| e.unwrap().path().unwrap().to_string_lossy().into_owned()).collect();
+        let order: Vec<&str> = order.iter().map(String::as_str).filter(|p| !p.starts_with("PaxHeaders")).collect();
+        assert_eq!(order, ["b/", "f/", "b/c/", "a.txt", "b/c/d.txt", "b/e.txt", "f/g.txt"]);
+    }
 
     #[test]
     fn pax_records_count_their_own_length() {

@@ -34,7 +34,8 @@ fn method(sizes: &Sizes) -> String {
          identical copy per contender, synced one way into the sandbox whose port 22 is the host's real \
          OpenSSH `sshd`.\n\n\
          - **initial**: every sample syncs the whole tree into a fresh, empty guest directory (removed \
-         afterwards, untimed). {iw} warm-up round(s), then {ir} rounds, alternating.\n\
+         afterwards, untimed, after checking that the guest holds every file with its size). {iw} \
+         warm-up round(s), then {ir} rounds, alternating.\n\
          - **incremental**: the guest directory already matches; before each sample (untimed) {changed} \
          files of that contender's copy are rewritten with one more line, then the sync is timed. {cw} \
          warm-up round(s), then {cr} rounds, alternating. Our engine's report must list exactly those \
@@ -42,7 +43,8 @@ fn method(sizes: &Sizes) -> String {
          Contenders:\n\
          - **`Syncer` over SSH**: `Syncer::new(SshRemote, …, SyncOptions::new(SyncMode::OneWay))` — scan \
          (walk + filters), the guest manifest from the guest helper, the changed files in one tar stream \
-         through an SSH exec channel.\n\
+         through an SSH exec channel (thousands of files: up to 4 concurrent streams, each unpacked by its \
+         own `tar`).\n\
          - **`Syncer` over the files API**: the same engine with `ApiRemote` (what `cos sync` uses): the \
          tar goes up through the files API and is unpacked with exec.\n\
          - **`rsync -a` over ssh**: `rsync -a --mkpath -e 'ssh -p <port> -i <key> …' <copy>/ \
@@ -132,14 +134,18 @@ fn body(index: usize, len: usize) -> Vec<u8> {
     line.as_bytes().iter().copied().cycle().take(len).collect()
 }
 
+/// Size of generated file `i` (256 B–4 KiB).
+fn file_len(i: usize) -> usize {
+    256 + (i * 7919) % 3841
+}
+
 fn generate(root: &Path, files: usize) -> anyhow::Result<()> {
     for i in 0..files {
         let dir = root.join(format!("src/d{:03}", i / FILES_PER_DIR));
         if i % FILES_PER_DIR == 0 {
             std::fs::create_dir_all(&dir)?;
         }
-        let len = 256 + (i * 7919) % 3841;
-        std::fs::write(dir.join(format!("f{:03}.txt", i % FILES_PER_DIR)), body(i, len))?;
+        std::fs::write(dir.join(format!("f{:03}.txt", i % FILES_PER_DIR)), body(i, file_len(i)))?;
     }
     Ok(())
 }
@@ -232,6 +238,23 @@ impl SyncContender {
         Ok(())
     }
 
+    /// Untimed check that the guest tree holds every file with its size: the file count and
+    /// the byte total must equal the local copy's.
+    async fn verify_remote(&self, target: &str) -> anyhow::Result<()> {
+        let script = format!(
+            "find {} -type f -printf '%s\\n' | awk '{{n++; s+=$1}} END {{print n+0, s+0}}'",
+            createos_sandbox::ssh::shell_quote(target)
+        );
+        let out = match &self.side {
+            Way::Ours(remote) => remote.run_sh(&script, Vec::new(), Vec::new()).await?.stdout,
+            Way::Rsync(rig) => rig.ssh.exec(&script).await?.stdout_text().into_owned(),
+        };
+        let bytes: u64 = (0..self.files).map(|i| file_len(i) as u64).sum();
+        let expected = format!("{} {bytes}", self.files);
+        ensure!(out.trim() == expected, "{}: the guest holds {:?} (files bytes), expected {expected}", self.label, out.trim());
+        Ok(())
+    }
+
     async fn remove_remote(&self, target: &str) -> anyhow::Result<()> {
         let script = format!("rm -rf {}", createos_sandbox::ssh::shell_quote(target));
         let done = match &self.side {
@@ -266,6 +289,7 @@ impl Contender for SyncContender {
                 (_, None) => {}
             }
             if self.phase == Phase::Initial {
+                self.verify_remote(&target).await?;
                 self.remove_remote(&target).await?;
             }
             Ok(Sample::time(elapsed))
