@@ -1,16 +1,17 @@
 //! Writing the tar archive from exactly the scanned list.
 //!
-//! Every entry gets an explicit GNU header written here (no recursion into directories, so no
-//! unlisted file can slip in): directories implied by the files come first with their own
+//! Every entry gets an explicit GNU header (a `tar::Header`) laid out here, with no recursion
+//! into directories, so no unlisted file can slip in: directories implied by the files come first with their own
 //! modes, then the files and symlinks. Names or link targets longer than the 100-byte header
 //! fields get a GNU long-name (`L`) / long-link (`K`) entry before them, which GNU tar and
 //! bsdtar both read. Owners are uid/gid 0 with empty user and group names; modes and mtimes
 //! are the scanned ones, so writing the same snapshot twice gives the same bytes.
 //!
-//! File contents are read now, ahead of the writer on reader threads (`prefetch`). Each file
-//! is opened once (`O_NOFOLLOW | O_NONBLOCK`) and judged through that handle: one whose size
-//! differs from the scan, which grows or shrinks while it is read, or which is no longer the
-//! scanned file (another inode, a symlink, a fifo) aborts the archive with an error. After such an error nothing more is written (not even the
+//! File contents are read now, ahead of the writer on reader threads (`prefetch`), which also
+//! lay out the entries' bytes. Each file is opened once (`O_NOFOLLOW | O_NONBLOCK`) and judged
+//! through that handle: one whose size differs from the scan, which grows or shrinks while it
+//! is read, or which is no longer the scanned file (another inode, a symlink, a fifo) aborts
+//! the archive with an error. After such an error nothing more is written (not even the
 //! end-of-archive blocks or the gzip trailer), so a partial output can never pass for a
 //! complete archive.
 
@@ -24,7 +25,7 @@ use tar::{EntryType, Header};
 
 use super::gzip::{self, ParallelGzip};
 use super::inspect::FileId;
-use super::prefetch::{self, Content, Prefetched};
+use super::prefetch::{self, Part, Prefetched};
 use super::relpath::{ancestors, display, path_bytes};
 use super::types::{Compression, Entry, EntryKind};
 use crate::error::Error;
@@ -58,19 +59,35 @@ impl Plan {
         let dir_index: HashMap<&[u8], usize> = dirs.iter().enumerate().map(|(i, d)| (raw_name(&d.path), i)).collect();
         let mut emitted = vec![false; dirs.len()];
         let mut order = Vec::with_capacity(files.len() + dirs.len());
+        // sorted files mostly share their directory with the one before: nothing new to emit
+        let mut last_dir: &[u8] = b"";
         for (i, file) in files.iter().enumerate() {
-            for parent in ancestors(raw_name(&file.path)) {
-                if let Some(&d) = dir_index.get(parent) {
-                    if !emitted[d] {
-                        emitted[d] = true;
-                        order.push(Item::Dir(d));
+            let name = raw_name(&file.path);
+            let dir = name.iter().rposition(|b| *b == b'/').map_or(&name[..0], |end| &name[..end]);
+            if i == 0 || dir != last_dir {
+                for parent in ancestors(name) {
+                    if let Some(&d) = dir_index.get(parent) {
+                        if !emitted[d] {
+                            emitted[d] = true;
+                            order.push(Item::Dir(d));
+                        }
                     }
                 }
+                last_dir = dir;
             }
             order.push(Item::File(i));
         }
         drop(dir_index);
         Plan { root, files, dirs, ids, order }
+    }
+
+    /// The item at `index` of the archive order (panics when out of range: callers take
+    /// indexes from [`items_with_ids`](Self::items_with_ids)).
+    pub(crate) fn item(&self, index: usize) -> (&Entry, Option<FileId>) {
+        match self.order[index] {
+            Item::Dir(i) => (&self.dirs[i], None),
+            Item::File(i) => (&self.files[i], self.ids.get(i).copied()),
+        }
     }
 
     fn items(&self) -> impl Iterator<Item = &Entry> {
@@ -79,26 +96,25 @@ impl Plan {
 
     /// The entries in archive order; files come with their identity at the scan.
     pub(crate) fn items_with_ids(&self) -> impl Iterator<Item = (&Entry, Option<FileId>)> {
-        self.order.iter().map(|item| match *item {
-            Item::Dir(i) => (&self.dirs[i], None),
-            Item::File(i) => (&self.files[i], self.ids.get(i).copied()),
-        })
+        (0..self.order.len()).map(|i| self.item(i))
     }
 
     /// The exact length of the uncompressed archive [`write`] produces.
     pub(crate) fn tar_size(&self) -> u64 {
-        let entries: u64 = self.items().map(|e| entry_len(&tar_name(e), link_target(e), e.size)).sum();
+        let entries: u64 =
+            self.items().map(|e| entry_len(tar_name_len(e), link_target(e).map(<[u8]>::len), e.size)).sum();
         entries + 2 * BLOCK
     }
 }
 
 /// Bytes of one entry: its header, any long-name/long-link entries, and the padded data.
-fn entry_len(name: &[u8], target: Option<&[u8]>, size: u64) -> u64 {
+/// (Lengths of the name as archived and of the link target.)
+fn entry_len(name_len: usize, target_len: Option<usize>, size: u64) -> u64 {
     let long = |len: usize| if len > NAME_FIELD { BLOCK + padded(len as u64 + 1) } else { 0 };
-    BLOCK + padded(size) + long(name.len()) + target.map_or(0, |t| long(t.len()))
+    BLOCK + padded(size) + long(name_len) + target_len.map_or(0, long)
 }
 
-fn padded(len: u64) -> u64 {
+pub(crate) fn padded(len: u64) -> u64 {
     len.div_ceil(BLOCK) * BLOCK
 }
 
@@ -107,13 +123,9 @@ pub(crate) fn raw_name(path: &Path) -> &[u8] {
     path_bytes(path).unwrap_or_default()
 }
 
-/// The name as stored in the archive: directories end with `/`.
-fn tar_name(entry: &Entry) -> Vec<u8> {
-    let mut name = raw_name(&entry.path).to_vec();
-    if entry.kind == EntryKind::Directory {
-        name.push(b'/');
-    }
-    name
+/// The length of the name as stored in the archive: directories end with `/`.
+fn tar_name_len(entry: &Entry) -> usize {
+    raw_name(&entry.path).len() + usize::from(entry.kind == EntryKind::Directory)
 }
 
 fn link_target(entry: &Entry) -> Option<&[u8]> {
@@ -157,8 +169,9 @@ impl<W: Write> Write for Guarded<'_, W> {
 }
 
 /// Write the archive of `plan` into `out`; returns `out` once the archive is complete. Files
-/// are read ahead on reader threads (see [`prefetch`](super::prefetch)); with gzip, deflate runs
-/// on worker threads too, and this thread only assembles the tar.
+/// are read, and their entries laid out, ahead on reader threads (see
+/// [`prefetch`](super::prefetch)); with gzip, deflate runs on worker threads too, and this
+/// thread only moves finished bytes along.
 pub(crate) fn write<W: Write>(plan: &Plan, out: W, compression: Compression) -> Result<W, Error> {
     let flags = Flags::default();
     let sink = Guarded { inner: out, flags: &flags };
@@ -182,48 +195,78 @@ pub(crate) fn write<W: Write>(plan: &Plan, out: W, compression: Compression) -> 
     })
 }
 
-/// Write every item of `plan`, its content taken from `prefetched` (dropped on return, which
-/// stops the readers).
-fn write_entries<W: Write>(plan: &Plan, mut prefetched: Prefetched, out: W, flags: &Flags) -> Result<W, Error> {
-    let mut builder = tar::Builder::new(out);
-    let mut result = Ok(());
-    for entry in plan.items() {
-        let appended = prefetched.next().and_then(|content| append(&mut builder, entry, content));
-        if let Err(e) = appended {
-            let context = if flags.sink_failed.get() {
-                "writing the archive".to_string()
-            } else {
-                format!("archiving {}", display(raw_name(&entry.path)))
-            };
-            result = Err(Error::io(context, e));
-            break;
+/// Write every batch of `prefetched` in order, then the end-of-archive blocks. `prefetched`
+/// is dropped on return, which stops the readers.
+fn write_entries<W: Write>(plan: &Plan, mut prefetched: Prefetched, mut out: W, flags: &Flags) -> Result<W, Error> {
+    let fail = |item: usize, e: io::Error| {
+        // before `out` drops (a gzip encoder would try to finish its stream)
+        flags.aborted.set(true);
+        let context = if flags.sink_failed.get() {
+            "writing the archive".to_string()
+        } else {
+            format!("archiving {}", display(raw_name(&plan.item(item).0.path)))
+        };
+        Error::io(context, e)
+    };
+    while let Some(batch) = prefetched.next() {
+        for part in batch.parts {
+            match part {
+                Part::Bytes(bytes) => out.write_all(&bytes).map_err(|e| {
+                    flags.aborted.set(true);
+                    Error::io("writing the archive", e)
+                })?,
+                Part::Stream { item, mut reader, size } => {
+                    io::copy(&mut reader, &mut out)
+                        .and_then(|_| out.write_all(&ZEROS[..(padded(size) - size) as usize]))
+                        .map_err(|e| fail(item, e))?;
+                }
+            }
+        }
+        if let Some((item, e)) = batch.failure {
+            return Err(fail(item, e));
         }
     }
     drop(prefetched);
-    if let Err(e) = result {
-        // before `builder` drops (and tries to write the end-of-archive blocks)
-        flags.aborted.set(true);
-        return Err(e);
-    }
-    builder.into_inner().map_err(|e| {
+    out.write_all(&ZEROS[..2 * BLOCK as usize]).map_err(|e| {
         flags.aborted.set(true);
         Error::io("writing the archive", e)
-    })
+    })?;
+    Ok(out)
 }
 
-fn append<W: Write>(builder: &mut tar::Builder<W>, entry: &Entry, content: Content) -> io::Result<()> {
-    let name = tar_name(entry);
+/// Zero bytes for padding and the end-of-archive blocks.
+static ZEROS: [u8; 2 * BLOCK as usize] = [0; 2 * BLOCK as usize];
+
+/// Bytes [`write_header`] appends for `entry`: its header and any long-name/long-link entries.
+pub(crate) fn header_len(entry: &Entry) -> u64 {
+    entry_len(tar_name_len(entry), link_target(entry).map(<[u8]>::len), 0)
+}
+
+/// Append the header of `entry` to `out`, after a GNU long-name (`L`) / long-link (`K`) entry
+/// for a name or link target too long for its field. The content and its padding follow.
+pub(crate) fn write_header(entry: &Entry, out: &mut Vec<u8>) {
+    let raw = raw_name(&entry.path);
+    let is_dir = entry.kind == EntryKind::Directory;
+    let name_len = tar_name_len(entry);
     let target = link_target(entry);
-    if name.len() > NAME_FIELD {
-        append_long(builder, EntryType::GNULongName, &name)?;
+    if name_len > NAME_FIELD {
+        let mut name = Vec::with_capacity(name_len);
+        name.extend_from_slice(raw);
+        if is_dir {
+            name.push(b'/');
+        }
+        write_long(out, EntryType::GNULongName, &name);
     }
     if let Some(target) = target.filter(|t| t.len() > NAME_FIELD) {
-        append_long(builder, EntryType::GNULongLink, target)?;
+        write_long(out, EntryType::GNULongLink, target);
     }
 
-    let mut header = Header::new_gnu();
+    let mut header = blank_header();
     let fields = header.as_old_mut();
-    copy_truncated(&mut fields.name, &name);
+    copy_truncated(&mut fields.name, raw);
+    if is_dir && raw.len() < NAME_FIELD {
+        fields.name[raw.len()] = b'/';
+    }
     if let Some(target) = target {
         copy_truncated(&mut fields.linkname, target);
     }
@@ -232,32 +275,77 @@ fn append<W: Write>(builder: &mut tar::Builder<W>, entry: &Entry, content: Conte
         EntryKind::Symlink { .. } => EntryType::Symlink,
         EntryKind::Directory => EntryType::Directory,
     });
-    header.set_mode(entry.mode);
-    header.set_uid(0);
-    header.set_gid(0);
-    header.set_mtime(entry.mtime);
-    header.set_size(entry.size);
-    header.set_cksum();
+    finish_header(&mut header, entry.mode, entry.mtime, entry.size);
+    out.extend_from_slice(header.as_bytes());
+}
 
-    match content {
-        Content::Header => builder.append(&header, io::empty()),
-        Content::Bytes(bytes) => builder.append(&header, &bytes[..]),
-        Content::Open(reader) => builder.append(&header, reader),
+/// A GNU header with what every entry shares — owner and group 0, empty owner names — and
+/// nothing else. Built once; each header starts as a copy.
+fn blank_header() -> Header {
+    static BLANK: std::sync::LazyLock<Header> = std::sync::LazyLock::new(|| {
+        let mut header = Header::new_gnu();
+        header.set_uid(0);
+        header.set_gid(0);
+        header
+    });
+    BLANK.clone()
+}
+
+/// Fill in mode, mtime and size, then the checksum: the bytes `tar::Header`'s setters write
+/// (checked by a test), without the string formatting they do for every field, which showed
+/// in profiles of large snapshots.
+fn finish_header(header: &mut Header, mode: u32, mtime: u64, size: u64) {
+    // past this the setters switch to GNU's binary number form: leave those rare values to them
+    const OCTAL_LIMIT: u64 = 1 << 33;
+    let fields = header.as_old_mut();
+    octal_into(&mut fields.mode, u64::from(mode));
+    if mtime < OCTAL_LIMIT {
+        octal_into(&mut fields.mtime, mtime);
+    } else {
+        header.set_mtime(mtime);
+    }
+    if size < OCTAL_LIMIT {
+        octal_into(&mut header.as_old_mut().size, size);
+    } else {
+        header.set_size(size);
+    }
+    // the checksum counts its own field as spaces
+    let bytes = header.as_mut_bytes();
+    bytes[CKSUM].fill(b' ');
+    let sum: u64 = bytes.iter().map(|b| u64::from(*b)).sum();
+    octal_into(&mut bytes[CKSUM], sum);
+}
+
+/// Where the checksum field lies in a header.
+const CKSUM: std::ops::Range<usize> = 148..156;
+
+/// `value` in octal, right-aligned and zero-padded, then a NUL, as tar's octal fields are
+/// (digits that do not fit are dropped from the left, as the `tar` crate does).
+fn octal_into(field: &mut [u8], mut value: u64) {
+    if let Some((last, digits)) = field.split_last_mut() {
+        *last = 0;
+        for slot in digits.iter_mut().rev() {
+            *slot = b'0' + (value & 7) as u8;
+            value >>= 3;
+        }
     }
 }
 
+/// Append zeros after `len` bytes of content, up to a whole block.
+fn pad(out: &mut Vec<u8>, len: u64) {
+    out.extend_from_slice(&ZEROS[..(padded(len) - len) as usize]);
+}
+
 /// A GNU `././@LongLink` entry holding a long name or link target (NUL-terminated).
-fn append_long<W: Write>(builder: &mut tar::Builder<W>, kind: EntryType, value: &[u8]) -> io::Result<()> {
-    let mut header = Header::new_gnu();
+fn write_long(out: &mut Vec<u8>, kind: EntryType, value: &[u8]) {
+    let mut header = blank_header();
     copy_truncated(&mut header.as_old_mut().name, b"././@LongLink");
     header.set_entry_type(kind);
-    header.set_mode(0o644);
-    header.set_uid(0);
-    header.set_gid(0);
-    header.set_mtime(0);
-    header.set_size(value.len() as u64 + 1);
-    header.set_cksum();
-    builder.append(&header, value.chain(&[0u8][..]))
+    finish_header(&mut header, 0o644, 0, value.len() as u64 + 1);
+    out.extend_from_slice(header.as_bytes());
+    out.extend_from_slice(value);
+    out.push(0);
+    pad(out, value.len() as u64 + 1);
 }
 
 fn copy_truncated(field: &mut [u8], value: &[u8]) {
@@ -374,12 +462,40 @@ mod tests {
     }
 
     #[test]
+    fn headers_match_what_the_tar_crate_writes() {
+        for (kind, mode, mtime, size) in [
+            (EntryType::Regular, 0o644, 0, 0),
+            (EntryType::Regular, 0o7777, 1_764_000_000, 4095),
+            (EntryType::Directory, 0o755, 1, 0),
+            (EntryType::Symlink, 0o777, (1 << 33) - 1, (1 << 33) - 1),
+            (EntryType::Regular, 0o600, 1 << 33, 1 << 33),
+            (EntryType::Regular, 0o640, u64::MAX, u64::MAX / 3),
+        ] {
+            let mut expected = Header::new_gnu();
+            copy_truncated(&mut expected.as_old_mut().name, b"dir/file name");
+            expected.set_entry_type(kind);
+            expected.set_mode(mode);
+            expected.set_uid(0);
+            expected.set_gid(0);
+            expected.set_mtime(mtime);
+            expected.set_size(size);
+            expected.set_cksum();
+
+            let mut ours = blank_header();
+            copy_truncated(&mut ours.as_old_mut().name, b"dir/file name");
+            ours.set_entry_type(kind);
+            finish_header(&mut ours, mode, mtime, size);
+            assert_eq!(ours.as_bytes(), expected.as_bytes(), "mode {mode:o} mtime {mtime} size {size}");
+        }
+    }
+
+    #[test]
     fn entry_lengths_account_for_long_names() {
-        assert_eq!(entry_len(b"a", None, 0), 512);
-        assert_eq!(entry_len(b"a", None, 1), 1024);
-        assert_eq!(entry_len(b"a", None, 512), 1024);
-        assert_eq!(entry_len(&[b'x'; 100], None, 0), 512, "100 bytes still fit the field");
-        assert_eq!(entry_len(&[b'x'; 101], None, 0), 512 + 512 + 512);
-        assert_eq!(entry_len(&[b'x'; 600], Some(&[b'y'; 101]), 0), 512 + (512 + 1024) + (512 + 512));
+        assert_eq!(entry_len(1, None, 0), 512);
+        assert_eq!(entry_len(1, None, 1), 1024);
+        assert_eq!(entry_len(1, None, 512), 1024);
+        assert_eq!(entry_len(100, None, 0), 512, "100 bytes still fit the field");
+        assert_eq!(entry_len(101, None, 0), 512 + 512 + 512);
+        assert_eq!(entry_len(600, Some(101), 0), 512 + (512 + 1024) + (512 + 512));
     }
 }

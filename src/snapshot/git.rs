@@ -23,10 +23,16 @@ pub(crate) struct Listing {
     pub candidates: Vec<Vec<u8>>,
     /// Gitlinks (submodules), relative to the project directory.
     pub gitlinks: BTreeSet<Vec<u8>>,
+    /// The ignored names, still being listed (see [`Ignored`]).
+    pub ignored: Running,
+}
+
+/// The names the ignore rules match.
+pub(crate) struct Ignored {
     /// Untracked ignored names (whole ignored directories once, without the trailing `/`).
-    pub ignored: Vec<Vec<u8>>,
-    /// Tracked names that the ignore rules match now (they stay home), still being listed.
-    pub ignored_tracked: Running,
+    pub untracked: Vec<Vec<u8>>,
+    /// Tracked names that the ignore rules match now (they stay home).
+    pub tracked: BTreeSet<Vec<u8>>,
 }
 
 /// A `git` command whose output a thread of its own is reading.
@@ -47,8 +53,31 @@ impl Running {
         Ok(Running { what, root: git.root.to_path_buf(), output })
     }
 
-    /// Wait for the command; its NUL-separated records, or why the listing cannot be trusted.
-    pub(crate) fn records(self) -> Result<Vec<Vec<u8>>, Error> {
+    /// Wait for the ignored listing of [`Git::list`] and sort its names.
+    pub(crate) fn ignored(self) -> Result<Ignored, Error> {
+        let (root, what) = (self.root.clone(), self.what.clone());
+        let out = self.output()?;
+        let mut ignored = Ignored { untracked: Vec::new(), tracked: BTreeSet::new() };
+        for record in split_z(&out).map_err(|m| failure(&root, &what, m.as_bytes()))? {
+            let (tracked, start) = tag(record).map_err(|m| failure(&root, &what, m))?;
+            let mut name = &record[start..];
+            if tracked {
+                ignored.tracked.insert(name.to_vec());
+                continue;
+            }
+            while let Some(dir) = name.strip_suffix(b"/") {
+                name = dir;
+            }
+            if !name.is_empty() {
+                ignored.untracked.push(name.to_vec());
+            }
+        }
+        Ok(ignored)
+    }
+
+    /// Wait for the command; its output (NUL-separated records: read them with `split_z`),
+    /// or why the listing cannot be trusted.
+    pub(crate) fn output(self) -> Result<Vec<u8>, Error> {
         let out = self
             .output
             .join()
@@ -57,7 +86,7 @@ impl Running {
         if !out.status.success() {
             return Err(failure(&self.root, &self.what, &out.stderr));
         }
-        split_z(&out.stdout).map_err(|m| failure(&self.root, &self.what, m.as_bytes()))
+        Ok(out.stdout)
     }
 }
 
@@ -102,43 +131,61 @@ impl<'a> Git<'a> {
             }
             return Err(self.failure("rev-parse --is-inside-work-tree --show-toplevel", &out.stderr));
         }
-        let top = lines.next().map(<[u8]>::trim_ascii_end).filter(|t| !t.is_empty()).ok_or_else(|| {
-            self.failure("rev-parse --show-toplevel", b"printed no top-level directory")
-        })?;
+        let top = lines
+            .next()
+            .map(<[u8]>::trim_ascii_end)
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| self.failure("rev-parse --show-toplevel", b"printed no top-level directory"))?;
         let top = String::from_utf8(top.to_vec())
             .map(PathBuf::from)
             .unwrap_or_else(|e| super::relpath::to_path(e.as_bytes()));
         Ok(Some(top))
     }
 
-    /// The listings a snapshot needs. The four `ls-files` runs are independent, so they run at
-    /// the same time, each read by its own thread (so no full pipe stalls another). The
-    /// slowest one, tracked-but-ignored, is only needed at the end of the scan: it comes back
-    /// still running, for the caller to collect after looking at the files on disk.
+    /// The listings a snapshot needs, from two `ls-files` runs at the same time, each read by
+    /// its own thread (so no full pipe stalls the other). `-t` tags every record, so one run
+    /// can hold two kinds of names without any guessing: `? name` for an untracked one, and
+    /// for a tracked one `H name` (or another letter: `S` skip-worktree, `M` unmerged).
+    ///
+    /// 1. `--stage --others --exclude-standard`: tracked files with their modes (gitlinks are
+    ///    mode 160000) plus untracked-unignored ones: the candidates.
+    /// 2. `--cached --others --ignored --exclude-standard --directory`: what the ignore rules
+    ///    match, tracked (the same matching as `git check-ignore --no-index` on each tracked
+    ///    name) and untracked. Only needed at the end of the scan, so it comes back still
+    ///    running, for the caller to collect after looking at the files on disk.
     pub(crate) fn list(&self) -> Result<Listing, Error> {
-        const STAGED: &[&str] = &["ls-files", "-z", "--stage"];
-        const UNTRACKED: &[&str] = &["ls-files", "-z", "--others", "--exclude-standard"];
-        const IGNORED_UNTRACKED: &[&str] =
-            &["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory", "--no-empty-directory"];
-        // tracked files that the ignore rules match now (a file committed once and ignored later)
-        const IGNORED_TRACKED: &[&str] = &["ls-files", "-z", "--cached", "--ignored", "--exclude-standard"];
+        const CANDIDATES: &[&str] = &["ls-files", "-z", "-t", "--stage", "--others", "--exclude-standard"];
+        const IGNORED: &[&str] = &[
+            "ls-files",
+            "-z",
+            "-t",
+            "--cached",
+            "--others",
+            "--ignored",
+            "--exclude-standard",
+            "--directory",
+            "--no-empty-directory",
+        ];
 
-        let ignored_tracked = Running::start(self, IGNORED_TRACKED)?;
-        let staged = Running::start(self, STAGED)?;
-        let untracked = Running::start(self, UNTRACKED)?;
-        let ignored_untracked = Running::start(self, IGNORED_UNTRACKED)?;
-        let (staged, untracked, ignored_untracked) =
-            (staged.records()?, untracked.records()?, ignored_untracked.records()?);
+        let ignored = Running::start(self, IGNORED)?;
+        let out = Running::start(self, CANDIDATES)?.output()?;
+        let records = split_z(&out).map_err(|m| self.failure("ls-files --stage --others", m.as_bytes()))?;
 
-        let mut candidates = untracked;
+        let mut candidates = Vec::with_capacity(records.len());
         let mut gitlinks = BTreeSet::new();
-        for record in staged {
+        for record in records {
+            let (tracked, start) = tag(record).map_err(|m| self.failure("ls-files --stage --others", m))?;
+            let rest = &record[start..];
+            if !tracked {
+                candidates.push(rest.to_vec());
+                continue;
+            }
             // "<mode> <object> <stage>\t<path>"
-            let tab = record.iter().position(|b| *b == b'\t').ok_or_else(|| {
+            let tab = rest.iter().position(|b| *b == b'\t').ok_or_else(|| {
                 self.failure("ls-files --stage", b"a record without a tab: the listing is not what Git prints")
             })?;
-            let name = record[tab + 1..].to_vec();
-            if record.starts_with(b"160000 ") {
+            let name = rest[tab + 1..].to_vec();
+            if rest.starts_with(b"160000 ") {
                 gitlinks.insert(name.clone());
             }
             candidates.push(name);
@@ -146,22 +193,20 @@ impl<'a> Git<'a> {
         // unmerged paths appear once per stage
         candidates.sort_unstable();
         candidates.dedup();
-
-        let ignored = ignored_untracked
-            .into_iter()
-            .map(|mut name| {
-                while name.last() == Some(&b'/') {
-                    name.pop();
-                }
-                name
-            })
-            .filter(|name| !name.is_empty())
-            .collect();
-        Ok(Listing { candidates, gitlinks, ignored, ignored_tracked })
+        Ok(Listing { candidates, gitlinks, ignored })
     }
 
     fn failure(&self, what: &str, stderr: &[u8]) -> Error {
         failure(self.root, what, stderr)
+    }
+}
+
+/// Whether a `-t` record is about a tracked name, and where the rest of the record starts.
+fn tag(record: &[u8]) -> Result<(bool, usize), &'static [u8]> {
+    match record {
+        [b'?', b' ', ..] => Ok((false, 2)),
+        [letter, b' ', ..] if letter.is_ascii_alphabetic() => Ok((true, 2)),
+        _ => Err(b"a record without its -t tag: the listing is not what Git prints"),
     }
 }
 
@@ -175,14 +220,14 @@ fn failure(root: &Path, what: &str, stderr: &[u8]) -> Error {
 }
 
 /// Split NUL-terminated records; output that does not end in a NUL was cut short.
-fn split_z(out: &[u8]) -> Result<Vec<Vec<u8>>, &'static str> {
+fn split_z(out: &[u8]) -> Result<Vec<&[u8]>, &'static str> {
     if out.is_empty() {
         return Ok(Vec::new());
     }
     let Some(body) = out.strip_suffix(&[0]) else {
         return Err("the -z output does not end with a NUL: the listing is truncated");
     };
-    Ok(body.split(|b| *b == 0).map(<[u8]>::to_vec).collect())
+    Ok(body.split(|b| *b == 0).collect())
 }
 
 #[cfg(test)]
@@ -191,8 +236,8 @@ mod tests {
 
     #[test]
     fn z_output_must_be_terminated() {
-        assert_eq!(split_z(b"").unwrap(), Vec::<Vec<u8>>::new());
-        assert_eq!(split_z(b"a\0b c\0").unwrap(), vec![b"a".to_vec(), b"b c".to_vec()]);
+        assert_eq!(split_z(b"").unwrap(), Vec::<&[u8]>::new());
+        assert_eq!(split_z(b"a\0b c\0").unwrap(), vec![&b"a"[..], &b"b c"[..]]);
         assert!(split_z(b"a\0trunc").is_err());
     }
 }

@@ -4,9 +4,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::Metadata;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use super::relpath::{ancestors, join, to_path};
+use super::relpath::{ancestors, join, push_name, to_path};
 use super::types::{DropReason, Entry, EntryKind};
 use crate::error::Error;
 
@@ -49,45 +49,148 @@ enum Ancestor {
     NotDir,
 }
 
+/// Below this many names one thread looks at them all (starting threads would cost more).
+const PARALLEL_MIN: usize = 512;
+
+/// What one name turned out to be.
+enum Found {
+    /// A regular file or a symlink (the target read), and which file it is.
+    Entry(Entry, FileId),
+    /// Left out: missing, a special file, or behind a parent that keeps it out.
+    Dropped(DropReason),
+}
+
 pub(crate) fn inspect(root: &Path, names: Vec<Vec<u8>>) -> Result<Inspected, Error> {
+    // Parent directories first, one thread: a few hundred at most, each looked at once. A
+    // failure there ends the scan at that name, as the sequential order would.
     let mut ancestors_seen: HashMap<Vec<u8>, Ancestor> = HashMap::new();
-    let mut out = Inspected { entries: Vec::new(), dirs: BTreeMap::new(), dropped: Vec::new() };
-
-    for name in names {
-        if let Some(reason) = blocked_by_ancestor(root, &name, &mut ancestors_seen)? {
-            out.dropped.push((name, reason));
-            continue;
-        }
-
-        let path = join(root, &name);
-        let meta = match std::fs::symlink_metadata(&path) {
-            Ok(meta) => meta,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                out.dropped.push((name, DropReason::Missing));
+    let mut blocked: Vec<Option<DropReason>> = Vec::with_capacity(names.len());
+    let mut ancestor_error = None;
+    // names come sorted, so neighbours mostly share their directory: its verdict is reused
+    let mut last: Option<(&[u8], Option<DropReason>)> = None;
+    for name in &names {
+        let dir = parent(name);
+        if let Some((last_dir, reason)) = &last {
+            if *last_dir == dir {
+                blocked.push(reason.clone());
                 continue;
             }
-            Err(e) => return Err(Error::io(format!("cannot read {}", path.display()), e)),
-        };
-        let file_type = meta.file_type();
-        let kind = if file_type.is_file() {
-            EntryKind::File
-        } else if file_type.is_symlink() {
-            let target = std::fs::read_link(&path)
-                .map_err(|e| Error::io(format!("cannot read the link {}", path.display()), e))?;
-            EntryKind::Symlink { target }
-        } else {
-            out.dropped.push((name, DropReason::Unsupported(special_kind(&meta))));
-            continue;
-        };
-        for parent in ancestors(&name) {
-            if let Some(Ancestor::Dir(dir)) = ancestors_seen.get(parent) {
-                out.dirs.entry(parent.to_vec()).or_insert_with(|| dir.clone());
+        }
+        match blocked_by_ancestor(root, name, &mut ancestors_seen) {
+            Ok(reason) => {
+                last = Some((dir, reason.clone()));
+                blocked.push(reason);
+            }
+            Err(e) => {
+                ancestor_error = Some(e);
+                break;
             }
         }
-        let entry = entry_from(&name, kind, &meta);
-        out.entries.push((name, entry, FileId::of(&meta)));
     }
-    Ok(out)
+
+    // Then the names themselves, spread over a few threads (nearly all of it is `lstat`).
+    let found = look_all(root, &names[..blocked.len()], blocked);
+
+    let mut out = Inspected { entries: Vec::with_capacity(found.len()), dirs: BTreeMap::new(), dropped: Vec::new() };
+    let mut last_dir: Option<Vec<u8>> = None;
+    for (name, found) in names.into_iter().zip(found) {
+        let (entry, id) = match found? {
+            Found::Entry(entry, id) => (entry, id),
+            Found::Dropped(reason) => {
+                out.dropped.push((name, reason));
+                continue;
+            }
+        };
+        // the directories of the previous entry's directory are in already
+        if last_dir.as_deref() != Some(parent(&name)) {
+            for ancestor in ancestors(&name) {
+                if let Some(Ancestor::Dir(dir)) = ancestors_seen.get(ancestor) {
+                    if !out.dirs.contains_key(ancestor) {
+                        out.dirs.insert(ancestor.to_vec(), dir.clone());
+                    }
+                }
+            }
+            last_dir = Some(parent(&name).to_vec());
+        }
+        out.entries.push((name, entry, id));
+    }
+    match ancestor_error {
+        Some(e) => Err(e),
+        None => Ok(out),
+    }
+}
+
+/// Look at every name (`lstat`, and `readlink` for links) that no parent keeps out, on up to
+/// one thread per core; the results in the order of `names`.
+fn look_all(root: &Path, names: &[Vec<u8>], blocked: Vec<Option<DropReason>>) -> Vec<Result<Found, Error>> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4);
+    if threads == 1 || names.len() < PARALLEL_MIN {
+        return look_some(root, names, blocked);
+    }
+    let per_thread = names.len().div_ceil(threads);
+    let mut blocked = blocked.into_iter();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = names
+            .chunks(per_thread)
+            .map(|names| {
+                let blocked: Vec<Option<DropReason>> = blocked.by_ref().take(names.len()).collect();
+                scope.spawn(move || look_some(root, names, blocked))
+            })
+            .collect();
+        let mut all = Vec::with_capacity(names.len());
+        for handle in handles {
+            match handle.join() {
+                Ok(part) => all.extend(part),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        all
+    })
+}
+
+fn look_some(root: &Path, names: &[Vec<u8>], blocked: Vec<Option<DropReason>>) -> Vec<Result<Found, Error>> {
+    let mut path = PathBuf::new();
+    names
+        .iter()
+        .zip(blocked)
+        .map(|(name, blocked)| match blocked {
+            Some(reason) => Ok(Found::Dropped(reason)),
+            None => {
+                path.clear();
+                path.push(root);
+                push_name(&mut path, name);
+                look(&path, name)
+            }
+        })
+        .collect()
+}
+
+/// What `path` (the file of `name`) is, without following a final symlink.
+fn look(path: &Path, name: &[u8]) -> Result<Found, Error> {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Found::Dropped(DropReason::Missing)),
+        Err(e) => return Err(Error::io(format!("cannot read {}", path.display()), e)),
+    };
+    let file_type = meta.file_type();
+    let kind = if file_type.is_file() {
+        EntryKind::File
+    } else if file_type.is_symlink() {
+        let target =
+            std::fs::read_link(path).map_err(|e| Error::io(format!("cannot read the link {}", path.display()), e))?;
+        EntryKind::Symlink { target }
+    } else {
+        return Ok(Found::Dropped(DropReason::Unsupported(special_kind(&meta))));
+    };
+    Ok(Found::Entry(entry_from(name, kind, &meta), FileId::of(&meta)))
+}
+
+/// The directory part of `name` (empty at the top level).
+fn parent(name: &[u8]) -> &[u8] {
+    match name.iter().rposition(|b| *b == b'/') {
+        Some(i) => &name[..i],
+        None => &name[..0],
+    }
 }
 
 /// Why a parent directory of `name` keeps it out, if one does (results cached per directory).

@@ -27,8 +27,9 @@
 //!    (fifos, sockets, devices) are dropped.
 //! 7. In Git: tracked files that the ignore rules match now are dropped (a credential committed
 //!    once and ignored later stays home). `git ls-files --cached --ignored --exclude-standard`
-//!    names them — the same matching as `git check-ignore --no-index` on each tracked name, but
-//!    in the same concurrent batch as the other listings instead of one more pass afterwards.
+//!    names them — the same matching as `git check-ignore --no-index` on each tracked name —
+//!    in the run that also lists the untracked ignored names, started with the candidates'
+//!    run and collected only after the files were looked at.
 //! 8. Nothing left is an error.
 //!
 //! Symlinks are archived as links: only the target text travels, the link is never followed,
@@ -90,11 +91,10 @@ impl Snapshot {
             GitMode::Off => None,
         };
         let mut dropped: Vec<(Vec<u8>, DropReason)> = Vec::new();
-        let (candidates, gitlinks, ignored_tracked) = match &work_tree {
+        let (candidates, gitlinks, ignored) = match &work_tree {
             Some(_) => {
                 let listing = git::Git::new(&root).list()?;
-                dropped.extend(listing.ignored.into_iter().map(|n| (n, DropReason::Ignored)));
-                (listing.candidates, listing.gitlinks, Some(listing.ignored_tracked))
+                (listing.candidates, listing.gitlinks, Some(listing.ignored))
             }
             None => {
                 let walked = walk::walk(&root, &filters)?;
@@ -107,21 +107,25 @@ impl Snapshot {
         dropped.extend(inspected.dropped);
         let mut entries = inspected.entries;
 
-        // tracked files the ignore rules match now stay home (after the other filters, so a
-        // denied or missing file keeps that more telling reason)
-        // (collected only now: Git lists them while the files were being looked at)
-        let ignored_tracked: BTreeSet<Vec<u8>> = match ignored_tracked {
-            Some(running) => running.records()?.into_iter().collect(),
-            None => BTreeSet::new(),
-        };
-        if !ignored_tracked.is_empty() {
-            entries.retain(|(name, _, _)| {
-                let ignored = ignored_tracked.contains(name);
-                if ignored {
-                    dropped.push((name.clone(), DropReason::Ignored));
-                }
-                !ignored
-            });
+        // collected only now: Git lists them while the files were being looked at
+        let mut pruned = false;
+        if let Some(running) = ignored {
+            let ignored = running.ignored()?;
+            // untracked ignored names head the list, as they were the first known
+            dropped.splice(0..0, ignored.untracked.into_iter().map(|n| (n, DropReason::Ignored)));
+            // tracked files the ignore rules match now stay home (after the other filters, so
+            // a denied or missing file keeps that more telling reason)
+            if !ignored.tracked.is_empty() {
+                let before = entries.len();
+                entries.retain(|(name, _, _)| {
+                    let ignored = ignored.tracked.contains(name);
+                    if ignored {
+                        dropped.push((name.clone(), DropReason::Ignored));
+                    }
+                    !ignored
+                });
+                pruned = entries.len() < before;
+            }
         }
 
         if entries.is_empty() {
@@ -136,13 +140,17 @@ impl Snapshot {
             ));
         }
 
-        // keep only the directories the surviving entries still need
-        let mut needed: BTreeSet<&[u8]> = BTreeSet::new();
-        for (name, _, _) in &entries {
-            needed.extend(relpath::ancestors(name));
-        }
-        let dirs: Vec<Entry> =
-            inspected.dirs.iter().filter(|(n, _)| needed.contains(n.as_slice())).map(|(_, d)| d.clone()).collect();
+        // keep only the directories the surviving entries still need (all of them, unless
+        // entries were taken out after the directories were collected)
+        let dirs: Vec<Entry> = if pruned {
+            let mut needed: BTreeSet<&[u8]> = BTreeSet::new();
+            for (name, _, _) in &entries {
+                needed.extend(relpath::ancestors(name));
+            }
+            inspected.dirs.iter().filter(|(n, _)| needed.contains(n.as_slice())).map(|(_, d)| d.clone()).collect()
+        } else {
+            inspected.dirs.into_values().collect()
+        };
 
         entries.sort_by(|a, b| a.0.cmp(&b.0));
         let files = entries.into_iter().map(|(_, entry, id)| (entry, id)).collect();

@@ -1,53 +1,88 @@
-//! Reading the archive's files ahead of the tar writer, on a few threads.
+//! Reading the archive's files — and laying out their tar bytes — ahead of the writer, on a
+//! few threads.
 //!
 //! Opening, checking and reading thousands of small files is nearly all system calls, and
-//! one thread doing them back to back leaves the other cores idle. Item `i` of the archive
-//! order goes to reader `i % readers`; each reader works through its items in order and hands
-//! them over through its own bounded channel, so the writer, taking one item from each reader
-//! in turn, gets them back in archive order. A failure travels as that item's result: the
-//! writer stops exactly where the sequential writer would, and everything after it is never
+//! one thread doing them back to back leaves the other cores idle. The archive order is cut
+//! into batches of consecutive items (at most [`BATCH_ITEMS`] items or about [`BATCH_BYTES`]
+//! of content); batch `b` goes to reader `b % readers`. A reader turns its batch into the
+//! finished archive bytes — headers, contents, padding — and hands the whole batch over at
+//! once through its own bounded channel, so the writer, taking one batch from each reader in
+//! turn, gets them back in archive order and only copies bytes out. Handing over batches
+//! rather than single files keeps the threads from waking each other once per file.
+//!
+//! A failure ends its batch: the batch carries the bytes of the items before it and the error,
+//! so the writer stops exactly where a sequential writer would, and nothing after it is ever
 //! written. Small files are read whole; a large one is only opened and checked, and the writer
-//! streams it, so memory stays bounded by `readers × DEPTH × SMALL_FILE`.
+//! streams it, so memory stays bounded by about `readers × (DEPTH + 1) × BATCH_BYTES`.
 
 use std::fs::File;
 use std::io::{self, Read};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver};
 use std::thread::Scope;
 
-use super::archive::{open_checked, ExactReader, Plan};
+use super::archive::{self, open_checked, ExactReader, Plan};
 use super::inspect::FileId;
-use super::relpath::join;
 use super::types::{Entry, EntryKind};
 
 /// Files up to this size are read into memory by the readers.
 const SMALL_FILE: u64 = 256 * 1024;
-/// Items each reader may have ready before it waits for the writer.
-const DEPTH: usize = 32;
+/// Most items in one batch.
+const BATCH_ITEMS: usize = 128;
+/// A batch is closed once the content of its small files reaches this many bytes.
+const BATCH_BYTES: u64 = 512 * 1024;
+/// Batches each reader may have ready before it waits for the writer.
+const DEPTH: usize = 2;
 
-/// An item of the archive, ready to be written.
-pub(crate) enum Content {
-    /// A directory, or a symlink whose target was checked: only a header.
-    Header,
-    /// A small file's bytes (exactly its scanned size).
+/// A run of a batch, in archive order.
+pub(crate) enum Part {
+    /// Finished archive bytes: headers, small files' contents, padding.
     Bytes(Vec<u8>),
-    /// A large file, opened and checked, to be streamed.
-    Open(ExactReader<File>),
+    /// A large file whose header ends the bytes before it: the writer copies its `size` bytes
+    /// and pads them to a whole block.
+    Stream {
+        /// The item's position in the archive order (for messages).
+        item: usize,
+        reader: ExactReader<File>,
+        size: u64,
+    },
+}
+
+/// Consecutive items of the archive, loaded.
+pub(crate) struct Batch {
+    /// Everything before the failure (all of the batch when there is none).
+    pub parts: Vec<Part>,
+    /// The item that could not be loaded (its archive position) and why. Nothing of it, and
+    /// nothing after it, is in `parts`.
+    pub failure: Option<(usize, io::Error)>,
+}
+
+/// Where one batch lies in the archive order, and the bytes it will hold in memory.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    start: usize,
+    end: usize,
+    bytes: usize,
 }
 
 /// The reader threads' output, in archive order.
 pub(crate) struct Prefetched {
-    channels: Vec<Receiver<io::Result<Content>>>,
+    channels: Vec<Receiver<Batch>>,
+    /// First item of every batch, in order (for naming the item when a reader died).
+    starts: Vec<usize>,
     next: usize,
 }
 
 impl Prefetched {
-    /// The next item's content; `None` only if a reader ended early (it never does while the
-    /// writer still wants items, unless it panicked).
-    pub(crate) fn next(&mut self) -> io::Result<Content> {
+    /// The next batch; `None` once every batch was handed out.
+    pub(crate) fn next(&mut self) -> Option<Batch> {
+        let start = *self.starts.get(self.next)?;
         let channel = &self.channels[self.next % self.channels.len()];
         self.next += 1;
-        channel.recv().unwrap_or_else(|_| Err(io::Error::other("a file reader thread stopped")))
+        Some(channel.recv().unwrap_or_else(|_| Batch {
+            parts: Vec::new(),
+            failure: Some((start, io::Error::other("a file reader thread stopped"))),
+        }))
     }
 }
 
@@ -60,61 +95,157 @@ pub(crate) fn default_readers() -> usize {
 /// Start `readers` threads in `scope` that load the items of `plan`. They stop at their first
 /// failure, or as soon as the writer drops the returned [`Prefetched`].
 pub(crate) fn spawn<'scope, 'env>(scope: &'scope Scope<'scope, 'env>, plan: &'env Plan, readers: usize) -> Prefetched {
-    let readers = readers.max(1);
+    let spans = spans(plan);
+    let readers = readers.clamp(1, spans.len().max(1));
     let mut channels = Vec::with_capacity(readers);
     for reader in 0..readers {
         let (tx, rx) = mpsc::sync_channel(DEPTH);
         channels.push(rx);
+        let mine: Vec<Span> = spans.iter().skip(reader).step_by(readers).copied().collect();
         scope.spawn(move || {
-            for (_, (entry, id)) in plan.items_with_ids().enumerate().filter(|(i, _)| i % readers == reader) {
-                let loaded = load(&plan.root, entry, id);
-                let failed = loaded.is_err();
-                if tx.send(loaded).is_err() || failed {
+            let mut path = PathBuf::new();
+            for span in mine {
+                let batch = load_batch(plan, span, &mut path);
+                let failed = batch.failure.is_some();
+                if tx.send(batch).is_err() || failed {
                     return;
                 }
             }
         });
     }
-    Prefetched { channels, next: 0 }
+    Prefetched { channels, starts: spans.iter().map(|s| s.start).collect(), next: 0 }
 }
 
-/// Open, check and (when small) read one item.
-fn load(root: &Path, entry: &Entry, id: Option<FileId>) -> io::Result<Content> {
-    let path = || join(root, super::archive::raw_name(&entry.path));
+/// Cut the archive order into batches.
+fn spans(plan: &Plan) -> Vec<Span> {
+    let mut spans = Vec::new();
+    let mut current = Span { start: 0, end: 0, bytes: 0 };
+    let mut content = 0u64;
+    for (i, (entry, _)) in plan.items_with_ids().enumerate() {
+        let held = match entry.kind {
+            EntryKind::File if entry.size <= SMALL_FILE => archive::padded(entry.size),
+            _ => 0,
+        };
+        content += held;
+        current.bytes += archive::header_len(entry) as usize + held as usize;
+        current.end = i + 1;
+        if current.end - current.start >= BATCH_ITEMS || content >= BATCH_BYTES {
+            spans.push(current);
+            current = Span { start: i + 1, end: i + 1, bytes: 0 };
+            content = 0;
+        }
+    }
+    if current.end > current.start {
+        spans.push(current);
+    }
+    spans
+}
+
+/// Load every item of `span`, stopping at the first failure.
+fn load_batch(plan: &Plan, span: Span, path: &mut PathBuf) -> Batch {
+    let mut parts = Vec::new();
+    let mut bytes = Vec::with_capacity(span.bytes);
+    for item in span.start..span.end {
+        let (entry, id) = plan.item(item);
+        let mark = bytes.len();
+        match load(&plan.root, entry, id, path, &mut bytes) {
+            Ok(None) => {}
+            Ok(Some(reader)) => {
+                let before = std::mem::take(&mut bytes);
+                parts.push(Part::Bytes(before));
+                parts.push(Part::Stream { item, reader, size: entry.size });
+            }
+            Err(e) => {
+                bytes.truncate(mark);
+                parts.push(Part::Bytes(bytes));
+                return Batch { parts, failure: Some((item, e)) };
+            }
+        }
+    }
+    if !bytes.is_empty() {
+        parts.push(Part::Bytes(bytes));
+    }
+    Batch { parts, failure: None }
+}
+
+/// Check one item and append its archive bytes to `out`; a large file comes back open, its
+/// header written, for the writer to stream. On an error `out` may hold part of the item.
+fn load(
+    root: &Path,
+    entry: &Entry,
+    id: Option<FileId>,
+    path: &mut PathBuf,
+    out: &mut Vec<u8>,
+) -> io::Result<Option<ExactReader<File>>> {
+    let name = archive::raw_name(&entry.path);
     match &entry.kind {
-        EntryKind::Directory => Ok(Content::Header),
+        EntryKind::Directory => {}
         EntryKind::Symlink { target } => {
-            let now = std::fs::read_link(path())?;
+            let now = std::fs::read_link(full_path(path, root, name))?;
             if &now != target {
                 return Err(io::Error::other(format!(
                     "the symlink changed since the scan (now -> {}); scan again",
                     now.display()
                 )));
             }
-            Ok(Content::Header)
         }
         EntryKind::File => {
-            let file = open_checked(&path(), entry.size, id)?;
+            let file = open_checked(full_path(path, root, name), entry.size, id)?;
+            archive::write_header(entry, out);
             if entry.size > SMALL_FILE {
-                return Ok(Content::Open(ExactReader::new(file, entry.size)));
+                return Ok(Some(ExactReader::new(file, entry.size)));
             }
-            // one byte more than expected tells growth from the exact size in the same reads
-            let mut bytes = Vec::with_capacity(entry.size as usize + 1);
-            file.take(entry.size + 1).read_to_end(&mut bytes)?;
-            let got = bytes.len() as u64;
-            if got > entry.size {
-                return Err(io::Error::other(format!(
-                    "it grew while being archived (more than the {} bytes scanned)",
-                    entry.size
-                )));
-            }
-            if got < entry.size {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    format!("it shrank while being archived ({got} of {} bytes read)", entry.size),
-                ));
-            }
-            Ok(Content::Bytes(bytes))
+            read_exact_size(file, entry.size, out)?;
+            return Ok(None);
         }
     }
+    archive::write_header(entry, out);
+    Ok(None)
+}
+
+/// Append exactly `size` bytes of `file` to `out`, then the zeros that pad them to a whole
+/// block; fail if the file holds more or fewer.
+///
+/// Every read asks for one byte more than is still expected. A regular file answers a read
+/// short only at its end, so a short read that completes the `size` bytes proves the size
+/// without the extra read for end-of-file; a full read means the file grew.
+fn read_exact_size(mut file: File, size: u64, out: &mut Vec<u8>) -> io::Result<()> {
+    let start = out.len();
+    let want = usize::try_from(size).map_err(|_| io::Error::other("the file is too large to hold in memory"))?;
+    let padded = archive::padded(size) as usize;
+    // zeroed room for the content plus one byte, which also leaves the padding zeroed
+    out.resize(start + padded.max(want + 1), 0);
+    let mut got = 0usize;
+    loop {
+        let n = match file.read(&mut out[start + got..start + want + 1]) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        got += n;
+        if got > want {
+            return Err(io::Error::other(format!("it grew while being archived (more than the {size} bytes scanned)")));
+        }
+        if n == 0 && got < want {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("it shrank while being archived ({got} of {size} bytes read)"),
+            ));
+        }
+        // a short read that completes the expected bytes: the file ends there
+        if got == want {
+            break;
+        }
+    }
+    // the byte of room past the content was never written: it and the padding are zeros
+    out.truncate(start + padded);
+    Ok(())
+}
+
+/// `root/name` in a buffer reused across items (one allocation per reader, not per file).
+fn full_path<'a>(buf: &'a mut PathBuf, root: &Path, name: &[u8]) -> &'a Path {
+    buf.clear();
+    buf.push(root);
+    super::relpath::push_name(buf, name);
+    buf
 }

@@ -62,6 +62,18 @@ pub(crate) fn to_path(name: &[u8]) -> PathBuf {
     PathBuf::from(String::from_utf8_lossy(name).into_owned())
 }
 
+/// Append the relative `name` to `buf` (without a new allocation on Unix).
+#[cfg(unix)]
+pub(crate) fn push_name(buf: &mut PathBuf, name: &[u8]) {
+    use std::os::unix::ffi::OsStrExt;
+    buf.push(std::ffi::OsStr::from_bytes(name));
+}
+
+#[cfg(not(unix))]
+pub(crate) fn push_name(buf: &mut PathBuf, name: &[u8]) {
+    buf.push(to_path(name));
+}
+
 /// The bytes of a path; `None` if the platform cannot represent it as bytes losslessly.
 #[cfg(unix)]
 pub(crate) fn path_bytes(path: &Path) -> Option<&[u8]> {

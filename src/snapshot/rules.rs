@@ -41,34 +41,42 @@ pub(crate) fn is_vcs(name: &[u8]) -> bool {
 
 /// The deny-list rule that covers everything below the directory `dir`, if one does.
 pub(crate) fn denied_dir(dir: &[u8]) -> Option<&'static str> {
-    let parts: Vec<&[u8]> = components(dir).collect();
-    denied_dirs(&parts)
+    denied_dirs(dir)
 }
 
-fn denied_dirs(dirs: &[&[u8]]) -> Option<&'static str> {
-    for dir in dirs {
+/// The rule covering the `/`-separated directories `dirs` (empty: none), checked without
+/// allocating: this runs once for every listed name.
+fn denied_dirs(dirs: &[u8]) -> Option<&'static str> {
+    if dirs.is_empty() {
+        return None;
+    }
+    for dir in components(dirs) {
         if let Some(rule) = DENIED_DIRS.iter().find(|d| eq_ignore_case(dir, d.as_bytes())) {
             return Some(dir_rule(rule));
         }
     }
-    if dirs.windows(2).any(|w| eq_ignore_case(w[0], b".config") && eq_ignore_case(w[1], b"gcloud")) {
-        return Some(".config/gcloud/");
+    let mut previous: Option<&[u8]> = None;
+    for dir in components(dirs) {
+        if previous.is_some_and(|p| eq_ignore_case(p, b".config")) && eq_ignore_case(dir, b"gcloud") {
+            return Some(".config/gcloud/");
+        }
+        previous = Some(dir);
     }
     None
 }
 
 /// The deny-list rule `name` falls under, spelled as in the documentation (`.ssh/`, `*.pem`).
 pub(crate) fn denied_by(name: &[u8]) -> Option<&'static str> {
-    let parts: Vec<&[u8]> = components(name).collect();
-    let (leaf, dirs) = parts.split_last()?;
+    let (dirs, leaf) = match name.iter().rposition(|b| *b == b'/') {
+        Some(i) => (&name[..i], &name[i + 1..]),
+        None => (&name[..0], name),
+    };
 
     if let Some(rule) = denied_dirs(dirs) {
         return Some(rule);
     }
-    if let Some(parent) = dirs.last() {
-        if eq_ignore_case(parent, b".docker") && eq_ignore_case(leaf, b"config.json") {
-            return Some(".docker/config.json");
-        }
+    if !dirs.is_empty() && eq_ignore_case(basename(dirs), b".docker") && eq_ignore_case(leaf, b"config.json") {
+        return Some(".docker/config.json");
     }
 
     let leaf = basename(leaf);

@@ -35,12 +35,14 @@ fn method(sizes: &Sizes) -> String {
         "A temporary Git repository with {files} committed text files ({per} per directory, 256 B–4 KiB \
          each, about {mib} MiB in all) plus a `.gitignore` and a few ignored build files; the page cache \
          is warm after the first round. {warm} warm-up round(s), then {n} rounds, alternating.\n\n\
-         - **`Snapshot::scan` + `write_tar`**: the whole pipeline `cos` uses before an upload — `git \
-         ls-files` (staged, untracked-unignored, ignored, and tracked-but-ignored-now: four listings run \
-         concurrently), name checks, excludes and credential deny-list, one `lstat` per file, then the \
-         tar written through a {buf} KiB buffer (the chunk size of the crate's upload stream) into a \
-         pipe that a thread drains. Each file is opened once (`O_NOFOLLOW`) and checked through its \
-         handle against the scan (same inode, same size) before its bytes are copied.\n\
+         - **`Snapshot::scan` + `write_tar`**: the whole pipeline `cos` uses before an upload — two \
+         `git ls-files` runs at once (tracked files with their modes plus untracked-unignored ones; and \
+         what the ignore rules match, untracked and tracked-but-ignored-now), name checks, excludes and \
+         credential deny-list, one `lstat` per file (spread over the cores), then the tar written \
+         through a {buf} KiB buffer (the chunk size of the crate's upload stream) into a pipe that a \
+         thread drains. Reader threads open each file once (`O_NOFOLLOW`), check it through its handle \
+         against the scan (same inode, same size), and lay out whole batches of entries (headers, \
+         contents, padding) that the writer copies out in order.\n\
          - **`git ls-files -z | tar --null -T - -cf -`** via `sh -c` in the repository, its stdout drained \
          from a pipe the same way.\n\
          - **`Snapshot::scan` + `write_archive(gzip {level})`** against **`git ls-files -z | tar --null -T - \
