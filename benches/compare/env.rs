@@ -52,7 +52,7 @@ impl Sizes {
             sync_files: 20_000,
             sync_changed: 10,
             sync_warmup: 1,
-            sync_initial_rounds: 3,
+            sync_initial_rounds: 7,
             sync_incremental_rounds: 5,
         }
     }
