@@ -170,6 +170,25 @@ pub enum Error {
     },
 }
 
+/// The `ApiError` of an HTTP-mapped variant, by shared or mutable reference (one list of the
+/// variants for [`Error::api`] and `Error::api_mut`).
+macro_rules! api_of {
+    ($error:expr) => {
+        match $error {
+            Error::Auth(a)
+            | Error::Permission(a)
+            | Error::NotFound(a)
+            | Error::Conflict(a)
+            | Error::Validation(a)
+            | Error::PaymentRequired(a)
+            | Error::Server(a)
+            | Error::Api(a) => Some(a),
+            Error::RateLimited { api, .. } => Some(api),
+            _ => None,
+        }
+    };
+}
+
 impl Error {
     /// The same error with the request's concrete path recorded in its [`ApiError`].
     pub(crate) fn at_path(mut self, path: &str) -> Self {
@@ -181,34 +200,12 @@ impl Error {
     }
 
     fn api_mut(&mut self) -> Option<&mut ApiError> {
-        match self {
-            Error::Auth(a)
-            | Error::Permission(a)
-            | Error::NotFound(a)
-            | Error::Conflict(a)
-            | Error::Validation(a)
-            | Error::PaymentRequired(a)
-            | Error::Server(a)
-            | Error::Api(a) => Some(a),
-            Error::RateLimited { api, .. } => Some(api),
-            _ => None,
-        }
+        api_of!(self)
     }
 
     /// The control plane's answer, for HTTP-mapped variants.
     pub fn api(&self) -> Option<&ApiError> {
-        match self {
-            Error::Auth(a)
-            | Error::Permission(a)
-            | Error::NotFound(a)
-            | Error::Conflict(a)
-            | Error::Validation(a)
-            | Error::PaymentRequired(a)
-            | Error::Server(a)
-            | Error::Api(a) => Some(a),
-            Error::RateLimited { api, .. } => Some(api),
-            _ => None,
-        }
+        api_of!(self)
     }
 
     /// HTTP status, for HTTP-mapped variants.
