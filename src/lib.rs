@@ -17,7 +17,8 @@
 //!
 //! Layout: [`auth`] resolves credentials, [`transport`] sends requests (JSend, retries, pagination),
 //! [`api`] holds one module per resource with its wire models and methods, [`stream`] decodes
-//! NDJSON streams.
+//! NDJSON streams. The faces (the `cos` CLI, `cos mcp`, the Herdr actions) are the separate `cos`
+//! package: nothing here depends on them.
 
 #![warn(missing_docs)]
 
@@ -29,9 +30,7 @@ pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod guest;
-pub mod herdr;
 pub mod jobs;
-pub mod mcp;
 pub mod pty;
 pub mod snapshot;
 pub mod shell;
@@ -40,7 +39,6 @@ pub mod stream;
 pub mod sync;
 pub mod transfer;
 pub mod transport;
-pub mod tools;
 pub mod tunnel;
 pub mod validate;
 

@@ -1,6 +1,6 @@
 //! POSIX shell quoting, shared by everything that builds a command line for a shell: commands
 //! run over SSH exec channels ([`crate::ssh`]) and lines typed into a terminal (the Herdr
-//! panes, [`crate::herdr`]).
+//! panes, the Herdr actions of `cos`).
 
 /// A word that cannot go into a line typed into a terminal.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -9,7 +9,7 @@
 //!   unless `COS_BENCH_OUT` is set);
 //! - `COS_BENCH_OUT=path`: where to write the report instead of BENCHMARKS.md.
 //!
-//! The official SDKs come from `interop/` (install them with `bash benches/setup.sh`).
+//! The official SDKs come from `interop/` (install them with `bash cos/benches/setup.sh`).
 
 #[path = "compare/env.rs"]
 mod env;

@@ -13,7 +13,7 @@
 # the script stops and says what to install.
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 TS_DIR="$ROOT/interop/ts"
 PY_DIR="$ROOT/interop/python"
 VENV="$PY_DIR/.venv"

@@ -3,6 +3,7 @@
 //! The emulator runs in this process; `cos` runs inside a tmux pane's shell, exactly as a
 //! person would run it.
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use std::process::Command;

@@ -1,5 +1,6 @@
 //! `cos fs` end to end: the real binary against the emulator, `-o json` parsed.
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use std::io::Write;

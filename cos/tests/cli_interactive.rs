@@ -1,5 +1,6 @@
 //! `cos tunnel`, `cos shell` and `cos process …` as a user runs them.
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use std::io::{BufReader, Write};

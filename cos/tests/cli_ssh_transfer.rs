@@ -3,8 +3,10 @@
 //! the files API; keys and the pinned host key land in the user's config dir. Run against real
 //! OpenSSH and against the emulator's embedded server.
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 #[macro_use]
+#[path = "../../tests/ssh_support/mod.rs"]
 mod ssh_support;
 
 use std::path::Path;

@@ -3,6 +3,7 @@
 //! what the plugin asks of Herdr and answers as Herdr does. The lines the plugin types into
 //! panes (`herdr pane run`) are run here the way a pane's shell would run them.
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 #[path = "fixtures/herdr/support.rs"]
 mod support;
@@ -13,8 +14,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use createos_sandbox::herdr::provision::find_by_name;
-use createos_sandbox::herdr::state::PENDING_TTL;
+use cos::herdr::provision::find_by_name;
+use cos::herdr::state::PENDING_TTL;
 use createos_sandbox::CreateSandbox;
 
 use support::{box_id_of, is, mode_of, result_line, sh_in_box, Herdr, PaneProcess, Tmux};
@@ -394,7 +395,7 @@ fn build_script_writes_a_launcher_with_the_absolute_cos_path() {
     let dir = tempfile::tempdir().unwrap();
     let plugin = dir.path().join("plugin dir");
     std::fs::create_dir_all(&plugin).unwrap();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("integrations/herdr");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../integrations/herdr");
     for f in ["herdr-plugin.toml", "build.sh"] {
         std::fs::copy(src.join(f), plugin.join(f)).unwrap();
     }
@@ -645,7 +646,7 @@ async fn a_cancelled_apply_removes_the_guest_patch_file() {
     // The patch download hangs; the action is dropped (cancelled) while it waits.
     env.add_fault("GET /v1/sandboxes/*/files delay=30s count=1").await;
     tokio::select! {
-        r = createos_sandbox::herdr::apply::apply(&sandbox, "/workspace", local.path()) => panic!("apply finished: {r:?}"),
+        r = cos::herdr::apply::apply(&sandbox, "/workspace", local.path()) => panic!("apply finished: {r:?}"),
         _ = async {
             while env.requests("downloadFile").await < 1 {
                 tokio::time::sleep(Duration::from_millis(20)).await;

@@ -2,6 +2,7 @@
 //! cleanup on failure, cancellation and drop, the concurrency bound, languages, refusals before
 //! anything is created, and the `cos offload` / `cos fanout` / `cos run-code` commands.
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use std::path::Path;

@@ -1,6 +1,7 @@
 //! `cos mcp` end to end: the real binary over stdio, JSON-RPC written by hand, against the
 //! in-process emulator.
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 mod mcp_client;
 

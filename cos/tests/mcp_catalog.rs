@@ -3,6 +3,7 @@
 //! and the lifecycle and catalog tools (create/info/list/pause/resume/fork/destroy/release,
 //! shapes/images) driven through MCP with their results checked.
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 mod mcp_client;
 

@@ -2,6 +2,7 @@
 //! emulator, each result checked: ingress, preview URLs, firewall, bandwidth, networks,
 //! disks, managed processes, desktop and computer.
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 mod mcp_client;
 

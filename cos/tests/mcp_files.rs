@@ -2,6 +2,7 @@
 //! in-process emulator): `sandbox_read`/`write`/`edit`/`patch`/`glob`/`grep`, `sandbox_push`/
 //! `sandbox_pull`, and the routed native tools of remote mode (`native_*`).
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 mod mcp_client;
 

@@ -2,6 +2,7 @@
 //! over stdio against the emulator: results and metadata, artifacts in the project, retention,
 //! cancellation, and refusals before anything is created.
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 mod mcp_client;
 

@@ -3,6 +3,7 @@
 //! excludes, tunnels carrying real bytes, transport_stop, shutdown stopping everything, unsafe
 //! directories refused before anything is sent, and the VPN device tools.
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 mod mcp_client;
 
@@ -13,7 +14,7 @@ use std::time::Duration;
 use serde_json::{json, Map, Value};
 use tokio_util::sync::CancellationToken;
 
-use createos_sandbox::tools::{self, CallCtx, Runtime, ToolsConfig};
+use cos::tools::{self, CallCtx, Runtime, ToolsConfig};
 use createos_sandbox::CreateSandbox;
 use mcp_client::{total_requests, Mcp};
 

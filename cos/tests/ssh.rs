@@ -9,8 +9,10 @@
 //! The `openssh` run uses `GuestSshd::Auto`, i.e. real OpenSSH where the machine has it and
 //! the embedded server elsewhere, so `cargo test` passes on a fresh machine too.
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 #[macro_use]
+#[path = "../../tests/ssh_support/mod.rs"]
 mod ssh_support;
 
 use std::net::SocketAddr;

@@ -1,6 +1,7 @@
 //! The sync engine (`createos_sandbox::sync`) against the emulator: every mode, two-way
 //! conflicts, incremental transfers, path safety, watch mode.
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use std::path::{Path, PathBuf};

@@ -1,7 +1,9 @@
 //! Directory transfers (`createos_sandbox::transfer`) and `cos push`/`pull`/`snapshot` against
 //! the emulator: real tar in the guest, real archives on the wire.
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
+#[path = "../../tests/transfer_support/mod.rs"]
 mod transfer_support;
 
 use std::collections::BTreeMap;

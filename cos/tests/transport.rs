@@ -1,6 +1,7 @@
 //! Transport resilience against the emulator's fault injection: retries only where safe,
 //! `Retry-After` honoured, nothing applied twice, bad input never sent.
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use std::collections::BTreeMap;

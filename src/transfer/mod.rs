@@ -30,7 +30,7 @@ use std::path::Path;
 pub use archive::tar_of;
 pub use extract::{place, safe_name, unpack, Staging, Unpacked};
 pub use remote::{ApiRemote, Remote, ScriptOutput, SshRemote, TarReader, TarWriter};
-pub(crate) use remote::TempCleanup;
+pub use remote::TempCleanup;
 
 use crate::api::endpoints;
 use crate::api::files::ProgressFn;

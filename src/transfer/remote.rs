@@ -249,17 +249,19 @@ impl Remote for ApiRemote {
 
 /// Removes a temporary guest file: explicitly with [`TempCleanup::now`], or — when the
 /// transfer future is dropped (cancelled) — from a spawned task.
-pub(crate) struct TempCleanup {
+pub struct TempCleanup {
     sandbox: Sandbox,
     path: Option<String>,
 }
 
 impl TempCleanup {
-    pub(crate) fn new(sandbox: Sandbox, path: String) -> Self {
+    /// Removes `path` (in `sandbox`) when dropped, unless [`TempCleanup::now`] ran first.
+    pub fn new(sandbox: Sandbox, path: String) -> Self {
         TempCleanup { sandbox, path: Some(path) }
     }
 
-    pub(crate) async fn now(&mut self) {
+    /// Removes the file now and waits for it.
+    pub async fn now(&mut self) {
         if let Some(path) = self.path.take() {
             remove_temp(&self.sandbox, &path).await;
         }

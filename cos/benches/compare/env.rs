@@ -96,12 +96,13 @@ pub struct Tools {
 }
 
 const SETUP_HINT: &str =
-    "run `bash benches/setup.sh` (it installs the pinned SDKs into interop/ the way interop/run.sh does)";
+    "run `bash cos/benches/setup.sh` (it installs the pinned SDKs into interop/ the way interop/run.sh does)";
 
 impl Tools {
     /// Find everything, or fail saying what is missing and how to get it.
     pub fn locate() -> anyhow::Result<Tools> {
-        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        // The repository root: the bench belongs to the `cos` package, one level down.
+        let root = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
         let tools = Tools {
             ts_dir: root.join("interop/ts"),
             python: root.join("interop/python/.venv/bin/python"),
@@ -126,7 +127,7 @@ impl Tools {
     }
 
     pub fn worker_script(&self, name: &str) -> PathBuf {
-        self.root.join("benches/sdk").join(name)
+        self.root.join("cos/benches/sdk").join(name)
     }
 }
 

@@ -13,14 +13,14 @@ use clap::{Args, Subcommand};
 use futures::TryStreamExt;
 use tokio_util::sync::CancellationToken;
 
-use createos_sandbox::herdr::actions::{self, ActionEnv};
-use createos_sandbox::herdr::agents::Agent;
-use createos_sandbox::herdr::command::ProvisionSpec;
-use createos_sandbox::herdr::context::PluginContext;
-use createos_sandbox::herdr::host::HerdrHost;
-use createos_sandbox::herdr::provision::{self, agent_process, stderr_progress};
-use createos_sandbox::herdr::state::{PaneEntry, StateStore, PENDING_HEARTBEAT};
-use createos_sandbox::herdr::{ActionResult, HerdrError, HerdrResult};
+use crate::herdr::actions::{self, ActionEnv};
+use crate::herdr::agents::Agent;
+use crate::herdr::command::ProvisionSpec;
+use crate::herdr::context::PluginContext;
+use crate::herdr::host::HerdrHost;
+use crate::herdr::provision::{self, agent_process, stderr_progress};
+use crate::herdr::state::{PaneEntry, StateStore, PENDING_HEARTBEAT};
+use crate::herdr::{ActionResult, HerdrError, HerdrResult};
 use createos_sandbox::pty::tty;
 use createos_sandbox::{Client, ListSandboxes, SandboxStatus};
 

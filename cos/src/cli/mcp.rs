@@ -7,8 +7,8 @@ use anyhow::{Context as _, Result};
 use clap::Args;
 use serde_json::{Map, Value};
 
-use createos_sandbox::tools::store::BindingStore;
-use createos_sandbox::tools::{Runtime, ToolsConfig};
+use crate::tools::store::BindingStore;
+use crate::tools::{Runtime, ToolsConfig};
 
 use super::Ctx;
 
@@ -58,6 +58,6 @@ async fn serve(ctx: &Ctx, args: McpArgs) -> Result<()> {
         None => BindingStore::default_state_dir().context("no state or data directory for this user; pass --state-dir")?,
     };
     let runtime = Runtime::new(ctx.client.clone(), config, state_dir, project);
-    createos_sandbox::mcp::serve_stdio(runtime, args.session).await?;
+    crate::mcp::serve_stdio(runtime, args.session).await?;
     Ok(())
 }

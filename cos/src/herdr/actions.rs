@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::{Client, SandboxStatus};
+use createos_sandbox::{Client, SandboxStatus};
 
 use super::agents::Agent;
 use super::apply::{self, Applied};
@@ -70,7 +70,7 @@ pub async fn start(env: &ActionEnv) -> HerdrResult<ActionResult> {
     let settings = env.settings().await?;
     let root = env.context.git_root()?;
     let name = box_name(&root);
-    crate::validate::sandbox_name("sandbox name", &name)?;
+    createos_sandbox::validate::sandbox_name("sandbox name", &name)?;
     let local =
         root.to_str().ok_or_else(|| HerdrError::invalid("worktree", format!("{} is not UTF-8", root.display())))?;
     // The typed line must be buildable before anything is reserved or opened.
@@ -227,7 +227,7 @@ pub async fn attach(env: &ActionEnv) -> HerdrResult<ActionResult> {
 }
 
 /// The mapped sandbox, resumed when paused; a sandbox that no longer exists drops its mapping.
-pub async fn live_sandbox(env: &ActionEnv, pane: &str, entry: &PaneEntry) -> HerdrResult<crate::Sandbox> {
+pub async fn live_sandbox(env: &ActionEnv, pane: &str, entry: &PaneEntry) -> HerdrResult<createos_sandbox::Sandbox> {
     let sandbox = match env.client.get_sandbox(&entry.box_id).await {
         Ok(sb) => sb,
         Err(e) if e.is_not_found() => {

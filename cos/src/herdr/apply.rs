@@ -8,8 +8,8 @@
 
 use std::path::Path;
 
-use crate::transfer::{ApiRemote, Remote, TempCleanup};
-use crate::Sandbox;
+use createos_sandbox::transfer::{ApiRemote, Remote, TempCleanup};
+use createos_sandbox::Sandbox;
 
 use super::error::{HerdrError, HerdrResult};
 

@@ -6,10 +6,10 @@ use serde::{Deserialize, Serialize};
 
 use super::error::{HerdrError, HerdrResult};
 
-/// Words → one quoted line for `herdr pane run` ([`crate::shell::typed_line`]); a word with a
+/// Words → one quoted line for `herdr pane run` ([`createos_sandbox::shell::typed_line`]); a word with a
 /// control character (a newline would end the typed line early) is refused.
 pub fn sh_line<S: AsRef<str>>(words: &[S]) -> HerdrResult<String> {
-    crate::shell::typed_line(words).map_err(|e| HerdrError::invalid("command word", e.to_string()))
+    createos_sandbox::shell::typed_line(words).map_err(|e| HerdrError::invalid("command word", e.to_string()))
 }
 
 /// What `start` hands to `provision` in the new pane.

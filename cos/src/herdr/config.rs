@@ -91,14 +91,14 @@ impl PluginConfig {
         let remote_root = self.remote_root.clone().unwrap_or_else(|| DEFAULT_REMOTE_ROOT.to_string());
         validate_remote_root(&remote_root).map_err(|e| bad(e.to_string()))?;
         let auto_pause_secs =
-            crate::validate::auto_pause_text("autoPause", self.auto_pause.as_deref().unwrap_or(DEFAULT_AUTO_PAUSE))
+            createos_sandbox::validate::auto_pause_text("autoPause", self.auto_pause.as_deref().unwrap_or(DEFAULT_AUTO_PAUSE))
                 .map_err(|e| bad(e.to_string()))?;
         let shape = self.shape.clone().unwrap_or_else(|| DEFAULT_SHAPE.to_string());
-        crate::validate::shape("shape", &shape).map_err(|e| bad(e.to_string()))?;
+        createos_sandbox::validate::shape("shape", &shape).map_err(|e| bad(e.to_string()))?;
         let rootfs = self.rootfs.clone().filter(|r| !r.trim().is_empty());
         let egress = self.egress.clone().unwrap_or_default();
         for rule in &egress {
-            crate::api::security::validate_egress_rule(rule).map_err(|e| bad(e.to_string()))?;
+            createos_sandbox::api::security::validate_egress_rule(rule).map_err(|e| bad(e.to_string()))?;
         }
         Ok(Settings {
             agent,
@@ -121,7 +121,7 @@ pub fn config_path(dir: &Path) -> PathBuf {
 /// `remoteRoot` must be absolute, made of `[A-Za-z0-9._/-]` only (nothing a shell would
 /// interpret), and free of `..` segments.
 pub fn validate_remote_root(path: &str) -> HerdrResult<()> {
-    crate::validate::guest_path("remoteRoot", path)?;
+    createos_sandbox::validate::guest_path("remoteRoot", path)?;
     let refuse = |why: &str| HerdrError::invalid("remoteRoot", format!("{path:?} {why}"));
     if let Some(c) = path.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '/' | '-'))) {
         return Err(refuse(&format!("contains {c:?}; only letters, digits, '.', '_', '-' and '/' are allowed")));

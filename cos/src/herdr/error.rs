@@ -7,7 +7,7 @@ use std::path::PathBuf;
 pub enum HerdrError {
     /// A control-plane or transfer call failed.
     #[error(transparent)]
-    Api(#[from] crate::Error),
+    Api(#[from] createos_sandbox::Error),
     /// A variable Herdr injects is missing: the action was not launched by Herdr.
     #[error("{0} is not set: run this action through Herdr (herdr plugin action invoke …)")]
     NotInHerdr(&'static str),

@@ -2,9 +2,9 @@
 //! (`cos herdr <action>`), and `cos setup herdr`.
 //!
 //! One pane maps to one sandbox. `start` opens a pane in which `provision` creates the
-//! sandbox, uploads the Git worktree through the [`crate::snapshot`] filters, commits a
+//! sandbox, uploads the Git worktree through the [`createos_sandbox::snapshot`] filters, commits a
 //! baseline, installs the agent and starts its PTY at the pane's size, then attaches to it
-//! natively ([`crate::pty::attach`]). `apply` brings the sandbox's work back as a Git patch;
+//! natively ([`createos_sandbox::pty::attach`]). `apply` brings the sandbox's work back as a Git patch;
 //! `delete` needs a second invocation within 60 s. Every action ends with one
 //! [`result::RESULT_PREFIX`] line, on failure too.
 //!
@@ -33,4 +33,4 @@ pub const PLUGIN_ID: &str = "createos.sandbox";
 /// Oldest Herdr the plugin works with.
 pub const MIN_HERDR_VERSION: (u64, u64, u64) = (0, 7, 5);
 /// The manifest, as shipped in `integrations/herdr/`.
-pub const MANIFEST: &str = include_str!("../../integrations/herdr/herdr-plugin.toml");
+pub const MANIFEST: &str = include_str!("../../../integrations/herdr/herdr-plugin.toml");

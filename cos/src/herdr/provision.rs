@@ -8,11 +8,11 @@ use std::time::Duration;
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::processes::ProcessSpec;
-use crate::snapshot::{Snapshot, SnapshotOptions};
-use crate::stream::process_output::OutputEvent;
-use crate::transfer::{self, ApiRemote, Remote};
-use crate::{Client, CreateSandbox, ListSandboxes, Sandbox};
+use createos_sandbox::api::processes::ProcessSpec;
+use createos_sandbox::snapshot::{Snapshot, SnapshotOptions};
+use createos_sandbox::stream::process_output::OutputEvent;
+use createos_sandbox::transfer::{self, ApiRemote, Remote};
+use createos_sandbox::{Client, CreateSandbox, ListSandboxes, Sandbox};
 
 use super::agents::{Agent, AGENT_PATH_DIRS};
 use super::command::ProvisionSpec;
@@ -93,7 +93,7 @@ pub async fn provision(
                 Some(sb) => {
                     say(format!("cleaning up: deleting sandbox {} ({})", spec.box_name, sb.id()));
                     match sb.destroy().await {
-                        Ok(_) if matches!(err, HerdrError::Api(crate::Error::Cancelled)) => Err(HerdrError::Remote {
+                        Ok(_) if matches!(err, HerdrError::Api(createos_sandbox::Error::Cancelled)) => Err(HerdrError::Remote {
                             step: "provisioning".into(),
                             sandbox: sb.id().to_string(),
                             message: "interrupted (pane closed, Ctrl-C or SIGTERM); the sandbox was deleted".into(),
@@ -131,7 +131,7 @@ pub const CREATE_SETTLE: Duration = Duration::from_secs(20);
 const CREATE_POLL: Duration = Duration::from_secs(1);
 
 fn cancelled() -> HerdrError {
-    HerdrError::Api(crate::Error::Cancelled)
+    HerdrError::Api(createos_sandbox::Error::Cancelled)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -212,7 +212,7 @@ async fn install(sandbox: &Sandbox, agent: Agent, progress: Progress<'_>) -> Her
     while let Some(event) = events.next().await {
         match event? {
             OutputEvent::Data { bytes, stream, .. } => {
-                let is_err = matches!(stream, crate::stream::process_output::StreamKind::Stderr);
+                let is_err = matches!(stream, createos_sandbox::stream::process_output::StreamKind::Stderr);
                 if is_err {
                     stderr.extend_from_slice(&bytes);
                 } else {
@@ -235,7 +235,7 @@ async fn install(sandbox: &Sandbox, agent: Agent, progress: Progress<'_>) -> Her
     let (code, signal) = match exit {
         Some(e) => e,
         None => {
-            let info = process.wait(crate::api::processes::WaitScope::Leader, Some(Duration::from_secs(600))).await?;
+            let info = process.wait(createos_sandbox::api::processes::WaitScope::Leader, Some(Duration::from_secs(600))).await?;
             (info.exit_code, info.signal)
         }
     };
@@ -280,7 +280,7 @@ pub async fn find_by_name(client: &Client, name: &str, within: Duration, poll: D
     use futures::TryStreamExt;
     let deadline = tokio::time::Instant::now() + within;
     loop {
-        let listed: Result<Vec<crate::SandboxView>, _> =
+        let listed: Result<Vec<createos_sandbox::SandboxView>, _> =
             client.list_sandboxes(ListSandboxes::default()).try_collect().await;
         if let Ok(all) = listed {
             if let Some(view) = all.into_iter().rev().find(|v| v.name.as_deref() == Some(name) && !v.status.is_terminal())

@@ -11,7 +11,7 @@ use super::state::write_bytes_atomic;
 use super::{MANIFEST, MIN_HERDR_VERSION, PLUGIN_ID};
 
 /// The build script shipped next to the manifest.
-pub const BUILD_SCRIPT: &str = include_str!("../../integrations/herdr/build.sh");
+pub const BUILD_SCRIPT: &str = include_str!("../../../integrations/herdr/build.sh");
 pub use super::keys::{add_key_bindings, KeysOutcome, KEYS_BACKUP, KEY_BINDINGS};
 
 /// The launcher every manifest entry runs: `exec <cos> herdr "$@"`.
@@ -23,7 +23,7 @@ pub fn launcher_script(cos: &Path) -> HerdrResult<String> {
             format!("{text:?} must be absolute and free of control characters"),
         ));
     }
-    let quoted = crate::shell::quote(text);
+    let quoted = createos_sandbox::shell::quote(text);
     Ok(format!(
         "#!/bin/sh\n# Written by cos setup herdr: the CreateOS Herdr actions, run by cos.\nCOS_BIN={quoted}\nexport COS_BIN\nexec \"$COS_BIN\" herdr \"$@\"\n"
     ))

@@ -194,13 +194,13 @@ impl ToolsConfig {
                 }
                 match key {
                     "shape" => {
-                        crate::validate::shape("shape", &text).map_err(|e| e.to_string())?;
+                        createos_sandbox::validate::shape("shape", &text).map_err(|e| e.to_string())?;
                         self.shape = text;
                     }
                     "rootfs" => self.rootfs = non_empty(text)?,
                     "cwd" => self.cwd = normalize_abs(&text)?,
                     "network" => {
-                        crate::validate::id("network", &text).map_err(|e| e.to_string())?;
+                        createos_sandbox::validate::id("network", &text).map_err(|e| e.to_string())?;
                         self.network = Some(text);
                     }
                     "autoPause" => self.auto_pause = parse_auto_pause(&text)?,
@@ -274,7 +274,7 @@ pub fn parse_auto_pause(text: &str) -> Result<Option<Duration>, String> {
     if t.eq_ignore_ascii_case("off") {
         return Ok(None);
     }
-    let secs = crate::validate::auto_pause_text("autoPause", t).map_err(|e| e.to_string())?;
+    let secs = createos_sandbox::validate::auto_pause_text("autoPause", t).map_err(|e| e.to_string())?;
     Ok(Some(Duration::from_secs(u64::from(secs))))
 }
 

@@ -42,7 +42,7 @@ pub enum ToolError {
     Timeout(Duration),
     /// The control plane or the transport failed.
     #[error(transparent)]
-    Api(#[from] crate::Error),
+    Api(#[from] createos_sandbox::Error),
     /// Reading or writing the binding store failed.
     #[error("session binding store: {0}")]
     Store(#[from] std::io::Error),

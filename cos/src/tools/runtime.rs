@@ -16,8 +16,8 @@ use super::staging;
 use super::store::{BindingRecord, BindingStore};
 use super::transports::Transports;
 use super::ToolError;
-use crate::api::processes::{ProcessSpec, RunOptions};
-use crate::{Client, CreateSandbox, Sandbox, SandboxStatus};
+use createos_sandbox::api::processes::{ProcessSpec, RunOptions};
+use createos_sandbox::{Client, CreateSandbox, Sandbox, SandboxStatus};
 
 /// How long preparing a new sandbox (readiness, working directory) may take.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(180);

@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 
 use super::config::{ProjectSync, ToolsConfig};
 use super::ToolError;
-use crate::snapshot::{Snapshot, SnapshotOptions};
-use crate::transfer::{self, ApiRemote};
-use crate::{Error, Sandbox};
+use createos_sandbox::snapshot::{Snapshot, SnapshotOptions};
+use createos_sandbox::transfer::{self, ApiRemote};
+use createos_sandbox::{Error, Sandbox};
 
 /// What staging copied, for the log and the status.
 #[derive(Debug, Default, PartialEq, Eq)]

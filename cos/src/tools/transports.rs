@@ -12,8 +12,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::ToolError;
-use crate::sync::{SyncMode, SyncReport, Syncer};
-use crate::tunnel::RunningTunnel;
+use createos_sandbox::sync::{SyncMode, SyncReport, Syncer};
+use createos_sandbox::tunnel::RunningTunnel;
 
 /// How often a two-way watcher looks for changes made inside the sandbox.
 pub const TWO_WAY_POLL: Duration = Duration::from_secs(5);

@@ -73,7 +73,7 @@ impl<'a> Setup<'a> {
             .env("CREATEOS_API_KEY", self.env.mock.api_key())
             .env("HOME", self.state)
             .env("RUST_LOG", "warn");
-        for var in CONFIG_VARS.into_iter().chain(createos_sandbox::tools::config::env_vars()) {
+        for var in CONFIG_VARS.into_iter().chain(cos::tools::config::env_vars()) {
             cmd.env_remove(var);
         }
         for (k, v) in &self.extra_env {

@@ -32,10 +32,10 @@ fn method(sizes: &Sizes) -> String {
          TCP_NODELAY) posting the same JSON with the `X-Api-Key` header and decoding the answer into a \
          `serde_json::Value`, checked for `status: success` — the floor for any Rust client.\n\
          - **TypeScript SDK**: `@nodeops-createos/sandbox` (interop/ts) in one long-lived Node process \
-         (`benches/sdk/exec_worker.mjs`); `sandbox.runCommand(\"true\", [])` is timed inside Node with \
+         (`cos/benches/sdk/exec_worker.mjs`); `sandbox.runCommand(\"true\", [])` is timed inside Node with \
          `process.hrtime.bigint()`, so neither process start-up nor the stdin/stdout hop is counted.\n\
          - **Python SDK**: `createos-sandbox` (interop/python/.venv) in one long-lived Python process \
-         (`benches/sdk/exec_worker.py`), `sandbox.run_command(...)` timed with `time.perf_counter_ns()`.\n\
+         (`cos/benches/sdk/exec_worker.py`), `sandbox.run_command(...)` timed with `time.perf_counter_ns()`.\n\
          - **`cos exec` per call**: `cos --endpoint <emulator> exec <sandbox id> -- true` spawned for each \
          sample, timed from spawn to exit: what an integration shelling out to a CLI pays per command \
          (process start, credential lookup, `GET` of the sandbox, streamed exec).",

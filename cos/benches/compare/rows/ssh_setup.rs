@@ -26,7 +26,7 @@ impl SshRig {
         for program in needs {
             ensure!(
                 crate::env::on_path(program),
-                "`{program}` is needed by this row but is not on PATH (see benches/setup.sh)"
+                "`{program}` is needed by this row but is not on PATH (see cos/benches/setup.sh)"
             );
         }
         let files = tempfile::Builder::new().prefix("cos-bench-ssh-").tempdir()?;

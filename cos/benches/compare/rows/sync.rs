@@ -63,7 +63,7 @@ fn method(sizes: &Sizes) -> String {
 async fn run(bench: &Bench) -> anyhow::Result<Vec<Comparison>> {
     let rig = Arc::new(SshRig::open(bench, &["rsync", "ssh"]).await?);
     let probe = rig.ssh.exec("command -v rsync").await?;
-    ensure!(probe.success(), "rsync is not visible inside the sandbox (install it on the host: benches/setup.sh)");
+    ensure!(probe.success(), "rsync is not visible inside the sandbox (install it on the host: cos/benches/setup.sh)");
     let scratch = tempfile::Builder::new().prefix("cos-bench-sync-").tempdir()?;
     let sizes = &bench.sizes;
     let labels = ["Syncer over SSH", "Syncer over files API", "rsync -a over ssh"];

@@ -6,9 +6,9 @@ use std::process::ExitCode;
 use clap::Args;
 use futures::TryStreamExt;
 
-use createos_sandbox::herdr::host::HerdrHost;
-use createos_sandbox::herdr::setup::{self, SetupOptions};
-use createos_sandbox::herdr::{HerdrError, HerdrResult, PLUGIN_ID};
+use crate::herdr::host::HerdrHost;
+use crate::herdr::setup::{self, SetupOptions};
+use crate::herdr::{HerdrError, HerdrResult, PLUGIN_ID};
 use createos_sandbox::ListSandboxes;
 
 use super::Launch;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::{named, to_json, ToolOutput};
-use crate::api::computer::{MouseButton, MouseClick, Point, ScreenshotRegion};
+use createos_sandbox::api::computer::{MouseButton, MouseClick, Point, ScreenshotRegion};
 use crate::tools::args::Args;
 use crate::tools::runtime::Runtime;
 use crate::tools::{Part, ToolError};
@@ -82,7 +82,7 @@ const DESKTOP_READY: std::time::Duration = std::time::Duration::from_secs(180);
 
 pub(super) async fn desktop(rt: &Arc<Runtime>, args: &Args) -> Result<ToolOutput, ToolError> {
     let sandbox = named(rt, args)?;
-    let view = sandbox.update(crate::UpdateSandbox { ingress_enabled: Some(true), ..Default::default() }).await?;
+    let view = sandbox.update(createos_sandbox::UpdateSandbox { ingress_enabled: Some(true), ..Default::default() }).await?;
     let pc = sandbox.computer();
     let size = pc.wait_until_ready(DESKTOP_READY).await?;
     let link = pc.connect_screen(pc.screen_id()).await?;

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::{named, to_json, ToolOutput};
-use crate::api::disks::DiskCreate;
+use createos_sandbox::api::disks::DiskCreate;
 use crate::tools::args::Args;
 use crate::tools::runtime::Runtime;
 use crate::tools::ToolError;

@@ -7,12 +7,12 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::{run_error, target, ToolOutput};
-use crate::api::processes::{ProcessSpec, RunOptions};
+use createos_sandbox::api::processes::{ProcessSpec, RunOptions};
 use crate::tools::args::Args;
 use crate::tools::config::normalize_abs;
 use crate::tools::runtime::Runtime;
 use crate::tools::{CallCtx, ToolError};
-use crate::Sandbox;
+use createos_sandbox::Sandbox;
 
 /// Bytes kept of stdout and of stderr (2 MiB together, like the CLI runner's bound).
 pub const MAX_STREAM_BYTES: usize = 1 << 20;

@@ -1,6 +1,6 @@
 //! Calls of the file tools: `sandbox_read`/`write`/`edit`/`patch`/`glob`/`grep` on the session
 //! sandbox through the guest helper, and `sandbox_push`/`sandbox_pull` through the files API
-//! and [`crate::transfer`]. The routed native tools (`routed.rs`) share [`FileOp`].
+//! and [`createos_sandbox::transfer`]. The routed native tools (`routed.rs`) share [`FileOp`].
 //!
 //! Every argument, path mapping included, is checked before the session sandbox is allocated,
 //! so bad input never creates anything. Local paths of push/pull stay inside the project
@@ -17,14 +17,14 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::{named, run_error, sleep_or_forever};
-use crate::api::files::{UploadBody, UploadOptions};
-use crate::guest::{GlobOptions, GrepOptions, Guest, GuestOptions, PatchAction, PathMap, ReadOptions, ReadResult};
-use crate::snapshot::{Snapshot, SnapshotOptions};
+use createos_sandbox::api::files::{UploadBody, UploadOptions};
+use createos_sandbox::guest::{GlobOptions, GrepOptions, Guest, GuestOptions, PatchAction, PathMap, ReadOptions, ReadResult};
+use createos_sandbox::snapshot::{Snapshot, SnapshotOptions};
 use crate::tools::args::Args;
 use crate::tools::runtime::Runtime;
 use crate::tools::{CallCtx, Part, ToolError, ToolOutput};
-use crate::transfer::{self, ApiRemote};
-use crate::{validate, Error};
+use createos_sandbox::transfer::{self, ApiRemote};
+use createos_sandbox::{validate, Error};
 
 /// Deadline of a push or pull (the plugin's transfer budget).
 const TRANSFER_TIMEOUT: Duration = Duration::from_secs(600);
@@ -268,7 +268,7 @@ async fn push(rt: &Arc<Runtime>, args: &Args) -> Result<ToolOutput, ToolError> {
     local::check_sendable(rt.project_dir(), "local_path", &local, meta.is_dir())?;
     let sandbox = named(rt, args)?;
     if meta.is_dir() {
-        let dest = crate::sync::safety::check_remote(remote).map_err(invalid)?;
+        let dest = createos_sandbox::sync::safety::check_remote(remote).map_err(invalid)?;
         let snapshot = Snapshot::scan_async(local.clone(), SnapshotOptions::new()).await.map_err(file_error)?;
         let sent = transfer::upload_snapshot(&ApiRemote::new(sandbox.clone()), &snapshot, &dest, None).await.map_err(run_error)?;
         let left_out = snapshot.dropped().len();

@@ -1,5 +1,5 @@
 //! Calls of the jobs tools (`sandbox_offload`, `sandbox_fanout`, `sandbox_run_code`): each job
-//! gets a throwaway sandbox of its own (see [`crate::jobs`]); the session sandbox is untouched.
+//! gets a throwaway sandbox of its own (see [`createos_sandbox::jobs`]); the session sandbox is untouched.
 //! The call's token is the job's cancellation: cancelling stops the remote command and
 //! destroys the job sandboxes before the call answers.
 
@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::exec::{deadline, MAX_STREAM_BYTES};
 use super::to_json;
-use crate::jobs::{self, FanoutRequest, Fate, JobError, JobEvent, JobOptions, JobProgress, JobResult, Language, OffloadRequest, RunCodeRequest};
+use createos_sandbox::jobs::{self, FanoutRequest, Fate, JobError, JobEvent, JobOptions, JobProgress, JobResult, Language, OffloadRequest, RunCodeRequest};
 use crate::tools::args::Args;
 use crate::tools::runtime::Runtime;
 use crate::tools::{CallCtx, ToolError, ToolOutput};
@@ -118,7 +118,7 @@ async fn fanout(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOut
 }
 
 async fn run_code(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOutput, ToolError> {
-    let language: Language = args.str("lang")?.parse().map_err(|e: crate::Error| ToolError::InvalidArgs(e.to_string()))?;
+    let language: Language = args.str("lang")?.parse().map_err(|e: createos_sandbox::Error| ToolError::InvalidArgs(e.to_string()))?;
     let mut request = RunCodeRequest::new(language, args.str("code")?);
     if let Some(input) = args.opt_str("stdin") {
         request = request.stdin(input.as_bytes().to_vec());

@@ -5,11 +5,11 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::{target, to_json, ToolOutput};
-use crate::api::sandboxes::{ForkOptions, ListSandboxes};
+use createos_sandbox::api::sandboxes::{ForkOptions, ListSandboxes};
 use crate::tools::args::Args;
 use crate::tools::runtime::{ready, Runtime};
 use crate::tools::{CallCtx, ToolError};
-use crate::{CreateSandbox, SandboxStatus};
+use createos_sandbox::{CreateSandbox, SandboxStatus};
 
 pub(super) async fn release(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOutput, ToolError> {
     let destroy = !args.opt_bool("forget").unwrap_or(false);

@@ -23,7 +23,7 @@ use super::args::Args;
 use super::catalog::{self, PREFIX};
 use super::runtime::Runtime;
 use super::{CallCtx, ToolError, ToolOutput};
-use crate::Sandbox;
+use createos_sandbox::Sandbox;
 
 /// Run tool `name` with `arguments` for the caller described by `ctx`.
 pub async fn call(rt: &Arc<Runtime>, name: &str, arguments: Option<Map<String, Value>>, ctx: CallCtx) -> Result<ToolOutput, ToolError> {
@@ -134,10 +134,10 @@ async fn sleep_or_forever(limit: Option<Duration>) {
 }
 
 /// Map the library's cancellation and timeout to the tool's.
-fn run_error(err: crate::Error) -> ToolError {
+fn run_error(err: createos_sandbox::Error) -> ToolError {
     match err {
-        crate::Error::Cancelled => ToolError::Cancelled,
-        crate::Error::Timeout { after, .. } => ToolError::Timeout(after),
+        createos_sandbox::Error::Cancelled => ToolError::Cancelled,
+        createos_sandbox::Error::Timeout { after, .. } => ToolError::Timeout(after),
         other => ToolError::Api(other),
     }
 }

@@ -8,13 +8,13 @@ use serde_json::json;
 
 use super::exec::MAX_STREAM_BYTES;
 use super::{named, run_error, to_json, ToolOutput};
-use crate::api::processes::Process;
-use crate::stream::process_output::{OutputEvent, StreamKind};
+use createos_sandbox::api::processes::Process;
+use createos_sandbox::stream::process_output::{OutputEvent, StreamKind};
 use crate::tools::args::Args;
 use crate::tools::config::normalize_abs;
 use crate::tools::runtime::Runtime;
 use crate::tools::{CallCtx, ToolError};
-use crate::Error;
+use createos_sandbox::Error;
 
 /// Grace between SIGTERM and SIGKILL when stopping.
 const STOP_GRACE: Duration = Duration::from_secs(1);
@@ -30,7 +30,7 @@ pub(super) async fn start(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Resu
     let sandbox = named(rt, args)?;
     let cwd = normalize_abs(args.opt_str("cwd").unwrap_or("/root")).map_err(ToolError::InvalidArgs)?;
     // Unlike exec, stdin stays open: sandbox_process_input feeds it.
-    let spec = crate::api::processes::ProcessSpec::new("bash").args(["-lc", args.str("command")?]).cwd(cwd);
+    let spec = createos_sandbox::api::processes::ProcessSpec::new("bash").args(["-lc", args.str("command")?]).cwd(cwd);
     let started = sandbox.processes().start(spec).await.map_err(run_error)?;
     if ctx.cancel.is_cancelled() {
         // The caller gave up while it was starting: do not leave an orphan behind.

@@ -9,7 +9,7 @@ use super::{named, to_json, ToolOutput};
 use crate::tools::args::Args;
 use crate::tools::runtime::Runtime;
 use crate::tools::ToolError;
-use crate::UpdateSandbox;
+use createos_sandbox::UpdateSandbox;
 
 pub(super) async fn shapes(rt: &Arc<Runtime>) -> Result<ToolOutput, ToolError> {
     Ok(ToolOutput::json(to_json(rt.client().list_shapes().collect_all().await?)?))
@@ -33,7 +33,7 @@ pub(super) async fn ingress(rt: &Arc<Runtime>, args: &Args) -> Result<ToolOutput
 
 pub(super) async fn preview_url(rt: &Arc<Runtime>, args: &Args) -> Result<ToolOutput, ToolError> {
     let sandbox = named(rt, args)?;
-    let port = crate::validate::port("port", args.u64("port")?.min(u32::MAX as u64) as u32)?;
+    let port = createos_sandbox::validate::port("port", args.u64("port")?.min(u32::MAX as u64) as u32)?;
     let view = sandbox.refresh().await?;
     let url = view.preview_url(port).ok_or_else(|| {
         ToolError::Refused(format!("sandbox {} has no preview URL template; enable ingress with sandbox_ingress first", view.id))

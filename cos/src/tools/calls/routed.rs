@@ -27,7 +27,7 @@
 //! tools give the same text as the `sandbox_*` file tools with `sandboxId` in the metadata. Any remote failure fails the call: nothing ever runs
 //! on this machine.
 //!
-//! [`PathMap`]: crate::guest::PathMap
+//! [`PathMap`]: createos_sandbox::guest::PathMap
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,14 +37,14 @@ use serde_json::{json, Map, Value};
 use super::exec::{deadline, run_shell};
 use super::files::{self, FileOp};
 use super::run_error;
-use crate::api::processes::ProcessSpec;
-use crate::guest::{GlobOptions, GrepOptions, ReadOptions};
+use createos_sandbox::api::processes::ProcessSpec;
+use createos_sandbox::guest::{GlobOptions, GrepOptions, ReadOptions};
 use crate::tools::args::Args;
 use crate::tools::catalog::ToolDef;
 use crate::tools::config::{Mode, MAX_TIMEOUT};
 use crate::tools::runtime::Runtime;
 use crate::tools::{CallCtx, ToolError, ToolOutput};
-use crate::Sandbox;
+use createos_sandbox::Sandbox;
 
 /// Prefix of the routed native tools' MCP names.
 pub const NATIVE_PREFIX: &str = "native_";

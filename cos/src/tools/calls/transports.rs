@@ -12,13 +12,13 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::{named, run_error, sleep_or_forever};
-use crate::sync::{safety, SyncMode, SyncOptions, SyncReport, Syncer};
-use crate::transfer::ApiRemote;
-use crate::tunnel::TunnelListener;
+use createos_sandbox::sync::{safety, SyncMode, SyncOptions, SyncReport, Syncer};
+use createos_sandbox::transfer::ApiRemote;
+use createos_sandbox::tunnel::TunnelListener;
 use crate::tools::args::Args;
 use crate::tools::runtime::Runtime;
 use crate::tools::{CallCtx, ToolError, ToolOutput};
-use crate::SandboxStatus;
+use createos_sandbox::SandboxStatus;
 
 /// Deadline of the sync a `sandbox_sync` call runs (like the plugin's push/pull).
 const SYNC_LIMIT: Duration = Duration::from_secs(600);
@@ -62,9 +62,9 @@ async fn bounded<T>(
 }
 
 /// The library's input errors are the caller's bad arguments.
-fn input_error(err: crate::Error) -> ToolError {
+fn input_error(err: createos_sandbox::Error) -> ToolError {
     match err {
-        crate::Error::InvalidInput { field, message } => ToolError::InvalidArgs(format!("{field}: {message}")),
+        createos_sandbox::Error::InvalidInput { field, message } => ToolError::InvalidArgs(format!("{field}: {message}")),
         other => run_error(other),
     }
 }
@@ -150,7 +150,7 @@ async fn sync(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOutpu
 }
 
 async fn tunnel(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOutput, ToolError> {
-    let remote_port = crate::validate::port("remote_port", args.u64("remote_port")?.min(u64::from(u32::MAX)) as u32).map_err(input_error)?;
+    let remote_port = createos_sandbox::validate::port("remote_port", args.u64("remote_port")?.min(u64::from(u32::MAX)) as u32).map_err(input_error)?;
     let local_port = u16::try_from(args.opt_u64("local_port").unwrap_or(0))
         .map_err(|_| ToolError::InvalidArgs("local_port must be 0..=65535".into()))?;
     let sandbox = named(rt, args)?;
@@ -164,7 +164,7 @@ async fn tunnel(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOut
     }
     let addr = SocketAddr::from(([127, 0, 0, 1], local_port));
     let listener = TunnelListener::bind(&sandbox, remote_port, Some(addr)).await.map_err(|e| match e {
-        crate::Error::Io { source, .. } if source.kind() == std::io::ErrorKind::AddrInUse => {
+        createos_sandbox::Error::Io { source, .. } if source.kind() == std::io::ErrorKind::AddrInUse => {
             ToolError::Refused(format!("local port {local_port} is already in use; pick another or pass 0 for a free one"))
         }
         other => input_error(other),

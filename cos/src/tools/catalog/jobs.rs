@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use super::{boolean, int, one_of, s, strings, tool, ToolDef, TIMEOUT};
-use crate::jobs::{Language, MAX_FANOUT_COMMANDS, MAX_FANOUT_JOBS};
+use createos_sandbox::jobs::{Language, MAX_FANOUT_COMMANDS, MAX_FANOUT_JOBS};
 
 const OFFLOAD: &str = "Run one command on a copy of the local project in a fresh, throwaway sandbox: the project directory is uploaded to /work (Git's file list; .git, node_modules, .env files and keys are left out), the command runs there with `bash -lc`, and the sandbox is destroyed afterwards. Use it for heavy or risky one-off work on the local code (a full build, the test suite, a benchmark) without touching the session sandbox; `out` brings a result file or directory back into the local project. The sandbox is kept (and named in the result) only when the command's outcome is uncertain, when it failed and keep_on_fail is set, or when `out` could not be retrieved. For a command in the session sandbox use sandbox_exec; for several independent commands at once use sandbox_fanout; for servers or background work use sandbox_process_start.";
 const FANOUT: &str = "Run several independent commands in parallel, each in its own fresh sandbox with its own copy of the local project in /work (like sandbox_offload per command, without `out`). Use it to split a test suite, try several variants, or build for several targets at once. At most `jobs` sandboxes run at a time (default 2, max 10). Results come back in input order with each command's exit code, stdout, stderr and truncated flag; one failing command does not stop the others. Sandboxes are destroyed afterwards (failing ones too unless keep_on_fail); cancelling stops dispatch and destroys the running ones.";
@@ -17,7 +17,7 @@ const KEEP: &str = "Keep the sandbox when the command fails (nonzero exit or tim
 
 /// The jobs tools.
 pub(super) fn tools() -> Vec<ToolDef> {
-    let max_ms = crate::jobs::MAX_JOB_TIMEOUT.as_millis() as u64;
+    let max_ms = createos_sandbox::jobs::MAX_JOB_TIMEOUT.as_millis() as u64;
     let mut commands = strings("Shell command lines, one per sandbox.", 1);
     commands["maxItems"] = json!(MAX_FANOUT_COMMANDS);
     vec![

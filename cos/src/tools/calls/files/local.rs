@@ -13,7 +13,7 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
-use crate::snapshot::{fuzz_name_filter, DropReason};
+use createos_sandbox::snapshot::{fuzz_name_filter, DropReason};
 use crate::tools::ToolError;
 
 /// `given` (argument `field`) resolved and confined to `project`.

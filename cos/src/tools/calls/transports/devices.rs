@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use zeroize::Zeroizing;
 
 use super::{bounded, input_error};
-use crate::api::devices::{validate_pubkey, Device};
+use createos_sandbox::api::devices::{validate_pubkey, Device};
 use crate::tools::args::Args;
 use crate::tools::runtime::Runtime;
 use crate::tools::{CallCtx, ToolError, ToolOutput};
@@ -65,7 +65,7 @@ fn keys_dir(rt: &Runtime) -> PathBuf {
 
 /// Where the private key of `device_id` lives (the id was checked to be a safe file name).
 fn key_path(rt: &Runtime, device_id: &str) -> Result<PathBuf, ToolError> {
-    crate::validate::id("device id", device_id).map_err(input_error)?;
+    createos_sandbox::validate::id("device id", device_id).map_err(input_error)?;
     Ok(keys_dir(rt).join(format!("{device_id}.key")))
 }
 
@@ -93,7 +93,7 @@ fn machine_hostname() -> Option<String> {
     std::env::var("HOSTNAME")
         .ok()
         .or_else(from_file)
-        .filter(|h| !h.is_empty() && h.len() <= crate::api::devices::MAX_DEVICE_FIELD && !h.chars().any(char::is_control))
+        .filter(|h| !h.is_empty() && h.len() <= createos_sandbox::api::devices::MAX_DEVICE_FIELD && !h.chars().any(char::is_control))
 }
 
 fn device_view(d: &Device) -> Value {
@@ -201,10 +201,10 @@ async fn vpn_up(rt: &Arc<Runtime>, args: &Args) -> Result<ToolOutput, ToolError>
     };
     let key = key_path(rt, &device.id)?;
     let has_key = key.is_file();
-    let key_source = if has_key { format!("\"$(cat {})\"", crate::shell::quote(&key.to_string_lossy())) } else { "\"$WG_PRIVATE_KEY\"".into() };
+    let key_source = if has_key { format!("\"$(cat {})\"", createos_sandbox::shell::quote(&key.to_string_lossy())) } else { "\"$WG_PRIVATE_KEY\"".into() };
     let open = format!(
         "umask 077 && cos device session open {} | awk -v k={key_source} '{{print}} /^\\[Interface\\]/ {{print \"PrivateKey = \" k}}' > {VPN_CONFIG} && sudo wg-quick up {VPN_CONFIG}",
-        crate::shell::quote(&device.id)
+        createos_sandbox::shell::quote(&device.id)
     );
     let mut notes = vec![
         "Run these in your own terminal: they need root (sudo) and wg-quick (wireguard-tools). Nothing was connected by this tool.".to_string(),
