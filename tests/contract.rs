@@ -119,8 +119,10 @@ fn client_methods() -> BTreeSet<String> {
 /// Integration test files (by name) that call each method name.
 fn tests_calling(methods: &BTreeSet<String>) -> BTreeMap<String, BTreeSet<String>> {
     let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    let files: Vec<_> = rust_files(&root().join("tests"))
-        .into_iter()
+    // The library's tests, and the `cos` package's (which drive the binary and the tools).
+    let files: Vec<_> = [root().join("tests"), root().join("cos/tests")]
+        .iter()
+        .flat_map(|dir| rust_files(dir))
         .filter(|p| !p.components().any(|c| c.as_os_str() == "common") && !p.ends_with("contract.rs"))
         .collect();
     let texts: Vec<(String, String)> = files
