@@ -12,7 +12,7 @@ pub mod catalog;
 pub mod computer;
 pub mod devices;
 pub mod disks;
-pub mod endpoints;
+pub use crate::transport::endpoints;
 pub mod exec;
 pub mod files;
 pub mod metrics;

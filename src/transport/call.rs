@@ -6,7 +6,7 @@ use bytes::Bytes;
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use serde::Serialize;
 
-use crate::api::endpoints::Endpoint;
+use super::endpoints::Endpoint;
 use crate::error::{Error, Result};
 
 /// Characters left as they are in a path segment (RFC 3986 unreserved); everything else,
@@ -149,7 +149,7 @@ impl Call {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::endpoints;
+    use crate::transport::endpoints;
 
     #[test]
     fn path_parameters_are_encoded_as_one_segment() {

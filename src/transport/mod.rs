@@ -4,6 +4,7 @@
 //! Cancellation is by dropping the future: nothing here spawns work that outlives it.
 
 pub mod call;
+pub mod endpoints;
 pub mod jsend;
 pub mod pagination;
 pub(crate) mod retry;

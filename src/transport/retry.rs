@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::api::endpoints::Endpoint;
+use super::endpoints::Endpoint;
 use crate::config::RetryPolicy;
 use crate::error::Error;
 
@@ -59,7 +59,7 @@ pub(crate) fn judge<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::endpoints;
+    use crate::transport::endpoints;
     use crate::error::ApiError;
 
     fn api(status: u16, retry_after: Option<Duration>) -> Error {
