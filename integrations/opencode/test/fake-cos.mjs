@@ -71,7 +71,8 @@ function call(id, params) {
     case "sandbox_progress":
       send({ jsonrpc: "2.0", method: "notifications/progress", params: { progressToken: meta.progressToken, progress: 1, total: 2, message: "half" } });
       send({ jsonrpc: "2.0", method: "notifications/progress", params: { progressToken: meta.progressToken, progress: 2, total: 2 } });
-      return send({ jsonrpc: "2.0", id, result: text("done") });
+      // A real call reports progress while it runs, well before its result.
+      return setTimeout(() => send({ jsonrpc: "2.0", id, result: text("done") }), 50);
     case "sandbox_slow":
       slow.set(id, setTimeout(() => send({ jsonrpc: "2.0", id, result: text("slow done") }), 30_000));
       return;
@@ -124,5 +125,10 @@ process.stdin.on("data", (chunk) => {
 });
 process.stdin.on("end", () => {
   log({ event: "stdin-closed" });
+  process.exit(0);
+});
+// `cos mcp` shuts down cleanly on SIGTERM as on the end of its input.
+process.on("SIGTERM", () => {
+  log({ event: "sigterm" });
   process.exit(0);
 });

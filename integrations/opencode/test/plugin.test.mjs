@@ -171,7 +171,7 @@ test("dispose stops cos mcp", async () => {
   assert.ok(alive(pid));
   await hooks.dispose();
   await waitFor(() => !alive(pid), "cos to exit");
-  assert.ok(events(log).some((e) => e.event === "stdin-closed"));
+  assert.ok(events(log).some((e) => e.event === "sigterm"), "cos mcp was asked to shut down");
 });
 
 test("V2 setup registers tools, routes, the context hook and commands; cleanup stops cos", async () => {
