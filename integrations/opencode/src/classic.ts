@@ -7,7 +7,7 @@ import { COMMANDS, isOurCommand, runCommand } from "./commands.js";
 import { contextText } from "./context.js";
 import { startCore } from "./core.js";
 import { deletedSessionId } from "./events.js";
-import { configPathBundles } from "./skills.js";
+import { configPathBundles, homeOf } from "./skills.js";
 import { buildTools, invoker } from "./tools.js";
 
 function logger(input: PluginInput): (msg: string) => void {
@@ -43,7 +43,7 @@ export const CreateOSPlugin: Plugin = async (input, options) => {
       const c = cfg as { command?: Record<string, unknown>; skills?: { paths?: unknown } };
       // `skills.paths` of the configuration: OpenCode loads bundles from there too.
       const paths = Array.isArray(c.skills?.paths) ? (c.skills.paths as unknown[]) : [];
-      if (paths.length > 0) await core.addSkillDirs(configPathBundles(paths, input.directory));
+      if (paths.length > 0) await core.addSkillDirs(configPathBundles(paths, input.directory, homeOf(process.env)));
       c.command ??= {};
       for (const [name, description] of Object.entries(COMMANDS)) {
         // A user's own command of the same name wins.

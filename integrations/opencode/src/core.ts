@@ -3,7 +3,7 @@
 
 import { resolveOptions, cosOptions, type PluginConfig } from "./options.js";
 import { Sidecar, type McpTool } from "./sidecar.js";
-import { confineSkillDirs, discoverSkillDirs } from "./skills.js";
+import { confineSkillDirs, discoverSkillDirs, homeOf } from "./skills.js";
 import { missingRoutes } from "./tools.js";
 
 /** A started plugin instance. */
@@ -79,7 +79,7 @@ export async function startCore(
   let skillDirs: string[] = [];
   if (config.syncSkills) {
     const loaded = host.skillDirs ?? discoverSkillDirs({ directory: project, worktree: host.worktree, env });
-    skillDirs = confineSkillDirs([...loaded, ...config.skillDirs], log);
+    skillDirs = confineSkillDirs([...loaded, ...config.skillDirs], log, homeOf(env));
   }
   const sidecar = new Sidecar(
     { command: config.bin, args: cosArgs(project, config, skillDirs), cwd: project, env: { ...env, NO_COLOR: "1" } },
@@ -164,7 +164,7 @@ export async function startCore(
     },
     async addSkillDirs(dirs) {
       if (!config.syncSkills) return;
-      const next = confineSkillDirs([...core.skillDirs, ...dirs], log);
+      const next = confineSkillDirs([...core.skillDirs, ...dirs], log, homeOf(env));
       if (next.length === core.skillDirs.length && next.every((d, i) => d === core.skillDirs[i])) return;
       if (await sidecar.respawnWith(cosArgs(project, config, next))) {
         core.skillDirs = next;

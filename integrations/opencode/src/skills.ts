@@ -47,6 +47,11 @@ export interface SkillSearch {
   home?: string;
 }
 
+/** The home directory `env` names (what OpenCode's `os.homedir()` returns in that environment). */
+export function homeOf(env: NodeJS.ProcessEnv): string {
+  return env.HOME && isAbsolute(env.HOME) ? env.HOME : homedir();
+}
+
 function flag(v: string | undefined): boolean {
   // OpenCode's truthy flag: "true" (any case) or "1".
   return v !== undefined && (v.toLowerCase() === "true" || v === "1");
@@ -113,7 +118,7 @@ function bundlesBelow(root: string, dot: boolean): string[] {
 /** The skill bundle directories OpenCode would load for `search` (absolute, unconfined). */
 export function discoverSkillDirs(search: SkillSearch): string[] {
   const env = search.env ?? process.env;
-  const home = search.home ?? homedir();
+  const home = search.home ?? homeOf(env);
   const { directory, worktree } = search;
   const found: string[] = [];
   if (!flag(env.OPENCODE_DISABLE_EXTERNAL_SKILLS)) {

@@ -15,7 +15,7 @@ test("start reads the whole catalog across tools/list pages", async () => {
   try {
     const tools = await sc.start();
     assert.deepEqual(tools.map((t) => t.name).slice(0, 5), ["sandbox_status", "sandbox_echo", "sandbox_progress", "sandbox_slow", "sandbox_fail"]);
-    assert.equal(tools.length, 9);
+    assert.equal(tools.length, 10);
     assert.equal(sc.instructions, "fake instructions");
     assert.ok(events(log).some((e) => e.event === "initialized"), "notifications/initialized sent");
   } finally {
