@@ -2,21 +2,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { CreateOSPlugin } from "../dist/index.js";
 import { deletedSessionId } from "../dist/events.js";
-import { events, fakeEnv, toolCtx } from "./helpers.mjs";
-
-async function classic(options = {}, extraEnv = {}) {
-  const { log, env } = fakeEnv(extraEnv);
-  const saved = process.env;
-  process.env = env;
-  try {
-    const hooks = await CreateOSPlugin({ directory: "/tmp", worktree: "/tmp", client: {} }, options);
-    return { hooks, log };
-  } finally {
-    process.env = saved;
-  }
-}
+import { classic, events, toolCtx } from "./helpers.mjs";
 
 const releases = (log) => events(log).filter((e) => e.name === "sandbox_release").map((e) => [e.meta["createos/session"], e.args]);
 
