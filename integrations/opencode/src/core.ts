@@ -53,6 +53,8 @@ export interface HostInfo {
 /** Release retries while the session's last calls wind down (deletion aborts them). */
 const RELEASE_TRIES = 6;
 const RELEASE_BACKOFF_MS = 500;
+/** Longest wait at unload for releases of deleted sessions. */
+const UNLOAD_WAIT_MS = 30_000;
 
 function textOf(res: { content?: { type: string; text?: unknown }[] }): string {
   return (res.content ?? [])
@@ -115,13 +117,63 @@ export async function startCore(
     return JSON.parse(text) as Record<string, unknown>;
   };
 
+  /** Release a deleted session's sandbox: destroy it, or forget it when it is gone already. */
+  const release = async (session: string): Promise<SessionCleanup> => {
+    let last = "";
+    for (let attempt = 0; attempt < RELEASE_TRIES; attempt++) {
+      if (attempt > 0) await new Promise((r) => setTimeout(r, RELEASE_BACKOFF_MS * attempt));
+      let res;
+      try {
+        res = await sidecar.call("sandbox_release", {}, { session });
+      } catch (err) {
+        return { session, sandbox: null, destroyed: false, error: (err as Error).message };
+      }
+      const text = textOf(res);
+      if (!res.isError) {
+        const body = JSON.parse(text) as { sandbox?: unknown; destroyed?: unknown };
+        const sandbox = typeof body.sandbox === "string" ? body.sandbox : null;
+        if (sandbox) log(`session ${session} was deleted; destroyed its sandbox ${sandbox}`);
+        return { session, sandbox, destroyed: body.destroyed === true };
+      }
+      last = text;
+      if (/in flight|allocating|being released/.test(text)) continue;
+      if (/no longer exists|not found|404|destroyed|destroying|externally owned/i.test(text)) {
+        // Gone already (deleted elsewhere), or not ours to destroy: only the binding is
+        // left to drop.
+        const forgot = await sidecar.call("sandbox_release", { forget: true }, { session }).catch(() => undefined);
+        const body = forgot && !forgot.isError ? (JSON.parse(textOf(forgot)) as { sandbox?: unknown }) : {};
+        return { session, sandbox: typeof body.sandbox === "string" ? body.sandbox : null, destroyed: false };
+      }
+      break;
+    }
+    log(`session ${session} was deleted, but its sandbox was not released: ${last}`);
+    return { session, sandbox: null, destroyed: false, error: last };
+  };
+
+  // Deletions still releasing: unload waits for them, so a host that deletes a session and
+  // then exits (`opencode session delete`) still gets the sandbox destroyed.
+  const releasing = new Set<Promise<unknown>>();
+  const track = <T>(p: Promise<T>): Promise<T> => {
+    releasing.add(p);
+    void p.finally(() => releasing.delete(p)).catch(() => {});
+    return p;
+  };
+
   const core: Core = {
     config,
     project,
     sidecar,
     catalog,
     skillDirs,
-    close: () => sidecar.close(),
+    async close() {
+      if (releasing.size > 0) {
+        let timer: NodeJS.Timeout | undefined;
+        const limit = new Promise((r) => (timer = setTimeout(r, UNLOAD_WAIT_MS)));
+        await Promise.race([Promise.allSettled([...releasing]), limit]);
+        clearTimeout(timer);
+      }
+      await sidecar.close();
+    },
     status,
     async boundSandbox(session) {
       try {
@@ -131,36 +183,8 @@ export async function startCore(
         return null;
       }
     },
-    async sessionDeleted(session) {
-      let last = "";
-      for (let attempt = 0; attempt < RELEASE_TRIES; attempt++) {
-        if (attempt > 0) await new Promise((r) => setTimeout(r, RELEASE_BACKOFF_MS * attempt));
-        let res;
-        try {
-          res = await sidecar.call("sandbox_release", {}, { session });
-        } catch (err) {
-          return { session, sandbox: null, destroyed: false, error: (err as Error).message };
-        }
-        const text = textOf(res);
-        if (!res.isError) {
-          const body = JSON.parse(text) as { sandbox?: unknown; destroyed?: unknown };
-          const sandbox = typeof body.sandbox === "string" ? body.sandbox : null;
-          if (sandbox) log(`session ${session} was deleted; destroyed its sandbox ${sandbox}`);
-          return { session, sandbox, destroyed: body.destroyed === true };
-        }
-        last = text;
-        if (/in flight|allocating|being released/.test(text)) continue;
-        if (/no longer exists|not found|404|destroyed|destroying|externally owned/i.test(text)) {
-          // Gone already (deleted elsewhere), or not ours to destroy: only the binding is
-          // left to drop.
-          const forgot = await sidecar.call("sandbox_release", { forget: true }, { session }).catch(() => undefined);
-          const body = forgot && !forgot.isError ? (JSON.parse(textOf(forgot)) as { sandbox?: unknown }) : {};
-          return { session, sandbox: typeof body.sandbox === "string" ? body.sandbox : null, destroyed: false };
-        }
-        break;
-      }
-      log(`session ${session} was deleted, but its sandbox was not released: ${last}`);
-      return { session, sandbox: null, destroyed: false, error: last };
+    sessionDeleted(session) {
+      return track(release(session));
     },
     async addSkillDirs(dirs) {
       if (!config.syncSkills) return;

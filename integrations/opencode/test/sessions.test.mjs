@@ -60,3 +60,11 @@ test("a session event after unload is ignored without an error", async () => {
   await hooks.event({ event: { type: "session.deleted", properties: { info: { id: "ses_late" } } } });
   assert.deepEqual(releases(log), []);
 });
+
+test("unload waits for a deleted session's release still retrying", async () => {
+  const { hooks, log } = await classic({}, { FAKE_COS_RELEASE: "busy" });
+  const pending = hooks.event({ event: { type: "session.deleted", properties: { info: { id: "ses_exit" } } } });
+  await hooks.dispose();
+  assert.deepEqual(releases(log), [["ses_exit", {}], ["ses_exit", {}], ["ses_exit", {}]], "the third, accepted release ran before cos stopped");
+  await pending;
+});
