@@ -57,8 +57,9 @@ async function waitStats(mock, pred, ms = 30_000) {
 async function liveSandboxIds(mock) {
   const { status, body } = await api(mock, "GET", "/v1/sandboxes");
   if (status !== 200) throw new Error(`GET /v1/sandboxes: ${status} ${JSON.stringify(body)}`);
-  const data = body?.data ?? body;
-  const list = Array.isArray(data) ? data : (data?.sandboxes ?? data?.items ?? []);
+  // JSend around a page: {status, data: {data: [SandboxView], pagination}}.
+  const page = body?.data;
+  const list = Array.isArray(page?.data) ? page.data : [];
   return list.filter((s) => s && !/^destroy/.test(String(s.status))).map((s) => s.id);
 }
 
