@@ -303,6 +303,7 @@ async function main() {
       const left = await waitNoLiveSandboxes(mock, 30_000);
       check(left.live_sandboxes === 0, "/sandbox-release destroyed the session sandbox", JSON.stringify(left));
     }
+    await (await import("./sessions.mjs")).sessionScenarios({ opencode, env, mock, model, pluginDir, work, nonce, check, log, opencodeRun, writeConfig, resultOfStep });
   } finally {
     await model.close();
     await mock.stop();

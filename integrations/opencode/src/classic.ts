@@ -6,6 +6,8 @@ import type { Hooks, Plugin, PluginInput } from "@opencode-ai/plugin";
 import { COMMANDS, isOurCommand, runCommand } from "./commands.js";
 import { contextText } from "./context.js";
 import { startCore } from "./core.js";
+import { deletedSessionId } from "./events.js";
+import { configPathBundles, homeOf } from "./skills.js";
 import { buildTools, invoker } from "./tools.js";
 
 function logger(input: PluginInput): (msg: string) => void {
@@ -32,13 +34,16 @@ function relay(name: string, text: string): string {
 /** Classic OpenCode plugin: the `cos mcp` catalog as tools, remote routing, context, commands. */
 export const CreateOSPlugin: Plugin = async (input, options) => {
   const log = logger(input);
-  const core = await startCore(options, input.directory, log);
+  const core = await startCore(options, input.directory, log, process.env, { worktree: input.worktree });
   const tools = buildTools(core.catalog, core.config.mode, invoker(core.sidecar));
   const names = core.catalog.map((t) => t.name);
   const hooks: Hooks = {
     tool: tools,
     config: async (cfg) => {
-      const c = cfg as { command?: Record<string, unknown> };
+      const c = cfg as { command?: Record<string, unknown>; skills?: { paths?: unknown } };
+      // `skills.paths` of the configuration: OpenCode loads bundles from there too.
+      const paths = Array.isArray(c.skills?.paths) ? (c.skills.paths as unknown[]) : [];
+      if (paths.length > 0) await core.addSkillDirs(configPathBundles(paths, input.directory, homeOf(process.env)));
       c.command ??= {};
       for (const [name, description] of Object.entries(COMMANDS)) {
         // A user's own command of the same name wins.
@@ -57,6 +62,10 @@ export const CreateOSPlugin: Plugin = async (input, options) => {
     "experimental.chat.system.transform": async (inp, out) => {
       const sandboxId = inp.sessionID ? await core.boundSandbox(inp.sessionID) : null;
       out.system.push(contextText({ config: core.config, project: core.project, tools: names, sandboxId }));
+    },
+    event: async ({ event }) => {
+      const session = deletedSessionId(event);
+      if (session) await core.sessionDeleted(session);
     },
     dispose: async () => {
       await core.close();

@@ -1,6 +1,7 @@
 // Plugin options: environment variable > plugin option > default. Unknown keys and invalid
 // values are refused at load, before anything starts, so a typo never falls back silently.
 
+import { homedir } from "node:os";
 import { posix } from "node:path";
 
 /** Longest call deadline (1 h), as `cos` allows. */
@@ -18,6 +19,11 @@ export interface PluginConfig {
   persist: boolean;
   timeout: number;
   syncSkills: boolean;
+  /**
+   * Skill directories to mirror on top of the ones OpenCode loads (option only; absolute
+   * paths, `~/` for the home directory).
+   */
+  skillDirs: string[];
   /** The `cos` executable. */
   bin: string;
 }
@@ -68,6 +74,18 @@ export function absPosix(raw: unknown): string {
   return norm.length > 1 && norm.endsWith("/") ? norm.slice(0, -1) : norm;
 }
 
+/** `skillDirs`: absolute directories (`~/…` expands to the home directory), without `..`. */
+function dirList(raw: unknown, _fromEnv: boolean, home: string = homedir()): string[] {
+  if (!Array.isArray(raw)) throw new Error("must be an array of absolute directory paths");
+  return raw.map((item) => {
+    let v = text(item);
+    if (v === "~" || v.startsWith("~/")) v = home + v.slice(1);
+    if (!v.startsWith("/")) throw new Error(`${JSON.stringify(item)} is not an absolute path`);
+    if (v.split("/").includes("..")) throw new Error(`${JSON.stringify(item)} contains \`..\``);
+    return absPosix(v);
+  });
+}
+
 function timeout(raw: unknown, fromEnv: boolean): number {
   let n: number;
   if (fromEnv) {
@@ -93,6 +111,7 @@ const KEYS: Record<string, KeySpec> = {
   persist: { env: "CREATEOS_PERSIST", parse: bool },
   timeout: { env: "CREATEOS_TIMEOUT", parse: timeout },
   syncSkills: { parse: bool },
+  skillDirs: { parse: dirList },
   bin: { env: "COS_BIN", parse: text },
 };
 
@@ -106,10 +125,14 @@ const DEFAULTS: PluginConfig = {
   persist: true,
   timeout: 120_000,
   syncSkills: true,
+  skillDirs: [],
   bin: "cos",
 };
 
-/** Keys that `cos mcp --options` understands (`bin` is the plugin's own). */
+/**
+ * Keys passed through to `cos mcp --options` as they are (`bin` is the plugin's own;
+ * `skillDirs` goes to cos merged with the discovered skill directories, see core.ts).
+ */
 const COS_KEYS = ["mode", "shape", "rootfs", "cwd", "network", "autoPause", "sync", "persist", "timeout", "syncSkills"] as const;
 
 /** Resolve `options` against `env`. Throws `OptionsError` naming the offending key. */

@@ -7,9 +7,8 @@ import { relative, resolve } from "node:path";
 
 import type { ToolContext, ToolDefinition } from "@opencode-ai/plugin";
 
-import type { McpCallResult, McpTool } from "./mcp.js";
 import { objectShape } from "./schema.js";
-import type { Sidecar } from "./sidecar.js";
+import type { McpCallResult, McpTool, Sidecar } from "./sidecar.js";
 
 /** MCP name prefix of the routed native tools. */
 export const NATIVE_PREFIX = "native_";

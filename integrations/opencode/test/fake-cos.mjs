@@ -9,7 +9,12 @@
 //   sandbox_fail        an error result
 //   sandbox_image       a text and an image block
 //   sandbox_die         exits the process with code 3
-//   sandbox_release     {"released": true, "forget": <bool>}
+//   sandbox_release     {"released": true, "sandbox": "sb-fake", "destroyed": !forget, "forget": <bool>};
+//                       FAKE_COS_RELEASE=gone: a destroy fails as for a sandbox deleted elsewhere;
+//                       FAKE_COS_RELEASE=busy: the first two are refused (calls in flight);
+//                       FAKE_COS_RELEASE=none: nothing is bound
+//   sandbox_destroy     {"destroyed": <sandbox_id>}
+//   FAKE_COS_BOUND=<id> makes sandbox_status report that sandbox as bound (owned)
 //   sandbox_big         a 3 MiB text result (framing across many pipe chunks)
 //   native_<id>         (only with "mode":"remote" in --options, unless FAKE_COS_NO_NATIVE=1)
 // Two tools/list pages, to exercise the cursor.
@@ -47,6 +52,7 @@ const page2 = [
   { name: "sandbox_image", description: "image", inputSchema: obj({}) },
   { name: "sandbox_die", description: "die", inputSchema: obj({}) },
   { name: "sandbox_release", description: "release", inputSchema: obj({ forget: { type: "boolean" } }) },
+  { name: "sandbox_destroy", description: "destroy", inputSchema: obj({ sandbox_id: str }, ["sandbox_id"]) },
   { name: "sandbox_big", description: "3 MiB of output", inputSchema: obj({}) },
 ];
 if (options.mode === "remote" && !process.env.FAKE_COS_NO_NATIVE) {
@@ -58,20 +64,25 @@ if (options.mode === "remote" && !process.env.FAKE_COS_NO_NATIVE) {
 const send = (msg) => process.stdout.write(JSON.stringify(msg) + "\n");
 const text = (t) => ({ content: [{ type: "text", text: t }] });
 const slow = new Map(); // request id → timer
+let releases = 0;
 
 function call(id, params) {
   const meta = params._meta ?? {};
   const session = meta["createos/session"];
   log({ event: "call", id, name: params.name, args: params.arguments, meta });
   switch (params.name) {
-    case "sandbox_status":
-      return send({ jsonrpc: "2.0", id, result: text(JSON.stringify({ session, sandbox: null }, null, 2)) });
+    case "sandbox_status": {
+      const bound = process.env.FAKE_COS_BOUND || null;
+      const status = { session, sandbox: bound, stored: null, owned: bound ? true : null, initializing: false, cwd: "/root/workspace", persist: true, in_flight: 0 };
+      return send({ jsonrpc: "2.0", id, result: text(JSON.stringify(status, null, 2)) });
+    }
     case "sandbox_echo":
       return send({ jsonrpc: "2.0", id, result: { ...text(JSON.stringify({ args: params.arguments, meta })), _meta: { sandboxId: "sb-fake" } } });
     case "sandbox_progress":
       send({ jsonrpc: "2.0", method: "notifications/progress", params: { progressToken: meta.progressToken, progress: 1, total: 2, message: "half" } });
       send({ jsonrpc: "2.0", method: "notifications/progress", params: { progressToken: meta.progressToken, progress: 2, total: 2 } });
-      return send({ jsonrpc: "2.0", id, result: text("done") });
+      // A real call reports progress while it runs, well before its result.
+      return setTimeout(() => send({ jsonrpc: "2.0", id, result: text("done") }), 50);
     case "sandbox_slow":
       slow.set(id, setTimeout(() => send({ jsonrpc: "2.0", id, result: text("slow done") }), 30_000));
       return;
@@ -85,8 +96,22 @@ function call(id, params) {
       return;
     case "sandbox_big":
       return send({ jsonrpc: "2.0", id, result: text("x".repeat(3 * 1024 * 1024) + "END") });
-    case "sandbox_release":
-      return send({ jsonrpc: "2.0", id, result: text(JSON.stringify({ released: true, forget: params.arguments?.forget === true })) });
+    case "sandbox_release": {
+      const forget = params.arguments?.forget === true;
+      releases++;
+      if (process.env.FAKE_COS_RELEASE === "gone" && !forget) {
+        return send({ jsonrpc: "2.0", id, result: { ...text("API error 404 on DELETE /v1/sandboxes/sb-fake: sandbox not found"), isError: true } });
+      }
+      if (process.env.FAKE_COS_RELEASE === "none") {
+        return send({ jsonrpc: "2.0", id, result: text(JSON.stringify({ released: false, sandbox: null, reason: "no sandbox is bound to this session" })) });
+      }
+      if (process.env.FAKE_COS_RELEASE === "busy" && releases <= 2) {
+        return send({ jsonrpc: "2.0", id, result: { ...text(`session "${session}" has 1 call(s) in flight; release it when they finish`), isError: true } });
+      }
+      return send({ jsonrpc: "2.0", id, result: text(JSON.stringify({ released: true, sandbox: "sb-fake", destroyed: !forget, forget })) });
+    }
+    case "sandbox_destroy":
+      return send({ jsonrpc: "2.0", id, result: text(JSON.stringify({ destroyed: params.arguments?.sandbox_id })) });
     default:
       if (params.name?.startsWith("native_")) {
         return send({ jsonrpc: "2.0", id, result: { ...text(JSON.stringify({ routed: params.name, args: params.arguments, session })), _meta: { sandboxId: "sb-fake" } } });
@@ -124,5 +149,10 @@ process.stdin.on("data", (chunk) => {
 });
 process.stdin.on("end", () => {
   log({ event: "stdin-closed" });
+  process.exit(0);
+});
+// `cos mcp` shuts down cleanly on SIGTERM as on the end of its input.
+process.on("SIGTERM", () => {
+  log({ event: "sigterm" });
   process.exit(0);
 });

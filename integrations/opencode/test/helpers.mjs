@@ -4,6 +4,8 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
+import { CreateOSPlugin } from "../dist/index.js";
+
 export const FAKE_COS = join(dirname(fileURLToPath(import.meta.url)), "fake-cos.mjs");
 
 const dirs = [];
@@ -63,4 +65,17 @@ export function toolCtx(sessionID, signal = new AbortController().signal) {
     seen: metadata,
     asked,
   };
+}
+
+/** Run the classic entry with the fake cos; `env` is swapped in for the duration. */
+export async function classic(options, extraEnv = {}, input = { directory: "/tmp", worktree: "/tmp", client: {} }) {
+  const { log, env } = fakeEnv(extraEnv);
+  const saved = process.env;
+  process.env = env;
+  try {
+    const hooks = await CreateOSPlugin(input, options);
+    return { hooks, log };
+  } finally {
+    process.env = saved;
+  }
 }

@@ -2,20 +2,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import plugin, { CreateOSPlugin, setup } from "../dist/index.js";
-import { alive, events, fakeEnv, toolCtx, waitFor } from "./helpers.mjs";
-
-/** Run the classic entry with the fake cos; `env` is swapped in for the duration. */
-async function classic(options, extraEnv = {}) {
-  const { log, env } = fakeEnv(extraEnv);
-  const saved = process.env;
-  process.env = env;
-  try {
-    const hooks = await CreateOSPlugin({ directory: "/tmp", worktree: "/tmp", client: {} }, options);
-    return { hooks, log };
-  } finally {
-    process.env = saved;
-  }
-}
+import { alive, classic, events, fakeEnv, toolCtx, waitFor } from "./helpers.mjs";
 
 test("the default export carries both entries under one id", () => {
   assert.equal(plugin.id, "createos.sandbox");
@@ -171,7 +158,7 @@ test("dispose stops cos mcp", async () => {
   assert.ok(alive(pid));
   await hooks.dispose();
   await waitFor(() => !alive(pid), "cos to exit");
-  assert.ok(events(log).some((e) => e.event === "stdin-closed"));
+  assert.ok(events(log).some((e) => e.event === "sigterm"), "cos mcp was asked to shut down");
 });
 
 test("V2 setup registers tools, routes, the context hook and commands; cleanup stops cos", async () => {

@@ -1,8 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { Sidecar } from "../dist/sidecar.js";
-import { SidecarExitedError } from "../dist/mcp.js";
+import { Sidecar, SidecarExitedError } from "../dist/sidecar.js";
 import { FAKE_COS, alive, events, fakeEnv, waitFor } from "./helpers.mjs";
 
 function sidecar(extraEnv = {}, options = {}) {
@@ -16,7 +15,7 @@ test("start reads the whole catalog across tools/list pages", async () => {
   try {
     const tools = await sc.start();
     assert.deepEqual(tools.map((t) => t.name).slice(0, 5), ["sandbox_status", "sandbox_echo", "sandbox_progress", "sandbox_slow", "sandbox_fail"]);
-    assert.equal(tools.length, 9);
+    assert.equal(tools.length, 10);
     assert.equal(sc.instructions, "fake instructions");
     assert.ok(events(log).some((e) => e.event === "initialized"), "notifications/initialized sent");
   } finally {
@@ -92,7 +91,7 @@ test("a dead child fails its pending call with its stderr and is restarted on th
     const first = sc.pid;
     await assert.rejects(sc.call("sandbox_die", {}, { session: "s" }), (err) => {
       assert.ok(err instanceof SidecarExitedError);
-      assert.match(err.message, /exited with code 3/);
+      assert.match(err.message, /cos mcp \(.*fake-cos\.mjs\) exited/);
       assert.match(err.message, /dying on purpose/);
       return true;
     });
@@ -105,19 +104,19 @@ test("a dead child fails its pending call with its stderr and is restarted on th
   }
 });
 
-test("close ends the child through stdin EOF; calls after close are refused", async () => {
+test("close asks the child to shut down cleanly (SIGTERM); calls after close are refused", async () => {
   const { sc, log } = sidecar();
   await sc.start();
   const pid = sc.pid;
   await sc.close();
-  assert.ok(events(log).some((e) => e.event === "stdin-closed"), "stdin closed first");
+  assert.ok(events(log).some((e) => e.event === "sigterm"), "cos mcp was asked to shut down");
   await waitFor(() => !alive(pid), "the child to exit");
   await assert.rejects(sc.call("sandbox_echo", { text: "x" }, { session: "s" }), /unloading/);
 });
 
 test("a child that cannot start reports its error output", async () => {
   const { sc } = sidecar({ FAKE_COS_FAIL_START: "1" });
-  await assert.rejects(sc.start(), /exited with code 2[\s\S]*option "shape": bad shape/);
+  await assert.rejects(sc.start(), /starting cos mcp failed: .* exited; its last stderr lines:\n[\s\S]*option "shape": bad shape/);
   await sc.close();
   const missing = new Sidecar({ command: "/nonexistent/cos", args: ["mcp"] });
   await assert.rejects(missing.start(), /could not be started: spawn \/nonexistent\/cos ENOENT/);
