@@ -161,8 +161,11 @@ async fn a_failed_agent_install_destroys_its_sandbox() {
     let (_, started) = tokio::task::block_in_place(|| h.action("start", "w1:p1"));
     assert_eq!(started["ok"], true, "{started}");
     let split = h.log().into_iter().find(|c| is(c, "pane", "split")).unwrap();
-    assert!(split.contains(&"HERDR_AGENT=claude".to_string()), "{split:?}");
+    // Herdr reads HERDR_AGENT from the foreground process: the typed line sets it for cos, the
+    // pane's shell does not carry it (an idle shell is not the agent).
+    assert!(!split.iter().any(|a| a.starts_with("HERDR_AGENT=")), "{split:?}");
     let pane = started["pane"].as_str().unwrap().to_string();
+    assert!(h.typed_into(&pane).starts_with("env HERDR_AGENT=claude "), "{}", h.typed_into(&pane));
     let mut provision = PaneProcess::spawn(&h, &pane, &h.typed_into(&pane));
     let failed = provision.result().await;
     assert_eq!(failed["action"], "provision");

@@ -119,10 +119,11 @@ async fn setup_is_transactional_over_config_check() {
     assert!(h.log().iter().any(|c| is(c, "server", "reload-config")));
     let human = tokio::task::block_in_place(|| {
         let mut cmd = h.command("w1:p1");
-        cmd.args(["setup", "herdr", "--agent", "shell"]).env("XDG_DATA_HOME", h.path("data"));
+        cmd.args(["-o", "text", "setup", "herdr", "--agent", "shell"]).env("XDG_DATA_HOME", h.path("data"));
         cmd.output().unwrap()
     });
     assert!(human.status.success());
+    assert_eq!(summary["boxes_pane"], "herdr plugin pane open --plugin createos.sandbox --entrypoint boxes");
     let text = String::from_utf8_lossy(&human.stdout);
     assert!(!text.contains("reset-keys"), "{text}");
     assert!(text.contains("herdr plugin pane open --plugin createos.sandbox --entrypoint boxes"), "{text}");

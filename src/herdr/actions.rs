@@ -144,7 +144,10 @@ async fn open_agent_pane(
     local: &str,
 ) -> HerdrResult<String> {
     let vars = env.pane_vars(settings.agent.key);
-    let split = Split { ratio: None, focus: true, cwd: Some(PathBuf::from(local)), env: vars.clone() };
+    // HERDR_AGENT goes on the typed line only: Herdr reads it from the foreground process, and
+    // on the pane's shell it would label the idle shell as the agent once the agent is gone.
+    let shell_env = vars.iter().filter(|(k, _)| k != "HERDR_AGENT").cloned().collect();
+    let split = Split { ratio: None, focus: true, cwd: Some(PathBuf::from(local)), env: shell_env };
     let pane = env.host.split(source, Direction::Right, &split).await?;
     let spec = ProvisionSpec {
         source_pane: source.to_string(),

@@ -22,8 +22,15 @@ use super::keymap::{command_entries, parse_binding, Bindings, CommandEntry};
 use super::state::write_bytes_atomic;
 use super::PLUGIN_ID;
 
-/// Name of the backup of `config.toml` (the file as it was right before the last edit).
+/// Name of the backup of `config.toml` (the file as it was right before the last edit); a
+/// config file of another name (`HERDR_CONFIG_PATH`) gets `<its name>.before-createos`.
 pub const KEYS_BACKUP: &str = "config.toml.before-createos";
+
+/// The backup of `config_toml`: `<its name>.before-createos` beside it.
+pub fn backup_path(config_toml: &Path) -> PathBuf {
+    let name = config_toml.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "config.toml".into());
+    config_toml.with_file_name(format!("{name}.before-createos"))
+}
 
 /// The bindings `setup` adds: (preferred key, action, description). None of the keys is a
 /// Herdr default; any that the user has taken is replaced by the next free one.
@@ -37,8 +44,11 @@ pub const KEY_BINDINGS: &[(&str, &str, &str)] = &[
 ];
 
 /// The comment put above the first binding added (in the `[[keys.command]]` form).
-const ADDED_COMMENT: &str =
-    "# CreateOS Sandbox (added by cos setup herdr; the file before it is config.toml.before-createos)";
+fn added_comment(path: &Path) -> String {
+    let backup = backup_path(path);
+    let name = backup.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    format!("# CreateOS Sandbox (added by cos setup herdr; the file before it is {name})")
+}
 
 /// One binding of ours.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -119,17 +129,31 @@ pub fn add_bindings_to(text: &str, path: &Path) -> HerdrResult<(Option<String>, 
         }
     }
 
-    let mut wanted = Vec::new();
-    for (key, action, description) in KEY_BINDINGS {
-        let command = format!("{PLUGIN_ID}.{action}");
-        if entries.iter().any(|e| is_ours(e) && e.command.as_deref() == Some(command.as_str())) {
-            continue;
+    let missing: Vec<_> = KEY_BINDINGS
+        .iter()
+        .filter(|(_, action, _)| {
+            let command = format!("{PLUGIN_ID}.{action}");
+            !entries.iter().any(|e| is_ours(e) && e.command.as_deref() == Some(command.as_str()))
+        })
+        .collect();
+    // The usual keys that are free are kept for their own action: a substitute never takes
+    // the key another of ours is about to use.
+    let reserved = |action: &str| format!("keys.command (new, {action})");
+    let wanted_chord = |key: &str| parse_binding(key).map(|c| c[0]);
+    for (key, action, _) in &missing {
+        if let Some(chord) = wanted_chord(key).filter(|c| taken.holder(c).is_none()) {
+            taken.take(chord, &reserved(action));
         }
-        let Some(chord) = taken.first_free(key, action) else {
+    }
+    let mut wanted = Vec::new();
+    for (key, action, description) in missing {
+        let command = format!("{PLUGIN_ID}.{action}");
+        let own = wanted_chord(key).filter(|c| taken.holder(c).is_some_and(|h| h.field == reserved(action)));
+        let Some(chord) = own.or_else(|| taken.first_free(key, action)) else {
             outcome.notes.push(format!("{command}: no free key found; bind it by hand"));
             continue;
         };
-        let field = format!("keys.command (new, {action})");
+        let field = reserved(action);
         if chord.label() != *key {
             let why = parse_binding(key)
                 .and_then(|c| taken.holder(&c[0]))
@@ -173,7 +197,7 @@ pub fn add_bindings_to(text: &str, path: &Path) -> HerdrResult<(Option<String>, 
                 t.insert("command", value(command.as_str()));
                 t.insert("description", value(*description));
                 if i == 0 {
-                    t.decor_mut().set_prefix(format!("\n{ADDED_COMMENT}\n"));
+                    t.decor_mut().set_prefix(format!("\n{}\n", added_comment(path)));
                 }
                 tables.push(t);
             }
@@ -228,7 +252,7 @@ where
     let dir = config_toml.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| HerdrError::io(format!("creating {}", dir.display()), e))?;
     if let Some(original) = &existing_text {
-        let backup = dir.join(KEYS_BACKUP);
+        let backup = backup_path(config_toml);
         write_bytes_atomic(&backup, original.as_bytes(), 0o600)?;
         outcome.backup = Some(backup);
     }
@@ -251,7 +275,7 @@ where
         Err(e) => format!(
             "putting {} back failed too ({e}): copy {} over it",
             config_toml.display(),
-            dir.join(KEYS_BACKUP).display()
+            backup_path(config_toml).display()
         ),
     };
     Err(HerdrError::Config {
@@ -347,8 +371,14 @@ mod tests {
         let before = "[keys]\nnew_tab = \"prefix+shift+s\"\n\n[[keys.command]]\nkey = \"prefix+shift+a\"\ncommand = \"lazygit\"\n";
         let (text, outcome) = add(before);
         assert_no_key_is_taken(before, &text);
-        // start: s taken by new_tab, t by rename_tab (default), a by lazygit, r by reload_config,
-        // so b.
+        // start: s taken by new_tab, t by rename_tab (default), a by lazygit, r by reload_config;
+        // b is free.
+        assert_eq!(key_of(&outcome, "start"), "prefix+shift+b");
+        // A substitute never takes the usual key of another of ours.
+        let before = "[keys]\nnew_tab = \"prefix+shift+s\"\n";
+        let (text, outcome) = add(before);
+        assert_no_key_is_taken(before, &text);
+        assert_eq!(key_of(&outcome, "apply"), "prefix+shift+a");
         assert_eq!(key_of(&outcome, "start"), "prefix+shift+b");
         let notes = outcome.notes.join("\n");
         assert!(notes.contains("start: prefix+shift+s is keys.new_tab; took prefix+shift+b"), "{notes}");
@@ -382,7 +412,8 @@ mod tests {
         assert_eq!(outcome.added.len(), 6);
         assert_ne!(key_of(&outcome, "start"), "prefix+shift+s");
         assert!(text.starts_with("[ui]\ntheme = \"dark\""));
-        assert!(text.contains(ADDED_COMMENT));
+        assert!(text.contains(&added_comment(Path::new("config.toml"))));
+        assert!(text.contains("config.toml.before-createos"));
         assert!(!text.contains("reset-keys"));
         assert_eq!(commands(&text).len(), 7);
         assert_eq!(text.matches("[[keys.command]]").count(), 7);

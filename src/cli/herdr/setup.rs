@@ -13,6 +13,9 @@ use createos_sandbox::ListSandboxes;
 
 use super::Launch;
 
+/// How to open the `boxes` overlay: plugin panes cannot be bound to keys.
+const BOXES_PANE: &str = "herdr plugin pane open --plugin createos.sandbox --entrypoint boxes";
+
 #[derive(Debug, Args)]
 pub struct SetupHerdrArgs {
     /// Report the prerequisites and change nothing.
@@ -132,6 +135,7 @@ async fn setup_herdr(launch: &Launch, args: SetupHerdrArgs) -> HerdrResult<ExitC
         "keys_moved": keys.moved,
         "key_notes": keys.notes,
         "backup": keys.backup,
+        "boxes_pane": BOXES_PANE,
     });
     if launch.out.json {
         println!("{summary}");
@@ -164,8 +168,8 @@ async fn setup_herdr(launch: &Launch, args: SetupHerdrArgs) -> HerdrResult<ExitC
             if let Some(backup) = &keys.backup {
                 println!("         the file before: {} (copy it back to undo)", backup.display());
             }
-            println!("         the boxes pane: herdr plugin pane open --plugin {PLUGIN_ID} --entrypoint boxes");
         }
+        println!("boxes    {BOXES_PANE} (plugin panes cannot be bound to keys)");
     }
     Ok(ExitCode::SUCCESS)
 }
