@@ -374,15 +374,15 @@ mod tests {
         // start: s taken by new_tab, t by rename_tab (default), a by lazygit, r by reload_config;
         // b is free.
         assert_eq!(key_of(&outcome, "start"), "prefix+shift+b");
+        let notes = outcome.notes.join("\n");
+        assert!(notes.contains("start: prefix+shift+s is keys.new_tab; took prefix+shift+b"), "{notes}");
+        assert!(notes.contains("apply: prefix+shift+a is keys.command[0]"), "{notes}");
         // A substitute never takes the usual key of another of ours.
         let before = "[keys]\nnew_tab = \"prefix+shift+s\"\n";
         let (text, outcome) = add(before);
         assert_no_key_is_taken(before, &text);
         assert_eq!(key_of(&outcome, "apply"), "prefix+shift+a");
         assert_eq!(key_of(&outcome, "start"), "prefix+shift+b");
-        let notes = outcome.notes.join("\n");
-        assert!(notes.contains("start: prefix+shift+s is keys.new_tab; took prefix+shift+b"), "{notes}");
-        assert!(notes.contains("apply: prefix+shift+a is keys.command[0]"), "{notes}");
         // The user's own prefix key cannot be used either.
         let before = "[keys]\nprefix = \"shift+s\"\n";
         let (text, outcome) = add(before);
