@@ -1,7 +1,8 @@
 //! `cos herdr <action>` and `cos setup herdr` end to end: the real binary against the emulator,
-//! with a recording `herdr` stand-in on PATH (tests/fixtures/herdr/herdr-standin.sh) that logs
-//! what the plugin asks of Herdr and answers as Herdr does. The lines the plugin types into
-//! panes (`herdr pane run`) are run here the way a pane's shell would run them.
+//! with the Herdr 0.8.0 stand-in on PATH (tests/fixtures/herdr/standin.rs) that logs what the
+//! plugin asks of Herdr and answers as Herdr does (schema-checked). The lines the plugin types
+//! into panes (`herdr pane run`) are run here the way a pane's shell would run them, with the
+//! pane's environment as the stand-in has it.
 
 #[path = "../../tests/common/mod.rs"]
 mod common;
@@ -161,8 +162,11 @@ async fn a_failed_agent_install_destroys_its_sandbox() {
     let (_, started) = tokio::task::block_in_place(|| h.action("start", "w1:p1"));
     assert_eq!(started["ok"], true, "{started}");
     let split = h.log().into_iter().find(|c| is(c, "pane", "split")).unwrap();
-    assert!(split.contains(&"HERDR_AGENT=claude".to_string()), "{split:?}");
+    // Herdr reads HERDR_AGENT from the foreground process: the typed line sets it for cos, the
+    // pane's shell does not carry it (an idle shell is not the agent).
+    assert!(!split.iter().any(|a| a.starts_with("HERDR_AGENT=")), "{split:?}");
     let pane = started["pane"].as_str().unwrap().to_string();
+    assert!(h.typed_into(&pane).starts_with("env HERDR_AGENT=claude "), "{}", h.typed_into(&pane));
     let mut provision = PaneProcess::spawn(&h, &pane, &h.typed_into(&pane));
     let failed = provision.result().await;
     assert_eq!(failed["action"], "provision");
@@ -271,11 +275,11 @@ async fn every_failure_still_prints_one_result_line() {
 
     // A corrupt state file is moved aside and the action fails; it is never read as empty.
     let corrupt = b"{\"w1:p2\": {\"box\": \"hd-x\", \"boxId\": ";
-    std::fs::write(h.path("state").join("panes.json"), corrupt).unwrap();
+    std::fs::write(h.state_dir().join("panes.json"), corrupt).unwrap();
     let (out, v) = tokio::task::block_in_place(|| h.action("delete", "w1:p2"));
     assert!(v["error"].as_str().unwrap().contains("moved aside"), "{v}");
-    assert!(!h.path("state").join("panes.json").exists());
-    let aside: Vec<PathBuf> = std::fs::read_dir(h.path("state"))
+    assert!(!h.state_dir().join("panes.json").exists());
+    let aside: Vec<PathBuf> = std::fs::read_dir(h.state_dir())
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("panes.json.corrupt-"))
@@ -306,12 +310,13 @@ async fn setup_writes_config_0600_and_keys_once() {
     std::fs::remove_file(h.config_dir().join("config.json")).unwrap();
     let xdg = h.path("xdg");
     let original = "[ui]\ntheme = \"dark\"\n";
-    std::fs::create_dir_all(xdg.join("config/herdr")).unwrap();
-    std::fs::write(xdg.join("config/herdr/config.toml"), original).unwrap();
+    let config_toml = h.config_toml();
+    std::fs::create_dir_all(config_toml.parent().unwrap()).unwrap();
+    std::fs::write(&config_toml, original).unwrap();
     let setup = |args: &[&str]| {
         let mut cmd = h.command("w1:p1");
         cmd.args(["-o", "json", "setup", "herdr"]).args(args);
-        cmd.env("XDG_CONFIG_HOME", xdg.join("config")).env("XDG_DATA_HOME", xdg.join("data"));
+        cmd.env("XDG_DATA_HOME", xdg.join("data"));
         cmd.output().unwrap()
     };
     let json_of = |out: &Output| -> Value {
@@ -328,7 +333,7 @@ async fn setup_writes_config_0600_and_keys_once() {
     assert_eq!(names, ["herdr", "git", "createos session"]);
     assert!(doctor["checks"].as_array().unwrap().iter().all(|c| c["ok"] == true), "{doctor}");
     assert!(!h.config_dir().join("config.json").exists());
-    assert_eq!(std::fs::read_to_string(xdg.join("config/herdr/config.toml")).unwrap(), original);
+    assert_eq!(std::fs::read_to_string(&config_toml).unwrap(), original);
     let out = tokio::task::block_in_place(|| {
         let mut cmd = h.command("w1:p1");
         cmd.args(["-o", "json", "setup", "herdr", "--doctor"]).env("HERDR_STANDIN_VERSION", "0.7.1");
@@ -353,12 +358,12 @@ async fn setup_writes_config_0600_and_keys_once() {
     assert_eq!(config["agent"], "codex");
     assert_eq!(config["shape"], "s-4vcpu-8gb");
     assert_eq!(config["remoteRoot"], "/workspace");
-    let toml = std::fs::read_to_string(xdg.join("config/herdr/config.toml")).unwrap();
+    let toml = std::fs::read_to_string(&config_toml).unwrap();
     assert!(toml.starts_with(original));
     for action in ["start", "attach", "sync", "apply", "info", "delete"] {
         assert_eq!(toml.matches(&format!("command = \"createos.sandbox.{action}\"")).count(), 1, "{toml}");
     }
-    assert_eq!(std::fs::read_to_string(xdg.join("config/herdr/config.toml.before-createos")).unwrap(), original);
+    assert_eq!(std::fs::read_to_string(config_toml.with_file_name("config.toml.before-createos")).unwrap(), original);
     // The plugin directory holds the manifest and a launcher with this cos's absolute path.
     let plugin_dir = PathBuf::from(first["plugin_dir"].as_str().unwrap());
     assert!(plugin_dir.starts_with(xdg.join("data")));
@@ -379,7 +384,7 @@ async fn setup_writes_config_0600_and_keys_once() {
     assert_eq!(second["keys_added"], json!([]));
     assert_eq!(second["config_written"], false);
     assert_eq!(std::fs::read_to_string(&config_json).unwrap(), r#"{"agent":"pi"}"#);
-    assert_eq!(std::fs::read_to_string(xdg.join("config/herdr/config.toml")).unwrap(), toml);
+    assert_eq!(std::fs::read_to_string(&config_toml).unwrap(), toml);
     assert_eq!(h.log().into_iter().filter(|c| is(c, "plugin", "link")).count(), 1);
     // --force replaces the config; --no-keys leaves config.toml alone.
     let out = tokio::task::block_in_place(|| setup(&["--agent", "opencode", "--force", "--no-keys"]));
@@ -461,18 +466,24 @@ async fn attach_in_a_terminal_follows_resizes_restarts_and_leaves_when_deleted()
     tmux.cmd(&["send-keys", "-t", &tmux.session, "C-]"]);
     tmux.wait_for("local-status=0").await;
 
-    // The attach action types `cos herdr connect` into the pane: a native attach.
+    // The attach action types `cos herdr connect` into the pane's idle shell (the stand-in types
+    // into this tmux pane as Herdr would) and reports what the pane did: a native attach.
+    tmux.clear();
     let (_, attached) = tokio::task::block_in_place(|| h.action("attach", &pane));
     assert_eq!(attached["ok"], true, "{attached}");
+    assert_eq!(attached["result"], "attached", "{attached}");
     let process = h.state()[&pane]["processId"].as_str().unwrap().to_string();
     assert_eq!(attached["processId"], process.as_str());
     let connect = h.typed_into(&pane);
-    assert!(connect.contains(&format!(" herdr connect {pane}")), "{connect}");
-    tmux.clear();
-    tmux.type_line(&format!("{connect}; echo local-status=$?"));
+    assert!(connect.contains(&format!(" herdr connect {pane} ")), "{connect}");
     tmux.wait_for(r#""action":"connect","ok":true"#).await;
     tmux.type_line("echo back-$((2*21))");
     tmux.wait_for("back-42").await;
+    // While attached, a second attach types nothing: the pane runs our attach already.
+    let typed_before = h.log().len();
+    let (_, again) = tokio::task::block_in_place(|| h.action("attach", &pane));
+    assert_eq!(again["result"], "already-attached", "{again}");
+    assert!(!h.log()[typed_before..].iter().any(|c| is(c, "pane", "run")), "typed into an attached pane");
     // It follows the pane's size.
     tmux.resize(120, 40);
     let mut followed = false;
@@ -489,13 +500,14 @@ async fn attach_in_a_terminal_follows_resizes_restarts_and_leaves_when_deleted()
     // The agent exits: the pane says so; attach restarts it at the pane's size.
     tmux.clear();
     tmux.type_line("exit 3");
+    tmux.wait_for("exited; the attach action restarts it").await;
+    tmux.type_line("echo local-status=$?");
     tmux.wait_for("local-status=3").await;
-    let (_, restarted) = tokio::task::block_in_place(|| h.action("attach", &pane));
-    assert_eq!(restarted["restart"], true, "{restarted}");
     tmux.clear();
-    tmux.type_line(&format!("{}; echo local-status=$?", h.typed_into(&pane)));
+    let (_, restarted) = tokio::task::block_in_place(|| h.action("attach", &pane));
+    assert_eq!(restarted["ok"], true, "{restarted}");
+    assert_eq!(restarted["restarted"], true, "{restarted}");
     tmux.wait_for("restarted Shell").await;
-    tmux.wait_for(r#""restarted":true"#).await;
     tmux.type_line("stty size");
     tmux.wait_for("40 120").await;
     assert_ne!(h.state()[&pane]["processId"].as_str().unwrap(), process, "the mapping follows the new process");
@@ -506,6 +518,7 @@ async fn attach_in_a_terminal_follows_resizes_restarts_and_leaves_when_deleted()
     let (_, deleted) = tokio::task::block_in_place(|| h.action("delete", &pane));
     assert_eq!(deleted["result"], "deleted", "{deleted}");
     tmux.wait_for("was deleted; this pane is a local shell again").await;
+    tmux.type_line("echo local-status=$?");
     tmux.wait_for("local-status=0").await;
     tmux.type_line("echo local-$((5*5))");
     tmux.wait_for("local-25").await;
@@ -556,7 +569,7 @@ async fn a_provisioning_that_outlasts_the_reservation_ttl_keeps_it() {
     let pane = started["pane"].as_str().unwrap().to_string();
     // The reservation was made longer ago than the TTL: this provisioning has been running
     // for a long time (a slow upload or install).
-    let state = h.path("state").join("pending.json");
+    let state = h.state_dir().join("pending.json");
     let mut pending = h.pending();
     let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
     let old = now_ms - PENDING_TTL.as_millis() as u64 - 60_000;

@@ -18,7 +18,9 @@ use crate::herdr::agents::Agent;
 use crate::herdr::command::ProvisionSpec;
 use crate::herdr::context::PluginContext;
 use crate::herdr::host::HerdrHost;
+use crate::herdr::events::{self, PaneEvent};
 use crate::herdr::provision::{self, agent_process, stderr_progress};
+use crate::herdr::reattach;
 use crate::herdr::state::{PaneEntry, StateStore, PENDING_HEARTBEAT};
 use crate::herdr::{ActionResult, HerdrError, HerdrResult};
 use createos_sandbox::pty::tty;
@@ -37,12 +39,13 @@ const FALLBACK_SIZE: (u16, u16) = (24, 80);
 /// Refresh period of the `boxes` pane.
 const BOXES_EVERY: Duration = Duration::from_secs(5);
 /// The actions Herdr can invoke.
-const ACTIONS: &[&str] = &["start", "attach", "sync", "apply", "pause", "resume", "info", "delete", "boxes"];
+const ACTIONS: &[&str] = &["start", "attach", "sync", "apply", "pause", "resume", "info", "delete", "boxes", "event"];
 
 #[derive(Debug, Args)]
 pub struct HerdrArgs {
-    /// start | attach | sync | apply | pause | resume | info | delete | boxes (default: HERDR_PLUGIN_ACTION_ID).
-    /// `provision <spec>` and `connect <pane>` are typed into panes by `start` and `attach`.
+    /// start | attach | sync | apply | pause | resume | info | delete | boxes (default: HERDR_PLUGIN_ACTION_ID),
+    /// event (Herdr's `pane.moved` / `pane.closed`, from HERDR_PLUGIN_EVENT_JSON).
+    /// `provision <spec>` and `connect <pane> <token>` are typed into panes by `start` and `attach`.
     pub action: Option<String>,
     /// Arguments of the in-pane steps.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
@@ -115,6 +118,7 @@ async fn herdr_with(launch: Launch, args: HerdrArgs) -> ExitCode {
     let host = HerdrHost::from_env();
     let outcome: HerdrResult<ActionResult> = match action.as_str() {
         "boxes" => return boxes(&launch).await,
+        "event" => pane_event(&host).await,
         "provision" => return provision_in_pane(&launch, &args.rest).await,
         "connect" => return connect_in_pane(&launch, &args.rest).await,
         a if ACTIONS.contains(&a) => match action_env(&launch, host.clone()) {
@@ -168,7 +172,7 @@ fn action_env(launch: &Launch, host: HerdrHost) -> HerdrResult<ActionEnv> {
 async fn run_action(env: &ActionEnv, action: &str) -> HerdrResult<ActionResult> {
     match action {
         "start" => actions::start(env).await,
-        "attach" => actions::attach(env).await,
+        "attach" => reattach::attach(env, reattach::CONNECT_REPORT_WAIT).await,
         "sync" => actions::sync(env).await,
         "apply" => actions::apply(env).await,
         "pause" => actions::pause_or_resume(env, true).await,
@@ -189,26 +193,38 @@ async fn run_action(env: &ActionEnv, action: &str) -> HerdrResult<ActionResult> 
     }
 }
 
-/// Cancelled on Ctrl-C, SIGTERM or SIGHUP (the pane closing).
+/// Cancelled on Ctrl-C, SIGTERM or SIGHUP (the pane closing). The handlers are installed
+/// before this returns, so from then on none of these signals can kill the process between two
+/// steps (a create in flight, a cleanup): each one cancels the token instead.
 fn cancel_on_signals() -> CancellationToken {
     let token = CancellationToken::new();
     let t = token.clone();
-    tokio::spawn(async move {
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{signal, SignalKind};
-            let (Ok(mut term), Ok(mut hup)) = (signal(SignalKind::terminate()), signal(SignalKind::hangup())) else {
-                let _ = tokio::signal::ctrl_c().await;
-                t.cancel();
-                return;
-            };
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-                _ = hup.recv() => {}
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let streams = [SignalKind::interrupt(), SignalKind::terminate(), SignalKind::hangup()].map(signal);
+        match streams {
+            [Ok(mut int), Ok(mut term), Ok(mut hup)] => {
+                tokio::spawn(async move {
+                    tokio::select! {
+                        _ = int.recv() => {}
+                        _ = term.recv() => {}
+                        _ = hup.recv() => {}
+                    }
+                    t.cancel();
+                });
+            }
+            _ => {
+                tracing::warn!("cannot install the signal handlers; Ctrl-C falls back to tokio's handler");
+                tokio::spawn(async move {
+                    let _ = tokio::signal::ctrl_c().await;
+                    t.cancel();
+                });
             }
         }
-        #[cfg(not(unix))]
+    }
+    #[cfg(not(unix))]
+    tokio::spawn(async move {
         let _ = tokio::signal::ctrl_c().await;
         t.cancel();
     });
@@ -224,7 +240,7 @@ async fn provision_in_pane(launch: &Launch, rest: &[String]) -> ExitCode {
     let outcome = async {
         let spec = ProvisionSpec::decode(rest.first().map(String::as_str).unwrap_or_default())?;
         let store = StateStore::from_env()?;
-        released = Some((store.clone(), spec.source_pane.clone()));
+        released = Some((store.clone(), spec.box_name.clone()));
         let client = launch.client.clone().map_err(|m| HerdrError::invalid("credentials", m))?;
         let size = tty::size_or(FALLBACK_SIZE);
         // The reservation stays alive exactly as long as this provisioning runs.
@@ -243,37 +259,40 @@ async fn provision_in_pane(launch: &Launch, rest: &[String]) -> ExitCode {
             remote: spec.remote_root.clone(),
             delete_armed_at: None,
         };
-        if let Err(e) = actions::record_pane(&store, &spec, entry.clone()).await {
-            // Unmapped, nobody could find it again from Herdr: do not leave it running.
-            let cleanup = done.sandbox.destroy().await;
-            return Err(match cleanup {
-                Ok(_) => e,
-                Err(d) => HerdrError::invalid(
-                    "state",
-                    format!(
-                        "{e}; deleting the sandbox also failed ({d}): delete it with `cos rm --yes {}`",
-                        done.sandbox.id()
+        let pane = match actions::record_pane(&store, &spec, entry.clone()).await {
+            Ok(pane) => pane,
+            Err(e) => {
+                // Unmapped, nobody could find it again from Herdr: do not leave it running.
+                let cleanup = done.sandbox.destroy().await;
+                return Err(match cleanup {
+                    Ok(_) => e,
+                    Err(d) => HerdrError::invalid(
+                        "state",
+                        format!(
+                            "{e}; deleting the sandbox also failed ({d}): delete it with `cos rm --yes {}`",
+                            done.sandbox.id()
+                        ),
                     ),
-                ),
-            });
-        }
+                });
+            }
+        };
         let title = Agent::from_key(&spec.agent).map(|a| a.title).unwrap_or("Agent");
-        let _ = host.rename(&spec.pane, &format!("{title} @ {}", spec.box_name)).await;
-        Ok::<_, HerdrError>((spec, entry, client, store))
+        let _ = host.rename(&pane, &format!("{title} @ {}", spec.box_name)).await;
+        Ok::<_, HerdrError>((pane, entry, client, store))
     }
     .await;
     match outcome {
-        Ok((spec, entry, client, store)) => {
+        Ok((pane, entry, client, store)) => {
             let result = ActionResult::ok("provision")
                 .with("box", entry.box_name.clone())
                 .with("boxId", entry.box_id.clone())
-                .with("pane", spec.pane.clone());
+                .with("pane", pane.clone());
             println!("{}", result.line());
-            attach_in_pane(&client, &store, &spec.pane, &entry, 0, &cancel).await
+            attach_in_pane(&client, &store, &entry, 0, &cancel).await
         }
         Err(e) => {
-            if let Some((store, source)) = released {
-                let _ = actions::release_pending(&store, &source).await;
+            if let Some((store, box_name)) = released {
+                let _ = actions::release_pending_box(&store, &box_name).await;
             }
             finish(&host, "provision", Err(e)).await
         }
@@ -281,16 +300,25 @@ async fn provision_in_pane(launch: &Launch, rest: &[String]) -> ExitCode {
 }
 
 /// In a mapped pane (typed by the `attach` action): restart the agent at the pane's size if it
-/// exited, then attach.
+/// exited, tell the `attach` that typed this (its report token) how that went, then attach.
 async fn connect_in_pane(launch: &Launch, rest: &[String]) -> ExitCode {
     let host = HerdrHost::from_env();
     let cancel = cancel_on_signals();
+    let token = rest.get(1).cloned();
+    let report = |result: &ActionResult| {
+        if let Some(token) = &token {
+            let written = StateStore::from_env().and_then(|store| reattach::write_report(&store, token, result));
+            if let Err(e) = written {
+                eprintln!("error: cannot report to the attach action: {e}");
+            }
+        }
+    };
     let prepared = async {
         let pane = rest.first().cloned().ok_or_else(|| HerdrError::invalid("connect", "needs the pane id"))?;
         let env = action_env(launch, host.clone())?;
         let mut entry =
             env.store.read().await?.panes.get(&pane).cloned().ok_or_else(|| HerdrError::NoMapping(pane.clone()))?;
-        let sandbox = actions::live_sandbox(&env, &pane, &entry).await?;
+        let sandbox = actions::live_sandbox(&env, &entry).await?;
         let (rows, cols) = tty::size_or(FALLBACK_SIZE);
         let current = sandbox.processes().get(&entry.process_id).await.ok().filter(|p| p.details().is_attachable());
         let current_missing = current.is_none();
@@ -310,7 +338,7 @@ async fn connect_in_pane(launch: &Launch, rest: &[String]) -> ExitCode {
                 let updated = entry.clone();
                 env.store
                     .update(|state| {
-                        if let Some(e) = state.panes.get_mut(&pane) {
+                        for e in state.panes.values_mut().filter(|e| e.box_id == updated.box_id) {
                             e.process_id = updated.process_id.clone();
                         }
                         Ok(())
@@ -319,20 +347,62 @@ async fn connect_in_pane(launch: &Launch, rest: &[String]) -> ExitCode {
                 0
             }
         };
-        Ok::<_, HerdrError>((env, pane, entry, after, current_missing))
+        Ok::<_, HerdrError>((env, entry, after, current_missing))
     }
     .await;
     match prepared {
-        Ok((env, pane, entry, after, restarted)) => {
+        Ok((env, entry, after, restarted)) => {
             let result = ActionResult::ok("connect")
                 .with("box", entry.box_name.clone())
                 .with("processId", entry.process_id.clone())
                 .with("restarted", restarted);
+            report(&result);
             println!("{}", result.line());
-            attach_in_pane(&env.client, &env.store, &pane, &entry, after, &cancel).await
+            attach_in_pane(&env.client, &env.store, &entry, after, &cancel).await
         }
-        Err(e) => finish(&host, "connect", Err(e)).await,
+        Err(e) => {
+            report(&ActionResult::failed("connect", &e.to_string()));
+            finish(&host, "connect", Err(e)).await
+        }
     }
+}
+
+/// Herdr's `pane.moved` / `pane.closed` (the manifest's `[[events]]`): re-key or drop the
+/// pane's mapping. A closed pane's sandbox keeps running (it pauses itself when idle): the
+/// result line and a notification name it.
+async fn pane_event(host: &HerdrHost) -> HerdrResult<ActionResult> {
+    let json = std::env::var("HERDR_PLUGIN_EVENT_JSON").map_err(|_| HerdrError::NotInHerdr("HERDR_PLUGIN_EVENT_JSON"))?;
+    let store = StateStore::from_env()?;
+    let Some(event) = PaneEvent::parse(&json)? else {
+        return Ok(ActionResult::ok("event").with("result", "ignored"));
+    };
+    let outcome = events::apply(&store, &event).await?;
+    let kept: Vec<serde_json::Value> = outcome
+        .dropped
+        .iter()
+        .map(|e| serde_json::json!({ "box": e.box_name, "boxId": e.box_id }))
+        .collect();
+    for e in &outcome.dropped {
+        host.notify(
+            "CreateOS sandbox",
+            &format!(
+                "{} ({}) is no longer mapped to a pane and keeps running until it pauses itself; delete it with `cos rm --yes {}`",
+                e.box_name, e.box_id, e.box_id
+            ),
+        )
+        .await;
+    }
+    Ok(match event {
+        PaneEvent::Moved { from, to } => ActionResult::ok("event")
+            .with("result", if outcome.moved.is_some() || outcome.pending_moved { "moved" } else { "unmapped" })
+            .with("from", from)
+            .with("pane", to)
+            .with("kept", kept),
+        PaneEvent::Closed { pane } => ActionResult::ok("event")
+            .with("result", if kept.is_empty() { "unmapped" } else { "closed" })
+            .with("pane", pane)
+            .with("kept", kept),
+    })
 }
 
 /// Bridge the pane to the agent's PTY with `cos attach`; when the sandbox goes away (deleted
@@ -340,7 +410,6 @@ async fn connect_in_pane(launch: &Launch, rest: &[String]) -> ExitCode {
 async fn attach_in_pane(
     client: &Client,
     store: &StateStore,
-    pane: &str,
     entry: &PaneEntry,
     after: u64,
     cancel: &CancellationToken,
@@ -351,7 +420,10 @@ async fn attach_in_pane(
     let attached = tokio::select! {
         r = interactive::attach(&ctx, args) => r,
         _ = cancel.cancelled() => {
-            eprintln!("\r\ndetached from {}: the agent keeps running; the attach action reconnects.", entry.box_name);
+            eprintln!(
+                "\r\ndetached from {} ({}): the sandbox and its agent keep running; the attach action reconnects.",
+                entry.box_name, entry.box_id
+            );
             return ExitCode::from(129);
         }
     };
@@ -362,7 +434,7 @@ async fn attach_in_pane(
         Err(e) => e.is_not_found(),
     };
     if gone {
-        let _ = actions::forget(store, pane, &entry.box_id).await;
+        let _ = actions::forget(store, &entry.box_id).await;
         eprintln!("\r\nsandbox {} ({}) was deleted; this pane is a local shell again.", entry.box_name, entry.box_id);
         return ExitCode::SUCCESS;
     }

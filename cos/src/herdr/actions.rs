@@ -53,13 +53,41 @@ impl ActionEnv {
         PluginConfig::load(&dir)?.settings(&config_path(&dir))
     }
 
-    async fn entry(&self, pane: &str) -> HerdrResult<PaneEntry> {
+    pub(crate) async fn entry(&self, pane: &str) -> HerdrResult<PaneEntry> {
         self.store.read().await?.panes.get(pane).cloned().ok_or_else(|| HerdrError::NoMapping(pane.to_string()))
     }
 
-    fn typed(&self, tail: &[&str]) -> HerdrResult<String> {
-        let words: Vec<&str> = self.cos.iter().map(String::as_str).chain(tail.iter().copied()).collect();
+    /// A `cos …` line for a pane's shell, carrying through `env` what the in-pane step needs
+    /// (`vars`): a pane Herdr restores after a cold restart has none of the environment it was
+    /// opened with.
+    pub fn typed_with(&self, vars: &[(String, String)], tail: &[&str]) -> HerdrResult<String> {
+        let assignments: Vec<String> = vars.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let words: Vec<&str> = (if assignments.is_empty() { None } else { Some("env") })
+            .into_iter()
+            .chain(assignments.iter().map(String::as_str))
+            .chain(self.cos.iter().map(String::as_str))
+            .chain(tail.iter().copied())
+            .collect();
         sh_line(&words)
+    }
+
+    /// What an in-pane step needs from the environment, for [`ActionEnv::typed_with`]:
+    /// Herdr's agent label (Herdr reads it from the foreground process), the plugin's state
+    /// and config directories, the `herdr` binary, the non-secret endpoint variables.
+    pub fn pane_vars(&self, agent: &str) -> Vec<(String, String)> {
+        let mut vars = Vec::new();
+        if let Some(label) = Agent::from_key(agent).and_then(|a| a.herdr_label) {
+            vars.push(("HERDR_AGENT".to_string(), label.to_string()));
+        }
+        vars.push(("HERDR_PLUGIN_STATE_DIR".into(), self.store.dir().to_string_lossy().into_owned()));
+        if let Some(dir) = &self.config_dir {
+            vars.push(("HERDR_PLUGIN_CONFIG_DIR".into(), dir.to_string_lossy().into_owned()));
+        }
+        if let Some(bin) = self.host.bin_path() {
+            vars.push(("HERDR_BIN_PATH".into(), bin));
+        }
+        vars.extend(self.pane_env.iter().cloned());
+        vars
     }
 }
 
@@ -74,7 +102,7 @@ pub async fn start(env: &ActionEnv) -> HerdrResult<ActionResult> {
     let local =
         root.to_str().ok_or_else(|| HerdrError::invalid("worktree", format!("{} is not UTF-8", root.display())))?;
     // The typed line must be buildable before anything is reserved or opened.
-    env.typed(&["herdr", "provision", "x"])?;
+    env.typed_with(&env.pane_vars(settings.agent.key), &["herdr", "provision", "x"])?;
 
     let now = now_ms();
     env.store.update(|state| {
@@ -115,16 +143,11 @@ async fn open_agent_pane(
     name: &str,
     local: &str,
 ) -> HerdrResult<String> {
-    let mut vars = Vec::new();
-    if let Some(label) = settings.agent.herdr_label {
-        vars.push(("HERDR_AGENT".to_string(), label.to_string()));
-    }
-    vars.push(("HERDR_PLUGIN_STATE_DIR".into(), env.store.dir().to_string_lossy().into_owned()));
-    if let Some(dir) = &env.config_dir {
-        vars.push(("HERDR_PLUGIN_CONFIG_DIR".into(), dir.to_string_lossy().into_owned()));
-    }
-    vars.extend(env.pane_env.iter().cloned());
-    let split = Split { ratio: None, focus: true, cwd: Some(PathBuf::from(local)), env: vars };
+    let vars = env.pane_vars(settings.agent.key);
+    // HERDR_AGENT goes on the typed line only: Herdr reads it from the foreground process, and
+    // on the pane's shell it would label the idle shell as the agent once the agent is gone.
+    let shell_env = vars.iter().filter(|(k, _)| k != "HERDR_AGENT").cloned().collect();
+    let split = Split { ratio: None, focus: true, cwd: Some(PathBuf::from(local)), env: shell_env };
     let pane = env.host.split(source, Direction::Right, &split).await?;
     let spec = ProvisionSpec {
         source_pane: source.to_string(),
@@ -148,7 +171,7 @@ async fn open_agent_pane(
         })
         .await?;
         let _ = env.host.rename(&pane, &format!("{} starting in {name}", settings.agent.title)).await;
-        env.host.run_in_pane(&pane, &env.typed(&["herdr", "provision", &spec.encode()])?).await
+        env.host.run_in_pane(&pane, &env.typed_with(&vars, &["herdr", "provision", &spec.encode()])?).await
     };
     match typed.await {
         Ok(()) => Ok(pane),
@@ -170,14 +193,26 @@ pub async fn release_pending(store: &StateStore, source: &str) -> HerdrResult<()
         .await
 }
 
+/// Drop the reservation of the start that named its sandbox `box_name` (wherever its panes
+/// have moved since).
+pub async fn release_pending_box(store: &StateStore, box_name: &str) -> HerdrResult<()> {
+    store
+        .update(|state| {
+            state.pending.retain(|_, p| p.box_name != box_name);
+            Ok(())
+        })
+        .await
+}
+
 /// Mark `spec`'s reservation as still in use (its provisioning is running). A reservation that
-/// is gone or now names another sandbox is left alone: it is not ours to revive.
+/// is gone or now names another sandbox is left alone: it is not ours to revive. It is found
+/// by its sandbox name (unique per start): the panes may have moved, and been re-keyed, since.
 pub async fn refresh_pending(store: &StateStore, spec: &ProvisionSpec, now: u64) -> HerdrResult<()> {
     store
         .update(|state| {
-            if let Some(p) = state.pending.get_mut(&spec.source_pane).filter(|p| p.box_name == spec.box_name) {
+            if let Some(p) = state.pending.values_mut().find(|p| p.box_name == spec.box_name) {
                 p.refreshed_at = Some(now);
-                p.pane = Some(spec.pane.clone());
+                p.pane.get_or_insert_with(|| spec.pane.clone());
             }
             Ok(())
         })
@@ -198,40 +233,31 @@ pub async fn hold_reservation(store: &StateStore, spec: &ProvisionSpec, every: D
     }
 }
 
-/// Record a provisioned pane (and release its reservation).
-pub async fn record_pane(store: &StateStore, spec: &ProvisionSpec, entry: PaneEntry) -> HerdrResult<()> {
+/// Record a provisioned pane (and release its reservation). The pane is the one the
+/// reservation names now: a `pane.moved` during provisioning re-keyed it. Returns the pane.
+pub async fn record_pane(store: &StateStore, spec: &ProvisionSpec, entry: PaneEntry) -> HerdrResult<String> {
     store
         .update(|state| {
-            state.pending.remove(&spec.source_pane);
-            state.panes.insert(spec.pane.clone(), entry);
-            Ok(())
+            let reserved = state.pending.iter().find(|(_, p)| p.box_name == spec.box_name).map(|(k, p)| (k.clone(), p.pane.clone()));
+            let pane = match reserved {
+                Some((source, pane)) => {
+                    state.pending.remove(&source);
+                    pane.unwrap_or_else(|| spec.pane.clone())
+                }
+                None => spec.pane.clone(),
+            };
+            state.panes.insert(pane.clone(), entry);
+            Ok(pane)
         })
         .await
 }
 
-/// `attach`: resume the sandbox if it is paused, then type `cos herdr connect <pane>` into the
-/// pane; that reattaches natively (and restarts the agent at the pane's size if it exited).
-pub async fn attach(env: &ActionEnv) -> HerdrResult<ActionResult> {
-    let pane = env.context.require_pane()?.to_string();
-    let entry = env.entry(&pane).await?;
-    let sandbox = live_sandbox(env, &pane, &entry).await?;
-    let process = sandbox.processes().get(&entry.process_id).await;
-    let running = matches!(&process, Ok(p) if p.details().is_attachable());
-    env.host.run_in_pane(&pane, &env.typed(&["herdr", "connect", &pane])?).await?;
-    let result = ActionResult::ok("attach").with("box", entry.box_name).with("pane", pane);
-    Ok(if running {
-        result.with("processId", entry.process_id)
-    } else {
-        result.with("processId", serde_json::Value::Null).with("restart", true)
-    })
-}
-
 /// The mapped sandbox, resumed when paused; a sandbox that no longer exists drops its mapping.
-pub async fn live_sandbox(env: &ActionEnv, pane: &str, entry: &PaneEntry) -> HerdrResult<createos_sandbox::Sandbox> {
+pub async fn live_sandbox(env: &ActionEnv, entry: &PaneEntry) -> HerdrResult<createos_sandbox::Sandbox> {
     let sandbox = match env.client.get_sandbox(&entry.box_id).await {
         Ok(sb) => sb,
         Err(e) if e.is_not_found() => {
-            forget(&env.store, pane, &entry.box_id).await?;
+            forget(&env.store, &entry.box_id).await?;
             return Err(gone(entry));
         }
         Err(e) => return Err(e.into()),
@@ -246,7 +272,7 @@ pub async fn live_sandbox(env: &ActionEnv, pane: &str, entry: &PaneEntry) -> Her
             Ok(sandbox)
         }
         s if s.is_terminal() => {
-            forget(&env.store, pane, &entry.box_id).await?;
+            forget(&env.store, &entry.box_id).await?;
             Err(HerdrError::invalid(
                 "sandbox",
                 format!("{} ({}) is {s}; the pane's mapping was removed", entry.box_name, entry.box_id),
@@ -264,13 +290,11 @@ fn gone(entry: &PaneEntry) -> HerdrError {
     )
 }
 
-/// Remove `pane`'s mapping if it still points at `box_id`.
-pub async fn forget(store: &StateStore, pane: &str, box_id: &str) -> HerdrResult<()> {
+/// Remove the mapping of the sandbox `box_id` (under whatever pane it is now: panes move).
+pub async fn forget(store: &StateStore, box_id: &str) -> HerdrResult<()> {
     store
         .update(|state| {
-            if state.panes.get(pane).is_some_and(|e| e.box_id == box_id) {
-                state.panes.remove(pane);
-            }
+            state.panes.retain(|_, e| e.box_id != box_id);
             Ok(())
         })
         .await
@@ -296,7 +320,7 @@ pub async fn sync(env: &ActionEnv) -> HerdrResult<ActionResult> {
         tail.extend(["--exclude".to_string(), exclude.clone()]);
     }
     let tail: Vec<&str> = tail.iter().map(String::as_str).collect();
-    let line = env.typed(&tail)?;
+    let line = env.typed_with(&env.pane_env, &tail)?;
     let split =
         Split { ratio: Some(0.25), focus: false, cwd: Some(PathBuf::from(&entry.local)), env: env.pane_env.clone() };
     let sync_pane = env.host.split(&pane, Direction::Down, &split).await?;
@@ -312,7 +336,7 @@ pub async fn sync(env: &ActionEnv) -> HerdrResult<ActionResult> {
 pub async fn apply(env: &ActionEnv) -> HerdrResult<ActionResult> {
     let pane = env.context.require_pane()?.to_string();
     let entry = env.entry(&pane).await?;
-    let sandbox = live_sandbox(env, &pane, &entry).await?;
+    let sandbox = live_sandbox(env, &entry).await?;
     let outcome = apply::apply(&sandbox, &entry.remote, entry.local.as_ref()).await?;
     let result = ActionResult::ok("apply").with("box", entry.box_name.clone());
     Ok(match outcome {
@@ -344,7 +368,7 @@ pub async fn pause_or_resume(env: &ActionEnv, pause: bool) -> HerdrResult<Action
                 Ok(sb) => sb.status() == SandboxStatus::Destroying || sb.status().is_terminal(),
             };
             if err.is_not_found() || deleted {
-                forget(&env.store, &pane, &entry.box_id).await?;
+                forget(&env.store, &entry.box_id).await?;
                 return Err(gone(&entry));
             }
             return Err(err.into());
@@ -411,7 +435,7 @@ pub async fn delete(env: &ActionEnv) -> HerdrResult<ActionResult> {
             .with("expiresInSeconds", DELETE_CONFIRM_WINDOW.as_secs()));
     };
     env.client.sandbox(&entry.box_id)?.destroy().await?;
-    forget(&env.store, &pane, &entry.box_id).await?;
+    forget(&env.store, &entry.box_id).await?;
     env.host.notify("CreateOS delete", &format!("{} deleted", entry.box_name)).await;
     Ok(ActionResult::ok("delete").with("box", entry.box_name).with("boxId", entry.box_id).with("result", "deleted"))
 }

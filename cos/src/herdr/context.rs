@@ -13,7 +13,8 @@ pub struct PluginContext {
     /// The focused pane (`focused_pane_id`, else `HERDR_PANE_ID`).
     pub pane: Option<String>,
     /// Candidate directories for the worktree, most specific first: the worktree's checkout
-    /// path, the focused pane's cwd, the workspace cwd.
+    /// path (`worktree.checkout_path`), its repository (`worktree.repo_root`), the focused
+    /// pane's cwd, the workspace cwd.
     pub dirs: Vec<PathBuf>,
 }
 
@@ -31,7 +32,7 @@ impl PluginContext {
         let mut dirs = Vec::new();
         let worktree = &doc["worktree"];
         for candidate in
-            [&worktree["checkout_path"], &worktree["root"], worktree, &doc["focused_pane_cwd"], &doc["workspace_cwd"]]
+            [&worktree["checkout_path"], &worktree["repo_root"], &doc["focused_pane_cwd"], &doc["workspace_cwd"]]
         {
             if let Some(dir) = text(candidate) {
                 dirs.push(PathBuf::from(dir));
@@ -118,6 +119,12 @@ mod tests {
         let c = PluginContext::parse(Some(json), Some("w1:p9")).unwrap();
         assert_eq!(c.pane.as_deref(), Some("w1:p3"));
         assert_eq!(c.dirs, [PathBuf::from("/a"), PathBuf::from("/b"), PathBuf::from("/c")]);
+        // Herdr's WorkspaceWorktreeInfo has `repo_root`, never `root`.
+        let json = r#"{"focused_pane_id":"w1:p3","worktree":{"repo_key":"k","repo_name":"r","repo_root":"/repo","checkout_path":"","is_linked_worktree":false},"workspace_cwd":"/c"}"#;
+        let c = PluginContext::parse(Some(json), None).unwrap();
+        assert_eq!(c.dirs, [PathBuf::from("/repo"), PathBuf::from("/c")]);
+        let c = PluginContext::parse(Some(r#"{"worktree":{"root":"/nope"}}"#), None).unwrap();
+        assert!(c.dirs.is_empty(), "{:?}", c.dirs);
         let c = PluginContext::parse(None, Some("w1:p9")).unwrap();
         assert_eq!(c.require_pane().unwrap(), "w1:p9");
         assert!(PluginContext::parse(Some("{"), None).is_err());

@@ -1,6 +1,7 @@
 //! `cos setup herdr`: check the prerequisites, put the plugin in place (manifest + launcher
-//! with cos's absolute path) and link it, write the plugin's `config.json` (0600) unless one
-//! exists, and add the missing key bindings to Herdr's `config.toml` after a backup ([`super::keys`]).
+//! with cos's absolute path) and link it unless Herdr already has it, write the plugin's
+//! `config.json` (0600) unless one exists, and add the missing key bindings to Herdr's
+//! `config.toml` transactionally, after a backup ([`super::keys`]).
 
 use std::path::{Path, PathBuf};
 
@@ -12,7 +13,7 @@ use super::{MANIFEST, MIN_HERDR_VERSION, PLUGIN_ID};
 
 /// The build script shipped next to the manifest.
 pub const BUILD_SCRIPT: &str = include_str!("../../../integrations/herdr/build.sh");
-pub use super::keys::{add_key_bindings, KeysOutcome, KEYS_BACKUP, KEY_BINDINGS};
+pub use super::keys::{install_key_bindings, BoundKey, KeysOutcome, KEYS_BACKUP, KEY_BINDINGS};
 
 /// The launcher every manifest entry runs: `exec <cos> herdr "$@"`.
 pub fn launcher_script(cos: &Path) -> HerdrResult<String> {
@@ -42,6 +43,15 @@ pub fn herdr_config_root() -> Option<PathBuf> {
     match std::env::var_os("XDG_CONFIG_HOME").filter(|v| !v.is_empty()) {
         Some(x) => Some(PathBuf::from(x).join("herdr")),
         None => dirs::home_dir().map(|h| h.join(".config").join("herdr")),
+    }
+}
+
+/// The `config.toml` Herdr loads: `HERDR_CONFIG_PATH` when set (Herdr honours it), else
+/// `config.toml` in [`herdr_config_root`].
+pub fn herdr_config_path() -> Option<PathBuf> {
+    match std::env::var_os("HERDR_CONFIG_PATH").filter(|v| !v.is_empty()) {
+        Some(path) => Some(PathBuf::from(path)),
+        None => herdr_config_root().map(|root| root.join("config.toml")),
     }
 }
 
@@ -127,14 +137,38 @@ pub async fn check_tools(host: &HerdrHost) -> Vec<Check> {
     checks
 }
 
-/// Whether Herdr already knows the plugin (`plugin list --json`).
-pub async fn plugin_linked(host: &HerdrHost) -> HerdrResult<bool> {
-    let out = host.call(&["plugin".into(), "list".into(), "--json".into()]).await?;
-    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap_or(serde_json::Value::Null);
-    let list = v.get("plugins").or_else(|| v.get("result").and_then(|r| r.get("plugins"))).unwrap_or(&v);
-    Ok(list
-        .as_array()
-        .is_some_and(|items| items.iter().any(|p| p.get("id").and_then(|i| i.as_str()) == Some(PLUGIN_ID))))
+/// How Herdr has the plugin, from `plugin list --json`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InstalledPlugin {
+    /// Whether it is enabled (a disabled plugin stays disabled: setup never re-enables it).
+    pub enabled: bool,
+    /// `local` (linked) or `github` (installed with `herdr plugin install`).
+    pub source: String,
+    /// Its directory.
+    pub root: String,
+}
+
+/// The plugin's entry in a `plugin list --json` answer
+/// (`{"id":…,"result":{"type":"plugin_list","plugins":[{"plugin_id":…}]}}`); an answer of
+/// any other shape is an error, never "not installed" (that would relink over it).
+pub fn find_plugin(answer: &str) -> HerdrResult<Option<InstalledPlugin>> {
+    let unexpected = |why: &str| HerdrError::Herdr {
+        command: "plugin list".into(),
+        message: format!("{why} in its answer {:?}", answer.trim()),
+    };
+    let v: serde_json::Value = serde_json::from_str(answer.trim()).map_err(|_| unexpected("no JSON"))?;
+    let plugins = v["result"]["plugins"].as_array().ok_or_else(|| unexpected("no result.plugins"))?;
+    Ok(plugins.iter().find(|p| p["plugin_id"].as_str() == Some(PLUGIN_ID)).map(|p| InstalledPlugin {
+        enabled: p["enabled"].as_bool().unwrap_or(true),
+        source: p["source"]["kind"].as_str().unwrap_or("local").to_string(),
+        root: p["plugin_root"].as_str().unwrap_or_default().to_string(),
+    }))
+}
+
+/// The plugin as Herdr has it (`plugin list --json --plugin createos.sandbox`).
+pub async fn installed_plugin(host: &HerdrHost) -> HerdrResult<Option<InstalledPlugin>> {
+    let args = ["plugin", "list", "--json", "--plugin", PLUGIN_ID].map(String::from);
+    find_plugin(&host.call(&args).await?)
 }
 
 /// Write `config.json` into `dir` (0600) unless it exists and `force` is off. Returns whether
@@ -165,6 +199,21 @@ mod tests {
         let s = launcher_script(Path::new("/opt/it's/cos")).unwrap();
         assert!(s.contains(r#"COS_BIN='/opt/it'\''s/cos'"#));
         assert!(launcher_script(Path::new("cos")).is_err());
+    }
+
+    #[test]
+    fn plugin_list_answers_are_read_by_plugin_id() {
+        let answer = r#"{"id":"cli:plugin","result":{"type":"plugin_list","plugins":[
+            {"plugin_id":"other.x","name":"X","version":"1","manifest_path":"/x/herdr-plugin.toml","plugin_root":"/x","enabled":true},
+            {"plugin_id":"createos.sandbox","name":"CreateOS","version":"0.2.0","manifest_path":"/p/herdr-plugin.toml",
+             "plugin_root":"/p","enabled":false,"source":{"kind":"github","owner":"o","repo":"r"}}]}}"#;
+        let found = find_plugin(answer).unwrap().unwrap();
+        assert_eq!(found, InstalledPlugin { enabled: false, source: "github".into(), root: "/p".into() });
+        let none = r#"{"id":"cli:plugin","result":{"type":"plugin_list","plugins":[]}}"#;
+        assert_eq!(find_plugin(none).unwrap(), None);
+        // The shape the old code looked for is not Herdr's: refused, never read as "not linked".
+        assert!(find_plugin(r#"[{"id":"createos.sandbox"}]"#).is_err());
+        assert!(find_plugin("not json").is_err());
     }
 
     #[test]

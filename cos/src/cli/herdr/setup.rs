@@ -13,6 +13,9 @@ use createos_sandbox::ListSandboxes;
 
 use super::Launch;
 
+/// How to open the `boxes` overlay: plugin panes cannot be bound to keys.
+const BOXES_PANE: &str = "herdr plugin pane open --plugin createos.sandbox --entrypoint boxes";
+
 #[derive(Debug, Args)]
 pub struct SetupHerdrArgs {
     /// Report the prerequisites and change nothing.
@@ -98,40 +101,53 @@ async fn setup_herdr(launch: &Launch, args: SetupHerdrArgs) -> HerdrResult<ExitC
         .ok_or_else(|| HerdrError::invalid("plugin directory", "no data directory (set HOME)"))?;
     let cos = PathBuf::from(&launch.cos[0]);
     setup::write_plugin_dir(&plugin_dir, &cos)?;
-    let linked_before = setup::plugin_linked(&host).await?;
-    if !linked_before {
+    // A plugin Herdr already has (linked, or installed from GitHub; enabled or not) is left as
+    // it is: relinking would replace a GitHub install and re-enable a disabled plugin.
+    let installed = setup::installed_plugin(&host).await?;
+    if installed.is_none() {
         host.call(&["plugin".into(), "link".into(), plugin_dir.to_string_lossy().into_owned()]).await?;
     }
     let config_dir = host.config_dir(PLUGIN_ID).await?;
     let config_written = setup::write_plugin_config(&config_dir, &config, options.force)?;
     let mut keys = setup::KeysOutcome::default();
+    let config_toml = setup::herdr_config_path();
     if !options.no_keys {
-        let root = setup::herdr_config_root()
-            .ok_or_else(|| HerdrError::invalid("herdr config", "no config directory (set HOME)"))?;
-        keys = setup::add_key_bindings(&root.join("config.toml"))?;
-        if !keys.added.is_empty() {
-            host.call(&["config".into(), "check".into()]).await.map_err(|e| {
-                HerdrError::invalid("config.toml", format!("{e}; undo the added keys with `herdr config reset-keys`"))
-            })?;
+        let path = config_toml
+            .clone()
+            .ok_or_else(|| HerdrError::invalid("herdr config", "no config directory (set HOME or HERDR_CONFIG_PATH)"))?;
+        keys = setup::install_key_bindings(&path, || host.config_check()).await?;
+        if keys.changed() {
             // No running server is not an error: the keys load when it starts.
             let _ = host.call(&["server".into(), "reload-config".into()]).await;
         }
     }
+    let plugin_json = installed.as_ref().map(|p| serde_json::json!({ "enabled": p.enabled, "source": p.source, "root": p.root }));
     let summary = serde_json::json!({
         "ok": true,
         "checks": checks_json,
         "plugin_dir": plugin_dir,
-        "linked": !linked_before,
+        "linked": installed.is_none(),
+        "plugin": plugin_json,
         "config": config_dir.join("config.json"),
         "config_written": config_written,
+        "config_toml": config_toml,
         "keys_added": keys.added,
-        "key_conflicts": keys.conflicts,
+        "keys_moved": keys.moved,
+        "key_notes": keys.notes,
         "backup": keys.backup,
+        "boxes_pane": BOXES_PANE,
     });
     if launch.out.json {
         println!("{summary}");
     } else {
-        println!("plugin   {} ({})", plugin_dir.display(), if linked_before { "already linked" } else { "linked" });
+        match &installed {
+            None => println!("plugin   {} (linked)", plugin_dir.display()),
+            Some(p) => {
+                let how = if p.source == "github" { "installed from GitHub" } else { "already linked" };
+                let state = if p.enabled { "" } else { "; disabled: enable it with `herdr plugin enable createos.sandbox`" };
+                println!("plugin   {} ({how}, kept{state})", p.root);
+            }
+        }
         println!(
             "config   {} ({})",
             config_dir.join("config.json").display(),
@@ -140,15 +156,20 @@ async fn setup_herdr(launch: &Launch, args: SetupHerdrArgs) -> HerdrResult<ExitC
         if options.no_keys {
             println!("keys     left alone (--no-keys)");
         } else {
+            let added: Vec<String> = keys.added.iter().map(|k| format!("{} {}", k.action, k.key)).collect();
             println!(
                 "keys     {} added{}",
-                keys.added.len(),
-                if keys.added.is_empty() { String::new() } else { format!(": {}", keys.added.join(", ")) }
+                added.len(),
+                if added.is_empty() { String::new() } else { format!(": {}", added.join(", ")) }
             );
-            for c in &keys.conflicts {
-                println!("         skipped {c}: already bound");
+            for note in &keys.notes {
+                println!("         {note}");
+            }
+            if let Some(backup) = &keys.backup {
+                println!("         the file before: {} (copy it back to undo)", backup.display());
             }
         }
+        println!("boxes    {BOXES_PANE} (plugin panes cannot be bound to keys)");
     }
     Ok(ExitCode::SUCCESS)
 }
