@@ -134,7 +134,9 @@ fn skill_directories_are_bundles_outside_credential_folders() {
         assert!(err.starts_with("skillDirs[0] ") && err.contains(needle), "{}: {err}", dir.display());
     }
     std::fs::write(t.home.join(".aws/SKILL.md"), "x").unwrap();
-    assert!(skill(&t.home.join(".aws")).unwrap_err().contains("~/.aws"));
+    assert!(skill(&t.home.join(".aws")).unwrap_err().contains("deny-list"));
+    std::fs::write(t.home.join(".docker/SKILL.md"), "x").unwrap();
+    assert!(skill(&t.home.join(".docker")).unwrap_err().contains("~/.docker"));
     std::fs::write(t.home.join("SKILL.md"), "x").unwrap();
     assert!(skill(&t.home).unwrap_err().contains("home directory"));
 }
