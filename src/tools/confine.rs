@@ -42,6 +42,10 @@ const CREATEOS_DIR: &str = ".createos";
 /// Home folders refused by name prefix as well (plugins.md §2.13: `~/.config*`, `~/.ssh*`).
 const PREFIX_MATCHED: [&str; 3] = [".config", ".ssh", CREATEOS_DIR];
 
+/// Folders of `~/.config` that hold credentials (gcloud's keys, the GitHub CLI's token): refused
+/// for skill directories, which may otherwise live under `~/.config`.
+const CONFIG_CREDENTIALS: [&str; 2] = [".config/gcloud", ".config/gh"];
+
 /// What the named path must be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Expect {
@@ -167,10 +171,12 @@ fn check_skill(project: &Path, home: Option<&Path>, field: &str, dir: &Path) -> 
             // Skills live under ~/.config (opencode, …), so that folder is allowed here; the
             // credential folders and the deny-list's directories (.config/gcloud/, …) are not.
             let first = first_component(rest).unwrap_or_default();
-            let strict = SENSITIVE_HOME_DIRS.iter().any(|d| *d != ".config" && first == *d) || is_createos(&first);
+            let strict = SENSITIVE_HOME_DIRS.iter().any(|d| *d != ".config" && first == *d)
+                || is_createos(&first)
+                || CONFIG_CREDENTIALS.iter().any(|d| rest.starts_with(d));
             let denied = protected(rest, true);
             if strict || denied.is_some() {
-                let why = denied.map(|d| d.to_string()).unwrap_or_else(|| format!("inside ~/{first}, which holds credentials"));
+                let why = denied.unwrap_or_else(|| format!("inside ~/{first}, which holds credentials"));
                 return Err(refused(field, dir, format!("{} is {why}", real.display())));
             }
         }

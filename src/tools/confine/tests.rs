@@ -137,6 +137,9 @@ fn skill_directories_are_bundles_outside_credential_folders() {
     assert!(skill(&t.home.join(".aws")).unwrap_err().contains("deny-list"));
     std::fs::write(t.home.join(".docker/SKILL.md"), "x").unwrap();
     assert!(skill(&t.home.join(".docker")).unwrap_err().contains("~/.docker"));
+    std::fs::create_dir_all(t.home.join(".config/gh/skill")).unwrap();
+    std::fs::write(t.home.join(".config/gh/skill/SKILL.md"), "x").unwrap();
+    assert!(skill(&t.home.join(".config/gh/skill")).unwrap_err().contains("~/.config"));
     std::fs::write(t.home.join("SKILL.md"), "x").unwrap();
     assert!(skill(&t.home).unwrap_err().contains("home directory"));
 }
