@@ -434,6 +434,33 @@ async fn bad_input_is_refused_before_anything_is_created() {
     assert_eq!(creates(&env).await, 0, "nothing may be created for bad input");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lost_create_answer_is_found_by_name_and_destroyed() {
+    let env = common::start().await;
+    let dir = project();
+    let cancel = CancellationToken::new();
+    // The create runs to its end, then the connection breaks in the middle of the answer.
+    env.add_fault("POST /v1/sandboxes reset when=after count=1").await;
+    let err = jobs::offload(&env.client, OffloadRequest::new(dir.path(), "true"), &options(), &cancel, None).await.unwrap_err();
+    let JobError::Create(failed) = &err else { panic!("{err:?}") };
+    let reclaim = failed.reclaim.as_ref().unwrap_or_else(|| panic!("no lookup after a lost answer: {err}"));
+    assert!(reclaim.name.starts_with("cos-job-"), "{reclaim:?}");
+    assert_eq!(reclaim.destroyed.len(), 1, "{err}");
+    assert!(reclaim.is_clean() && failed.left_nothing());
+    assert!(err.to_string().contains(&reclaim.destroyed[0]), "{err}");
+    assert_eq!(creates(&env).await, 1);
+    assert_eq!(env.settled_live_sandboxes().await, 0);
+
+    // A refusal created nothing: nothing is looked up.
+    env.reset_stats().await;
+    env.add_fault("POST /v1/sandboxes status=409 count=1").await;
+    let err = jobs::offload(&env.client, OffloadRequest::new(dir.path(), "true"), &options(), &cancel, None).await.unwrap_err();
+    let JobError::Create(failed) = &err else { panic!("{err:?}") };
+    assert!(failed.reclaim.is_none(), "{err}");
+    assert_eq!(env.requests("listSandboxes").await, 0);
+    assert_eq!(env.settled_live_sandboxes().await, 0);
+}
+
 // ---------------------------------------------------------------------------------------------
 // The command line
 

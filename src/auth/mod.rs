@@ -6,7 +6,7 @@
 //! request and renews an OAuth session when it expires or the server rejects it.
 
 mod files;
-mod lock;
+pub(crate) mod lock;
 mod oauth;
 mod resolve;
 mod secret;

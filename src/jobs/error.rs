@@ -3,6 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use super::create::CreateFailed;
 use super::run::JobResult;
 
 /// Why a job's sandbox was kept instead of destroyed.
@@ -75,9 +76,10 @@ pub enum JobError {
     /// Refused before anything was created.
     #[error("{0}")]
     Invalid(crate::Error),
-    /// The sandbox could not be created (nothing is left allocated).
+    /// The sandbox could not be created: nothing is left allocated unless the answer was lost
+    /// and [`CreateFailed::reclaim`] says otherwise (it names the sandbox).
     #[error("creating the job sandbox failed: {0}")]
-    Create(crate::Error),
+    Create(CreateFailed),
     /// A step failed after the sandbox existed.
     #[error("{step} failed: {source}; {fate}")]
     Failed {

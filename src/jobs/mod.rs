@@ -25,6 +25,7 @@
 //! ```
 
 mod artifact;
+mod create;
 mod error;
 mod fanout;
 mod offload;
@@ -34,6 +35,7 @@ mod run_code;
 mod sandbox;
 
 pub use artifact::{Artifact, ArtifactKind, ArtifactPath};
+pub use create::{create_reclaimable, CreateFailed, Reclaim};
 pub use error::{Fate, JobError, KeepReason};
 pub use fanout::{fanout, FanoutEntry, FanoutRequest, FanoutResult, DEFAULT_FANOUT_JOBS, MAX_FANOUT_COMMANDS, MAX_FANOUT_JOBS};
 pub use offload::{offload, OffloadRequest};

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use super::create::{create_reclaimable, destroy_logged};
 use super::error::{Fate, JobError, KeepReason};
 use super::options::{report, JobOptions, JobProgress, JobStage, WORK_DIR};
 use crate::api::exec::ExecRequest;
@@ -23,8 +24,9 @@ pub(crate) struct JobSandbox {
 }
 
 impl JobSandbox {
-    /// Create the sandbox. The request runs in its own task: whatever happens to this future
-    /// (cancellation, drop), an id the server hands back is destroyed rather than lost.
+    /// Create the sandbox through [`create_reclaimable`]: whatever happens to this future
+    /// (cancellation, drop), an id the server hands back is destroyed rather than lost, and a
+    /// lost answer is looked up by the request's name.
     pub(crate) async fn create(
         client: &Client,
         options: &JobOptions,
@@ -37,18 +39,11 @@ impl JobSandbox {
         }
         let request = options.create_request()?;
         report(&progress, job, JobStage::Creating);
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let client = client.clone();
-        tokio::spawn(async move {
-            let created = client.create_sandbox(request).await;
-            if let Err(Ok(orphan)) = tx.send(created) {
-                destroy_logged(&orphan, "its job went away while it was being created").await;
-            }
-        });
-        let sandbox = match rx.await {
-            Ok(Ok(sandbox)) => sandbox,
-            Ok(Err(err)) => return Err(JobError::Create(err)),
-            Err(_) => return Err(JobError::Create(crate::Error::Cancelled)),
+        let sandbox = match create_reclaimable(client, request, "cos-job").await {
+            Ok(sandbox) => sandbox,
+            // Cancelled meanwhile, and nothing is left: the create's failure is moot.
+            Err(failed) if cancel.is_cancelled() && failed.left_nothing() => return Err(JobError::Cancelled { fate: None }),
+            Err(failed) => return Err(JobError::Create(failed)),
         };
         tracing::info!(sandbox = %sandbox.id(), job, "created a job sandbox");
         report(&progress, job, JobStage::Created(sandbox.id().to_string()));
@@ -140,12 +135,5 @@ impl Drop for JobSandbox {
             }
             Err(_) => tracing::error!(sandbox = %self.sandbox.id(), "a job sandbox was dropped outside a runtime; it is still allocated"),
         }
-    }
-}
-
-async fn destroy_logged(sandbox: &Sandbox, why: &str) {
-    match sandbox.destroy().await {
-        Ok(_) => tracing::info!(sandbox = %sandbox.id(), "destroyed a job sandbox: {why}"),
-        Err(err) => tracing::error!(sandbox = %sandbox.id(), error = %err, "destroying a job sandbox ({why}) failed; it is still allocated"),
     }
 }

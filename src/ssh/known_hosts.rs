@@ -2,18 +2,19 @@
 //! `127.0.0.1`, so the address cannot be the key). A changed key is refused.
 //!
 //! File format, one pin per line: `<sandbox-id> <key-type> <base64>`; `#` comments and lines
-//! we do not understand are kept as they are. The file is rewritten atomically (0600).
+//! we do not understand are kept as they are. The file is rewritten atomically (0600), so a
+//! reader always sees a whole file; every read-modify-write holds the cross-process lock on
+//! `<file>.lock` ([`crate::auth::lock::FileLock`]), so two processes (or threads) pinning at
+//! once never lose a pin.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use russh::keys::{HashAlg, PublicKey};
 
 use super::error::SshError;
 use super::files;
-
-/// Serialises read-modify-write cycles of known-hosts files within this process.
-static REWRITE: Mutex<()> = Mutex::new(());
+use crate::auth::lock::FileLock;
 
 /// Outcome of checking an offered host key.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -55,25 +56,16 @@ impl KnownHosts {
     }
 
     /// Accept `offered` for `host` if it matches the pin, pin it if there is none, refuse it
-    /// with [`SshError::HostKeyChanged`] otherwise.
+    /// with [`SshError::HostKeyChanged`] otherwise. Only a new pin takes the lock.
     pub fn verify_or_pin(&self, host: &str, offered: &PublicKey) -> Result<HostKeyStatus, SshError> {
-        let _guard = REWRITE.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(known) = self.check(&self.read()?, host, offered)? {
+            return Ok(known);
+        }
+        let _lock = self.lock()?;
+        // Read again under the lock: another process may have pinned it (or anything) since.
         let text = self.read()?;
-        for line in text.lines() {
-            if let Some((name, pinned)) = parse_line(line) {
-                if name != host {
-                    continue;
-                }
-                if pinned.key_data() == offered.key_data() {
-                    return Ok(HostKeyStatus::Matched);
-                }
-                return Err(SshError::HostKeyChanged {
-                    host: host.to_string(),
-                    pinned: fingerprint(&pinned),
-                    offered: fingerprint(offered),
-                    known_hosts: self.path.clone(),
-                });
-            }
+        if let Some(known) = self.check(&text, host, offered)? {
+            return Ok(known);
         }
         let entry = format!("{host} {}", type_and_base64(offered, &self.path)?);
         let mut updated = text;
@@ -86,10 +78,32 @@ impl KnownHosts {
         Ok(HostKeyStatus::PinnedNow)
     }
 
+    /// `Some(Matched)` when `text` pins `offered` for `host`, the change error when it pins
+    /// another key, `None` when it pins nothing for `host`.
+    fn check(&self, text: &str, host: &str, offered: &PublicKey) -> Result<Option<HostKeyStatus>, SshError> {
+        for line in text.lines() {
+            if let Some((name, pinned)) = parse_line(line) {
+                if name != host {
+                    continue;
+                }
+                if pinned.key_data() == offered.key_data() {
+                    return Ok(Some(HostKeyStatus::Matched));
+                }
+                return Err(SshError::HostKeyChanged {
+                    host: host.to_string(),
+                    pinned: fingerprint(&pinned),
+                    offered: fingerprint(offered),
+                    known_hosts: self.path.clone(),
+                });
+            }
+        }
+        Ok(None)
+    }
+
     /// Drop the pin of `host` (after an expected host-key change). `Ok(false)` when there
     /// was none.
     pub fn forget(&self, host: &str) -> Result<bool, SshError> {
-        let _guard = REWRITE.lock().unwrap_or_else(|p| p.into_inner());
+        let _lock = self.lock()?;
         let text = self.read()?;
         let mut kept = String::with_capacity(text.len());
         let mut removed = false;
@@ -105,6 +119,17 @@ impl KnownHosts {
             self.write(&kept)?;
         }
         Ok(removed)
+    }
+
+    /// The cross-process lock of this file (`<file>.lock` beside it, never deleted).
+    fn lock(&self) -> Result<FileLock, SshError> {
+        if let Some(dir) = self.path.parent() {
+            files::private_dir(dir)?;
+        }
+        let mut name = OsString::from(self.path.as_os_str());
+        name.push(".lock");
+        let path = PathBuf::from(name);
+        FileLock::exclusive(&path).map_err(|e| SshError::local_file(&path, format!("cannot lock: {e}")))
     }
 
     fn read(&self) -> Result<String, SshError> {

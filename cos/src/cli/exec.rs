@@ -10,7 +10,7 @@ use futures::StreamExt;
 use serde_json::json;
 
 use createos_sandbox::api::exec::{ExecEvent, ExecRequest};
-use createos_sandbox::Sandbox;
+use createos_sandbox::{jobs, Sandbox};
 
 use super::sandbox::{label, SandboxOptions};
 use super::{parse_kv, resolve, Ctx};
@@ -123,17 +123,28 @@ pub struct RunArgs {
 }
 
 /// Create → exec → destroy. The sandbox is destroyed on success, on failure and on Ctrl-C/SIGTERM,
-/// unless `--keep`; what is kept is named on stderr.
+/// unless `--keep`; what is kept is named on stderr. The signals are handled before the create
+/// is sent: a Ctrl-C during the create waits for its answer and destroys what it brings (a lost
+/// answer is looked up by the sandbox's name; see [`jobs::create_reclaimable`]).
 pub async fn run(ctx: &Ctx, args: RunArgs) -> Result<ExitCode> {
+    let cancel = super::jobs::cancel_on_signal()?;
     let req = args.cmd.request(&[])?;
     let create = args.options.request(ctx, None).await?;
-    let sb = ctx.client.create_sandbox(create).await?;
+    if cancel.is_cancelled() {
+        return Ok(ExitCode::from(130));
+    }
+    let sb = match jobs::create_reclaimable(&ctx.client, create, "cos-run").await {
+        Ok(sb) => sb,
+        Err(failed) if cancel.is_cancelled() && failed.left_nothing() => return Ok(ExitCode::from(130)),
+        Err(failed) => return Err(super::jobs::create_error(failed, "creating the sandbox")),
+    };
     if !ctx.out.json {
         ctx.out.note(format!("created {}", label(&sb)));
     }
     let outcome = tokio::select! {
+        biased;
+        _ = cancel.cancelled() => Err(anyhow::anyhow!(createos_sandbox::Error::Cancelled)),
         r = stream_command(ctx, &sb, req) => r,
-        _ = interrupted() => Err(anyhow::anyhow!(createos_sandbox::Error::Cancelled)),
     };
     if args.keep {
         ctx.out.note(format!("kept {} (destroy it with `cos rm --yes {}`)", label(&sb), sb.id()));
@@ -152,28 +163,5 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> Result<ExitCode> {
     match outcome {
         Err(e) if matches!(e.downcast_ref(), Some(createos_sandbox::Error::Cancelled)) => Ok(ExitCode::from(130)),
         other => other,
-    }
-}
-
-/// Ctrl-C, or SIGTERM on Unix.
-async fn interrupted() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = match signal(SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-                return;
-            }
-        };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
     }
 }

@@ -11,6 +11,7 @@ use serde_json::json;
 use createos_sandbox::api::files::{ProgressFn, ProgressReader, UploadBody, UploadOptions};
 use createos_sandbox::snapshot::{GitMode, Snapshot, SnapshotOptions};
 use createos_sandbox::ssh::WriteOptions;
+use crate::tools::confine::{self, Expect};
 use createos_sandbox::transfer;
 use createos_sandbox::{Error, Sandbox};
 
@@ -34,7 +35,7 @@ pub struct PushArgs {
     /// Directories: walk instead of using Git's file list.
     #[arg(long)]
     pub no_git: bool,
-    /// Directories: allow one inside ~/.ssh, ~/.aws, ~/.config, ….
+    /// Allow a path inside ~/.ssh, ~/.aws, ~/.config, … (never ~/.createos).
     #[arg(long)]
     pub force: bool,
     #[command(flatten)]
@@ -42,6 +43,7 @@ pub struct PushArgs {
 }
 
 pub async fn push(ctx: &Ctx, args: PushArgs) -> Result<()> {
+    confine::user_path("LOCAL", &args.local_path, Expect::Existing, Some(args.force))?;
     let meta = std::fs::metadata(&args.local_path).with_context(|| format!("reading {}", args.local_path.display()))?;
     if meta.is_dir() {
         return push_dir(ctx, args).await;
@@ -137,6 +139,8 @@ pub async fn pull(ctx: &Ctx, args: PullArgs) -> Result<()> {
     } else {
         args.local_path.clone()
     };
+    confine::user_path("LOCAL", &args.local_path, Expect::Destination, None)?;
+    confine::user_path("LOCAL", &target, Expect::Destination, None)?;
     let sb = resolve::sandbox(&ctx.client, &args.sandbox).await?;
     let bar = progress::bytes_bar("pull");
     let report_to = bar.as_ref().map(|(_, r)| r.clone());

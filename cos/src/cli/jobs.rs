@@ -13,9 +13,11 @@ use clap::Args;
 use tokio_util::sync::CancellationToken;
 
 use createos_sandbox::jobs::{
-    self, FanoutRequest, FanoutResult, JobError, JobEvent, JobOptions, JobProgress, JobResult, JobStage, Language,
+    self, CreateFailed, FanoutRequest, FanoutResult, JobError, JobEvent, JobOptions, JobProgress, JobResult, JobStage, Language,
     OffloadRequest, RunCodeRequest,
 };
+
+use crate::tools::confine::{self, Expect};
 
 use super::sandbox::DEFAULT_SHAPE;
 use super::Ctx;
@@ -114,7 +116,7 @@ pub struct RunCodeArgs {
 
 /// Cancelled on Ctrl-C or SIGTERM. The handlers are installed before this returns, so a
 /// signal arriving later never kills the process before cleanup.
-fn cancel_on_signal() -> Result<CancellationToken> {
+pub(super) fn cancel_on_signal() -> Result<CancellationToken> {
     let token = CancellationToken::new();
     #[cfg(unix)]
     {
@@ -127,7 +129,7 @@ fn cancel_on_signal() -> Result<CancellationToken> {
                 _ = int.recv() => {}
                 _ = term.recv() => {}
             }
-            eprintln!("interrupted: stopping the job and destroying its sandbox…");
+            eprintln!("interrupted: stopping and destroying the sandbox…");
             t.cancel();
         });
     }
@@ -167,9 +169,19 @@ fn failure(err: JobError) -> Result<ExitCode> {
     match err {
         // plain library errors keep their JSON error codes (bad_request, not_found, …)
         JobError::Invalid(e) => Err(e.into()),
-        JobError::Create(e) => Err(anyhow::Error::new(e).context("creating the job sandbox")),
+        JobError::Create(failed) => Err(create_error(failed, "creating the job sandbox")),
         other => Err(anyhow::Error::new(other)),
     }
+}
+
+/// A failed create as an error that keeps the library error's JSON code, with what became of
+/// a lost answer in its context.
+pub(super) fn create_error(failed: CreateFailed, what: &str) -> anyhow::Error {
+    let context = match &failed.reclaim {
+        Some(reclaim) => format!("{what} (its answer was lost; {reclaim})"),
+        None => what.to_string(),
+    };
+    anyhow::Error::new(failed.error).context(context)
 }
 
 fn exit_status(code: Option<i32>) -> ExitCode {
@@ -198,10 +210,11 @@ fn show_result(ctx: &Ctx, result: &JobResult) -> Result<()> {
 }
 
 pub async fn offload(ctx: &Ctx, args: OffloadArgs) -> Result<ExitCode> {
-    let mut request = OffloadRequest::new(&args.dir, args.command.join(" "));
+    let cancel = cancel_on_signal()?;
+    let dir = confine::user_path("--dir", &args.dir, Expect::Dir, None)?;
+    let mut request = OffloadRequest::new(dir, args.command.join(" "));
     request.out = args.out;
     request.excludes = args.excludes;
-    let cancel = cancel_on_signal()?;
     match jobs::offload(&ctx.client, request, &args.job.options(), &cancel, notes(ctx, false)).await {
         Ok(result) => {
             show_result(ctx, &result)?;
@@ -212,9 +225,10 @@ pub async fn offload(ctx: &Ctx, args: OffloadArgs) -> Result<ExitCode> {
 }
 
 pub async fn fanout(ctx: &Ctx, args: FanoutArgs) -> Result<ExitCode> {
-    let mut request = FanoutRequest::new(&args.dir, args.commands).jobs(args.jobs);
-    request.excludes = args.excludes;
     let cancel = cancel_on_signal()?;
+    let dir = confine::user_path("--dir", &args.dir, Expect::Dir, None)?;
+    let mut request = FanoutRequest::new(dir, args.commands).jobs(args.jobs);
+    request.excludes = args.excludes;
     match jobs::fanout(&ctx.client, request, &args.job.options(), &cancel, notes(ctx, true)).await {
         Ok(result) => {
             show_fanout(ctx, &result);

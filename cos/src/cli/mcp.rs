@@ -53,6 +53,7 @@ async fn serve(ctx: &Ctx, args: McpArgs) -> Result<()> {
         None => std::env::current_dir().context("reading the current directory")?,
     };
     let project = std::fs::canonicalize(&project).with_context(|| format!("project directory {}", project.display()))?;
+    crate::tools::staging::check_skill_dirs(&config, &project)?;
     let state_dir = match args.state_dir {
         Some(dir) => dir,
         None => BindingStore::default_state_dir().context("no state or data directory for this user; pass --state-dir")?,

@@ -10,6 +10,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use createos_sandbox::sync::{SyncMode, SyncOptions, SyncReport, Syncer};
+use crate::tools::confine::{self, Expect};
 
 use super::via::ViaArgs;
 use super::{progress, resolve, Ctx, Out};
@@ -55,6 +56,7 @@ pub async fn sync(ctx: &Ctx, args: SyncArgs) -> Result<()> {
         options.progress = Some(report.clone());
     }
     // the paths are checked before the sandbox is even looked up
+    confine::user_path("--local", &args.local, Expect::Dir, Some(args.force))?;
     createos_sandbox::sync::safety::check_local(&args.local, None, args.force)?;
     createos_sandbox::sync::safety::check_remote(&args.remote)?;
     let sb = resolve::sandbox(&ctx.client, &args.sandbox).await?;

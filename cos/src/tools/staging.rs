@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use super::config::{ProjectSync, ToolsConfig};
+use super::confine;
 use super::ToolError;
 use createos_sandbox::snapshot::{Snapshot, SnapshotOptions};
 use createos_sandbox::transfer::{self, ApiRemote};
@@ -42,22 +43,33 @@ pub async fn stage_project(sandbox: &Sandbox, config: &ToolsConfig, project: &Pa
     Ok(Some(uploaded.files))
 }
 
+/// Check every configured skill directory (see [`confine::skill_dir`]) before anything is
+/// created: a refusal names it (`skillDirs[i]`). Missing ones are fine (skipped at staging).
+pub fn check_skill_dirs(config: &ToolsConfig, project: &Path) -> Result<(), ToolError> {
+    if !config.sync_skills {
+        return Ok(());
+    }
+    for (i, dir) in config.skill_dirs.iter().enumerate() {
+        confine::skill_dir(project, &format!("skillDirs[{i}]"), dir)?;
+    }
+    Ok(())
+}
+
 /// Copy every existing skill directory to the same absolute path in the guest and, when it
 /// lies inside the project, also to the mapped path under the working directory. Missing
-/// directories (virtual or built-in skills) are skipped.
+/// directories (virtual or built-in skills) are skipped; each is checked again as it is
+/// copied (see [`confine::skill_dir`]), so a directory swapped for a link since the start is
+/// refused.
 pub async fn stage_skills(sandbox: &Sandbox, config: &ToolsConfig, project: &Path) -> Result<Vec<String>, ToolError> {
     if !config.sync_skills {
         return Ok(Vec::new());
     }
     let mut staged = Vec::new();
-    for dir in &config.skill_dirs {
-        let Ok(real) = std::fs::canonicalize(dir) else {
+    for (i, dir) in config.skill_dirs.iter().enumerate() {
+        let Some(real) = confine::skill_dir(project, &format!("skillDirs[{i}]"), dir)? else {
             tracing::debug!(dir = %dir.display(), "skill directory missing; skipped");
             continue;
         };
-        if !real.is_dir() {
-            continue;
-        }
         // Skill folders often live under ~/.config; the credential deny-list still applies.
         let mut options = SnapshotOptions::new();
         options.allow_sensitive_root = true;

@@ -10,8 +10,9 @@ use serde_json::Value;
 
 use super::exec::{deadline, MAX_STREAM_BYTES};
 use super::to_json;
-use createos_sandbox::jobs::{self, FanoutRequest, Fate, JobError, JobEvent, JobOptions, JobProgress, JobResult, Language, OffloadRequest, RunCodeRequest};
+use createos_sandbox::jobs::{self, ArtifactPath, FanoutRequest, Fate, JobError, JobEvent, JobOptions, JobProgress, JobResult, Language, OffloadRequest, RunCodeRequest};
 use crate::tools::args::Args;
+use crate::tools::confine::{self, Expect};
 use crate::tools::runtime::Runtime;
 use crate::tools::{CallCtx, ToolError, ToolOutput};
 
@@ -49,12 +50,19 @@ fn job_options(rt: &Runtime, args: &Args) -> JobOptions {
     }
 }
 
-/// `dir`, resolved against the project directory (default: the project directory itself).
-fn project_dir(rt: &Runtime, args: &Args) -> PathBuf {
-    match args.opt_str("dir") {
-        Some(dir) => rt.project_dir().join(dir),
-        None => rt.project_dir().to_path_buf(),
-    }
+/// `dir`, resolved against the project directory and confined to it (default: the project
+/// directory itself).
+fn project_dir(rt: &Runtime, args: &Args) -> Result<PathBuf, ToolError> {
+    confine::agent_arg(rt.project_dir(), "dir", args.opt_str("dir").unwrap_or("."), Expect::Dir)
+}
+
+/// `out`: its local destination (the same relative path under `dir`) is confined too, so an
+/// artifact can never be aimed at `.git/`, `.env` or out of the project.
+fn artifact_out(rt: &Runtime, dir: &std::path::Path, args: &Args) -> Result<Option<String>, ToolError> {
+    let Some(out) = args.opt_str("out") else { return Ok(None) };
+    let path = ArtifactPath::parse(out).map_err(|e| ToolError::InvalidArgs(e.to_string()))?;
+    confine::agent_path(rt.project_dir(), "out", &dir.join(path.relative()), Expect::Destination)?;
+    Ok(Some(out.to_string()))
 }
 
 /// Progress goes to the caller when it asked for it (MCP `progressToken`), and to the log.
@@ -78,8 +86,10 @@ fn job_error(err: JobError) -> ToolError {
 }
 
 async fn offload(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOutput, ToolError> {
-    let mut request = OffloadRequest::new(project_dir(rt, args), args.str("command")?);
-    request.out = args.opt_str("out").map(str::to_string);
+    let dir = project_dir(rt, args)?;
+    let out = artifact_out(rt, &dir, args)?;
+    let mut request = OffloadRequest::new(dir, args.str("command")?);
+    request.out = out;
     let options = job_options(rt, args);
     let result = jobs::offload(rt.client(), request, &options, &ctx.cancel, Some(progress("offload", ctx, false)))
         .await
@@ -99,7 +109,7 @@ fn single_output(result: &JobResult) -> Result<ToolOutput, ToolError> {
 async fn fanout(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOutput, ToolError> {
     let commands = args.strings("commands");
     let jobs_at_once = args.opt_u64("jobs").map(|j| j as usize).unwrap_or(jobs::DEFAULT_FANOUT_JOBS);
-    let request = FanoutRequest::new(project_dir(rt, args), commands).jobs(jobs_at_once);
+    let request = FanoutRequest::new(project_dir(rt, args)?, commands).jobs(jobs_at_once);
     let mut options = job_options(rt, args);
     // The whole answer stays within the bound of one exec result.
     options.max_output_bytes = (MAX_STREAM_BYTES / request.commands.len().max(1)).max(MIN_FANOUT_STREAM_BYTES);

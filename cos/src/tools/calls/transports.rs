@@ -5,7 +5,7 @@
 mod devices;
 
 use std::net::SocketAddr;
-use std::path::{Component, Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,6 +16,7 @@ use createos_sandbox::sync::{safety, SyncMode, SyncOptions, SyncReport, Syncer};
 use createos_sandbox::transfer::ApiRemote;
 use createos_sandbox::tunnel::TunnelListener;
 use crate::tools::args::Args;
+use crate::tools::confine::{self, Expect};
 use crate::tools::runtime::Runtime;
 use crate::tools::{CallCtx, ToolError, ToolOutput};
 use createos_sandbox::SandboxStatus;
@@ -25,9 +26,6 @@ const SYNC_LIMIT: Duration = Duration::from_secs(600);
 
 /// Paths listed per kind in a sync result; the counts are always complete.
 const LISTED_PATHS: usize = 200;
-
-/// Home folders (by name prefix) a sync may never read (plugins.md §2.13: `~/.config*`, `~/.ssh*`).
-const PRIVATE_HOME_PREFIXES: [&str; 2] = [".config", ".ssh"];
 
 /// Whether `short` (a tool name without the prefix) is one of these tools.
 pub(super) fn handles(short: &str) -> bool {
@@ -69,27 +67,11 @@ fn input_error(err: createos_sandbox::Error) -> ToolError {
     }
 }
 
-/// Resolve `raw` against the project directory and apply every local rule: not `/`, not the
-/// home directory, nothing inside a credential folder (`~/.ssh*`, `~/.config*`, `~/.aws`, …).
+/// `local_dir`, resolved and confined to the project directory (see [`confine`]); the sync's
+/// own rules (not `/`, not the home directory, no credential folder) then apply again.
 fn local_dir(rt: &Runtime, raw: &str) -> Result<PathBuf, ToolError> {
-    let raw = Path::new(raw);
-    let joined = if raw.is_absolute() { raw.to_path_buf() } else { rt.project_dir().join(raw) };
-    let resolved = safety::check_local(&joined, None, false).map_err(input_error)?;
-    if let Some(home) = dirs::home_dir().and_then(|h| std::fs::canonicalize(h).ok()) {
-        if let Ok(rest) = resolved.strip_prefix(&home) {
-            let first = rest.components().next().and_then(|c| match c {
-                Component::Normal(name) => Some(name.to_string_lossy().into_owned()),
-                _ => None,
-            });
-            if let Some(first) = first.filter(|f| PRIVATE_HOME_PREFIXES.iter().any(|p| f.starts_with(p))) {
-                return Err(ToolError::InvalidArgs(format!(
-                    "local_dir: refusing to sync {} (inside ~/{first}, which holds credentials or account configuration)",
-                    resolved.display()
-                )));
-            }
-        }
-    }
-    Ok(resolved)
+    let resolved = confine::agent_arg(rt.project_dir(), "local_dir", raw, Expect::Dir)?;
+    safety::check_local(&resolved, None, false).map_err(input_error)
 }
 
 fn listed(paths: &[String]) -> Value {

@@ -9,7 +9,7 @@ pub(super) fn tools() -> Vec<ToolDef> {
     vec![
         tool("sync", "Copy a local directory into a sandbox directory. mode once (default) uploads it now and returns what was sent. one-way (sandbox extras kept), mirror (sandbox extras deleted) and two-way (changes both ways; when both sides changed a file the local version wins and the sandbox version is kept beside it as <name>.remote-conflict-<time>) sync now, then keep a background watcher running that syncs again after every local change; they return a transport_id for sandbox_transport_stop (sandbox_status lists the running ones). Refuses `/`, the home directory and credential folders (~/.ssh, ~/.config, …); secrets such as .env and *.pem and VCS metadata are never sent.",
             &[("sandbox_id", s(SID)),
-              ("local_dir", s("Local directory; relative paths are resolved against the project directory.")),
+              ("local_dir", s("Local directory inside the project (symlinks resolved); relative paths are resolved against the project directory.")),
               ("remote_dir", s("Absolute directory in the sandbox, e.g. /root/app (not /, not under /etc, /usr, /proc, …).")),
               ("mode", one_of("once | one-way | mirror | two-way. Default once.", &["once", "one-way", "mirror", "two-way"])),
               ("exclude", json!({"type": "array", "items": {"type": "string", "minLength": 1},
