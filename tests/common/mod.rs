@@ -32,7 +32,15 @@ pub async fn start() -> Env {
 pub async fn start_with(config: createos_mock::MockConfig) -> Env {
     let mock = createos_mock::start(config).await.expect("emulator starts");
     let client = client_for(&mock.base_url(), &mock.api_key());
-    Env { mock, client, http: reqwest::Client::new() }
+    let http = mock_http(&mock.api_key());
+    Env { mock, client, http }
+}
+
+/// A plain HTTP client for the emulator's `/_mock` routes (they need its key).
+pub fn mock_http(key: &str) -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert("x-api-key", reqwest::header::HeaderValue::from_str(key).expect("key is a header value"));
+    reqwest::Client::builder().default_headers(headers).build().expect("HTTP client builds")
 }
 
 /// A client for `base` with `key`, never touching the real environment or home directory.
