@@ -39,6 +39,7 @@ use tokio::task::JoinHandle;
 
 pub use app::{AppState, Mock};
 pub use config::{GuestSshd, IsolationMode, Latencies, MockConfig};
+pub use isolation::IsolationReport;
 
 /// A running emulator. Call [`MockHandle::shutdown`] to stop it; dropping the handle
 /// also kills every process it started (synchronously, best effort).
@@ -73,6 +74,14 @@ impl MockHandle {
 
     pub fn state(&self) -> AppState {
         self.state.clone()
+    }
+
+    /// What this emulator isolates (the same object as its ready line's `"isolation"` and
+    /// `GET /_mock/isolation`). `isolated` is false when sandbox commands are not kept
+    /// apart from the host: a caller that routes untrusted work into sandboxes should then
+    /// refuse unless the user opted out.
+    pub fn isolation(&self) -> IsolationReport {
+        self.state.isolation.report().clone()
     }
 
     /// The SSH gateway's address, when started with `MockConfig::ssh_gateway`.
@@ -137,6 +146,12 @@ pub async fn start(config: MockConfig) -> anyhow::Result<MockHandle> {
     };
     std::fs::create_dir_all(state_dir.join("sandboxes"))?;
     let state_dir = state_dir.canonicalize()?;
+    #[cfg(unix)]
+    if owns {
+        // Sandbox files are the emulator's: no other host user (nor a sandbox's uid) walks in.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&state_dir, std::fs::Permissions::from_mode(0o700))?;
+    }
     let isolation = {
         let mode = config.isolation;
         let dir = state_dir.clone();

@@ -86,7 +86,11 @@ async fn main() -> anyhow::Result<()> {
     config.faults = args.faults;
 
     let handle = createos_mock::start(config).await?;
-    let mut line = serde_json::json!({"base_url": handle.base_url(), "api_key": handle.api_key()});
+    let mut line = serde_json::json!({
+        "base_url": handle.base_url(),
+        "api_key": handle.api_key(),
+        "isolation": handle.isolation(),
+    });
     if let Some(gateway) = handle.ssh_gateway_addr() {
         line["ssh_gateway"] = serde_json::json!(gateway.to_string());
     }

@@ -20,6 +20,7 @@ use crate::sandbox::{apply_status, Status};
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/_mock/stats", get(get_stats).delete(reset_stats))
+        .route("/_mock/isolation", get(get_isolation))
         .route("/_mock/faults", get(list_faults).post(add_fault).delete(clear_faults))
         .route("/_mock/tenants", post(add_tenant))
         .route("/_mock/oauth/sessions", post(open_oauth_session))
@@ -69,6 +70,11 @@ pub async fn get_stats(State(state): State<AppState>) -> Json<Value> {
         "sandboxes_created": snap.sandboxes_created,
         "oauth_refreshes": snap.oauth_refreshes,
     }))
+}
+
+/// What the emulator isolates (the ready line's `"isolation"` object).
+pub async fn get_isolation(State(state): State<AppState>) -> Json<crate::isolation::IsolationReport> {
+    Json(state.isolation.report().clone())
 }
 
 pub async fn reset_stats(State(state): State<AppState>) -> Json<Value> {
