@@ -28,6 +28,7 @@ pub mod server;
 pub mod ssh_common;
 pub mod ssh_gateway;
 pub mod stats;
+pub mod tls;
 mod lifecycle_tasks;
 
 use std::net::SocketAddr;
@@ -46,6 +47,8 @@ pub use isolation::IsolationReport;
 pub struct MockHandle {
     state: AppState,
     addr: SocketAddr,
+    /// The CA of `--tls` (`None`: plain HTTP).
+    ca_file: Option<PathBuf>,
     ssh_gateway: Option<ssh_gateway::SshGateway>,
     server: Option<JoinHandle<()>>,
     cleaned: Arc<AtomicBool>,
@@ -58,9 +61,14 @@ impl std::fmt::Debug for MockHandle {
 }
 
 impl MockHandle {
-    /// `http://127.0.0.1:PORT`.
+    /// `http://127.0.0.1:PORT` (`https://` with `MockConfig::tls`).
     pub fn base_url(&self) -> String {
-        format!("http://{}", self.addr)
+        self.state.base_url().to_string()
+    }
+
+    /// The PEM file of the CA that signed the emulator's certificate (`MockConfig::tls`).
+    pub fn ca_file(&self) -> Option<&std::path::Path> {
+        self.ca_file.as_deref()
     }
 
     /// The first tenant's API key.
@@ -177,7 +185,23 @@ pub async fn start(config: MockConfig) -> anyhow::Result<MockHandle> {
     for key in keys {
         mock.tenants.add(key, true);
     }
-    let _ = mock.base_url.set(format!("http://{addr}"));
+    let tls = if config.tls {
+        match tls::setup(&mock.state_dir, addr.ip()) {
+            Ok(tls) => Some(tls),
+            Err(err) => {
+                mock.isolation.cleanup();
+                if owns {
+                    let _ = std::fs::remove_dir_all(&mock.state_dir);
+                }
+                return Err(err);
+            }
+        }
+    } else {
+        None
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let host = addr.to_string();
+    let _ = mock.base_url.set(format!("{scheme}://{host}"));
     let state = AppState(Arc::new(mock));
 
     let ssh_gateway = if config.ssh_gateway {
@@ -195,7 +219,15 @@ pub async fn start(config: MockConfig) -> anyhow::Result<MockHandle> {
     };
     lifecycle_tasks::spawn_background(&state);
     let router = app::build_router(state.clone());
-    let server = tokio::spawn(server::serve(listener, router, state.shutdown.clone()));
-    tracing::info!(base_url = %format!("http://{addr}"), "createos-mock listening");
-    Ok(MockHandle { state, addr, ssh_gateway, server: Some(server), cleaned: Arc::new(AtomicBool::new(false)) })
+    let ca_file = tls.as_ref().map(|t| t.ca_file.clone());
+    let server = tokio::spawn(server::serve(listener, router, state.shutdown.clone(), tls.map(|t| t.acceptor)));
+    tracing::info!(base_url = %state.base_url(), "createos-mock listening");
+    Ok(MockHandle {
+        state,
+        addr,
+        ca_file,
+        ssh_gateway,
+        server: Some(server),
+        cleaned: Arc::new(AtomicBool::new(false)),
+    })
 }
