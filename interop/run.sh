@@ -190,7 +190,7 @@ fi
 leak_check() {
   local body live
   for _ in $(seq 1 50); do
-    body="$(curl -fsS "$BASE_URL/_mock/stats")" || { log "GET /_mock/stats failed"; return 1; }
+    body="$(curl -fsS -H "X-Api-Key: $API_KEY" "$BASE_URL/_mock/stats")" || { log "GET /_mock/stats failed"; return 1; }
     live="$(printf '%s' "$body" | python3 -c '
 import json, sys
 s = json.load(sys.stdin)

@@ -81,6 +81,7 @@ pub struct ClientBuilder {
     timeouts: Timeouts,
     user_agent: Option<String>,
     http: Option<reqwest::Client>,
+    ca_files: Vec<std::path::PathBuf>,
     env: EnvReader,
 }
 
@@ -95,6 +96,7 @@ impl Default for ClientBuilder {
             timeouts: Timeouts::default(),
             user_agent: None,
             http: None,
+            ca_files: Vec::new(),
             env: Arc::new(|name| std::env::var(name).ok()),
         }
     }
@@ -185,6 +187,14 @@ impl ClientBuilder {
         self
     }
 
+    /// Also trust the CA certificates (PEM) in this file, beyond the webpki roots (a corporate
+    /// TLS proxy, or `createos-mock --tls`). `CREATEOS_CA_FILE` and `SSL_CERT_FILE` add
+    /// theirs too. REST calls and upgrades (shell, tunnel) trust the same roots.
+    pub fn ca_file(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.ca_files.push(path.into());
+        self
+    }
+
     /// Read environment variables through this function instead of the process environment.
     pub fn env(mut self, env: impl Fn(&str) -> Option<String> + Send + Sync + 'static) -> Self {
         self.env = Arc::new(env);
@@ -211,9 +221,10 @@ impl ClientBuilder {
                 Some(resolver.resolve()?)
             }
         };
+        let (rest_tls, upgrade_tls) = crate::transport::tls::configs(&crate::transport::tls::ca_files(&self.ca_files, &*self.env))?;
         let http = match self.http {
             Some(http) => http,
-            None => default_http(&base, &self.timeouts)?,
+            None => default_http(&base, &self.timeouts, rest_tls)?,
         };
         let ua = self.user_agent.unwrap_or_else(default_user_agent);
         let user_agent = HeaderValue::from_str(&ua)
@@ -226,6 +237,7 @@ impl ClientBuilder {
                 retry: self.retry,
                 timeouts: self.timeouts,
                 user_agent,
+                upgrade_tls,
             }),
         })
     }
@@ -236,7 +248,7 @@ fn default_user_agent() -> String {
 }
 
 /// reqwest with rustls, and redirects followed only within the base URL's origin.
-fn default_http(base: &Url, timeouts: &Timeouts) -> Result<reqwest::Client> {
+fn default_http(base: &Url, timeouts: &Timeouts, tls: rustls::ClientConfig) -> Result<reqwest::Client> {
     let origin = base.origin();
     let policy = reqwest::redirect::Policy::custom(move |attempt| {
         if attempt.previous().len() >= 5 || attempt.url().origin() != origin {
@@ -246,7 +258,7 @@ fn default_http(base: &Url, timeouts: &Timeouts) -> Result<reqwest::Client> {
         }
     });
     reqwest::Client::builder()
-        .use_rustls_tls()
+        .use_preconfigured_tls(tls)
         .redirect(policy)
         .connect_timeout(timeouts.connect)
         // Servers and load balancers close idle keep-alive connections (hyper's default: 30 s

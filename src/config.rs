@@ -13,6 +13,10 @@ pub const DEFAULT_BASE_URL: &str = "https://api.sb.createos.sh";
 /// Environment variables naming the base URL, in precedence order: the SDKs' name, then the CLI's.
 pub const BASE_URL_ENV_VARS: &[&str] = &["CREATEOS_SANDBOX_BASE_URL", "CREATEOS_SANDBOX_URL"];
 
+/// Environment variables naming extra CA certificate files (PEM) to trust beyond the
+/// webpki roots, all of them read (after `ClientBuilder::ca_file`).
+pub const CA_FILE_ENV_VARS: &[&str] = &["CREATEOS_CA_FILE", "SSL_CERT_FILE"];
+
 /// A regional control plane. Each region is a separate control plane: an id from one is unknown
 /// (404) in the other.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -284,8 +284,8 @@ async fn fanout_runs_at_most_jobs_sandboxes_at_once() {
     let done = Arc::new(AtomicBool::new(false));
     let sampler = {
         let (peak, done, url) = (peak.clone(), done.clone(), format!("{}/_mock/stats", env.base_url()));
+        let http = common::mock_http(&env.mock);
         tokio::spawn(async move {
-            let http = reqwest::Client::new();
             while !done.load(Ordering::SeqCst) {
                 let stats: Value = http.get(&url).send().await.unwrap().json().await.unwrap();
                 let created = stats["requests"]["createSandbox"].as_i64().unwrap_or(0);

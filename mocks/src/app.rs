@@ -161,8 +161,10 @@ pub fn build_router(state: AppState) -> Router {
         .merge(crate::process::routes())
         .merge(crate::oauth::routes())
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), crate::middleware::traffic));
-    api.merge(crate::mock_api::routes())
+    let control: Router<AppState> = crate::mock_api::routes()
         .merge(crate::guest_sshd::routes())
+        .route_layer(axum::middleware::from_fn_with_state(state.clone(), crate::mock_api::require_key));
+    api.merge(control)
         .fallback(|| async { ApiError::not_found("route", "no such route").into_response() })
         .method_not_allowed_fallback(|| async {
             ApiError::fail(StatusCode::METHOD_NOT_ALLOWED, serde_json::json!({"method": "method not allowed"}))

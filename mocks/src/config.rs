@@ -199,6 +199,8 @@ pub struct MockConfig {
     pub ssh_gateway: bool,
     /// What listens on port 22 in each sandbox (default: `CREATEOS_MOCK_GUEST_SSHD`, else auto).
     pub guest_sshd: GuestSshd,
+    /// Serve HTTPS with a certificate from a CA generated at start (`MockHandle::ca_file`).
+    pub tls: bool,
 }
 
 impl Default for MockConfig {
@@ -221,6 +223,7 @@ impl Default for MockConfig {
             ssh_gateway: false,
             // An invalid value is reported by `start` (see `GuestSshd::from_env`).
             guest_sshd: GuestSshd::from_env().ok().flatten().unwrap_or_default(),
+            tls: false,
         }
     }
 }
@@ -284,6 +287,10 @@ impl MockConfig {
     }
     pub fn guest_sshd(mut self, mode: GuestSshd) -> Self {
         self.guest_sshd = mode;
+        self
+    }
+    pub fn tls(mut self, on: bool) -> Self {
+        self.tls = on;
         self
     }
 }

@@ -116,7 +116,10 @@ pub async fn exec(
     cmd.stdin(if req.stdin.is_some() { Stdio::piped() } else { Stdio::null() });
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let started = Instant::now();
-    let spawned = tokio::process::Command::from(cmd).spawn();
+    let spawned = {
+        let _scope = sandbox.runtime().spawn_scope();
+        tokio::process::Command::from(cmd).spawn()
+    };
     let child = match spawned {
         Ok(child) => {
             if let Some(pid) = child.id() {

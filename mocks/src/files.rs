@@ -19,6 +19,7 @@ use crate::app::AppState;
 use crate::auth::Caller;
 use crate::envelope::{ok, ApiError};
 use crate::guest_fs::{normalize, Entry, GuestFs};
+use crate::isolation::as_sandbox_root;
 use crate::routes::{op, Operation};
 use crate::sandbox::SandboxRef;
 
@@ -83,12 +84,16 @@ pub async fn upload_file(
     // Stream into a temporary sibling, then rename over the target (never buffered whole).
     let tmp = format!(".{}.upload-{}", target.name.to_string_lossy(), crate::ids::random_token(8));
     let dir = target.dir.as_raw_fd();
-    let created = nix::fcntl::openat(
-        Some(dir),
-        tmp.as_str(),
-        OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_WRONLY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW,
-        Mode::from_bits_truncate(0o644),
-    )
+    let runtime = sandbox.runtime();
+    // Entry changes act as the sandbox's root (isolated sandboxes): its own files, its ids.
+    let created = as_sandbox_root(runtime, || {
+        Ok(nix::fcntl::openat(
+            Some(dir),
+            tmp.as_str(),
+            OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_WRONLY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW,
+            Mode::from_bits_truncate(0o644),
+        )?)
+    })
     .map_err(|e| ApiError::validation("path", format!("cannot create file: {e}")))?;
     // SAFETY: openat returned a fresh descriptor that nothing else owns.
     let mut file = tokio::fs::File::from_std(std::fs::File::from(unsafe { OwnedFd::from_raw_fd(created) }));
@@ -108,12 +113,16 @@ pub async fn upload_file(
     .await;
     sandbox.end_busy();
     drop(file);
-    let discard = || nix::unistd::unlinkat(Some(dir), tmp.as_str(), nix::unistd::UnlinkatFlags::NoRemoveDir);
+    let discard = || {
+        as_sandbox_root(runtime, || Ok(nix::unistd::unlinkat(Some(dir), tmp.as_str(), nix::unistd::UnlinkatFlags::NoRemoveDir)?))
+    };
     if let Err(err) = copied {
         let _ = discard();
         return Err(err);
     }
-    if let Err(err) = nix::fcntl::renameat(Some(dir), tmp.as_str(), Some(dir), target.name.as_os_str()) {
+    let renamed =
+        as_sandbox_root(runtime, || Ok(nix::fcntl::renameat(Some(dir), tmp.as_str(), Some(dir), target.name.as_os_str())?));
+    if let Err(err) = renamed {
         let _ = discard();
         return Err(ApiError::validation("path", format!("cannot store file: {err}")));
     }

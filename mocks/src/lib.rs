@@ -28,6 +28,7 @@ pub mod server;
 pub mod ssh_common;
 pub mod ssh_gateway;
 pub mod stats;
+pub mod tls;
 mod lifecycle_tasks;
 
 use std::net::SocketAddr;
@@ -39,12 +40,15 @@ use tokio::task::JoinHandle;
 
 pub use app::{AppState, Mock};
 pub use config::{GuestSshd, IsolationMode, Latencies, MockConfig};
+pub use isolation::IsolationReport;
 
 /// A running emulator. Call [`MockHandle::shutdown`] to stop it; dropping the handle
 /// also kills every process it started (synchronously, best effort).
 pub struct MockHandle {
     state: AppState,
     addr: SocketAddr,
+    /// The CA of `--tls` (`None`: plain HTTP).
+    ca_file: Option<PathBuf>,
     ssh_gateway: Option<ssh_gateway::SshGateway>,
     server: Option<JoinHandle<()>>,
     cleaned: Arc<AtomicBool>,
@@ -57,9 +61,14 @@ impl std::fmt::Debug for MockHandle {
 }
 
 impl MockHandle {
-    /// `http://127.0.0.1:PORT`.
+    /// `http://127.0.0.1:PORT` (`https://` with `MockConfig::tls`).
     pub fn base_url(&self) -> String {
-        format!("http://{}", self.addr)
+        self.state.base_url().to_string()
+    }
+
+    /// The PEM file of the CA that signed the emulator's certificate (`MockConfig::tls`).
+    pub fn ca_file(&self) -> Option<&std::path::Path> {
+        self.ca_file.as_deref()
     }
 
     /// The first tenant's API key.
@@ -73,6 +82,14 @@ impl MockHandle {
 
     pub fn state(&self) -> AppState {
         self.state.clone()
+    }
+
+    /// What this emulator isolates (the same object as its ready line's `"isolation"` and
+    /// `GET /_mock/isolation`). `isolated` is false when sandbox commands are not kept
+    /// apart from the host: a caller that routes untrusted work into sandboxes should then
+    /// refuse unless the user opted out.
+    pub fn isolation(&self) -> IsolationReport {
+        self.state.isolation.report().clone()
     }
 
     /// The SSH gateway's address, when started with `MockConfig::ssh_gateway`.
@@ -137,6 +154,12 @@ pub async fn start(config: MockConfig) -> anyhow::Result<MockHandle> {
     };
     std::fs::create_dir_all(state_dir.join("sandboxes"))?;
     let state_dir = state_dir.canonicalize()?;
+    #[cfg(unix)]
+    if owns {
+        // Sandbox files are the emulator's: no other host user (nor a sandbox's uid) walks in.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&state_dir, std::fs::Permissions::from_mode(0o700))?;
+    }
     let isolation = {
         let mode = config.isolation;
         let dir = state_dir.clone();
@@ -162,7 +185,23 @@ pub async fn start(config: MockConfig) -> anyhow::Result<MockHandle> {
     for key in keys {
         mock.tenants.add(key, true);
     }
-    let _ = mock.base_url.set(format!("http://{addr}"));
+    let tls = if config.tls {
+        match tls::setup(&mock.state_dir, addr.ip()) {
+            Ok(tls) => Some(tls),
+            Err(err) => {
+                mock.isolation.cleanup();
+                if owns {
+                    let _ = std::fs::remove_dir_all(&mock.state_dir);
+                }
+                return Err(err);
+            }
+        }
+    } else {
+        None
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let host = addr.to_string();
+    let _ = mock.base_url.set(format!("{scheme}://{host}"));
     let state = AppState(Arc::new(mock));
 
     let ssh_gateway = if config.ssh_gateway {
@@ -180,7 +219,15 @@ pub async fn start(config: MockConfig) -> anyhow::Result<MockHandle> {
     };
     lifecycle_tasks::spawn_background(&state);
     let router = app::build_router(state.clone());
-    let server = tokio::spawn(server::serve(listener, router, state.shutdown.clone()));
-    tracing::info!(base_url = %format!("http://{addr}"), "createos-mock listening");
-    Ok(MockHandle { state, addr, ssh_gateway, server: Some(server), cleaned: Arc::new(AtomicBool::new(false)) })
+    let ca_file = tls.as_ref().map(|t| t.ca_file.clone());
+    let server = tokio::spawn(server::serve(listener, router, state.shutdown.clone(), tls.map(|t| t.acceptor)));
+    tracing::info!(base_url = %state.base_url(), "createos-mock listening");
+    Ok(MockHandle {
+        state,
+        addr,
+        ca_file,
+        ssh_gateway,
+        server: Some(server),
+        cleaned: Arc::new(AtomicBool::new(false)),
+    })
 }

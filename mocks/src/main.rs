@@ -54,6 +54,10 @@ struct Args {
     /// its address is added to the ready line as "ssh_gateway".
     #[arg(long)]
     ssh_gateway: bool,
+    /// Serve HTTPS with a certificate from a CA generated at start; the CA's PEM file is
+    /// named in the ready line as "ca_file".
+    #[arg(long)]
+    tls: bool,
 }
 
 #[tokio::main]
@@ -80,13 +84,21 @@ async fn main() -> anyhow::Result<()> {
         .auto_pause_unit(args.auto_pause_unit)
         .desktop_startup(args.desktop_startup)
         .screenshots_per_second(args.screenshots_per_second)
-        .ssh_gateway(args.ssh_gateway);
+        .ssh_gateway(args.ssh_gateway)
+        .tls(args.tls);
     config.api_keys = args.api_keys;
     config.state_dir = args.state_dir;
     config.faults = args.faults;
 
     let handle = createos_mock::start(config).await?;
-    let mut line = serde_json::json!({"base_url": handle.base_url(), "api_key": handle.api_key()});
+    let mut line = serde_json::json!({
+        "base_url": handle.base_url(),
+        "api_key": handle.api_key(),
+        "isolation": handle.isolation(),
+    });
+    if let Some(ca) = handle.ca_file() {
+        line["ca_file"] = serde_json::json!(ca.display().to_string());
+    }
     if let Some(gateway) = handle.ssh_gateway_addr() {
         line["ssh_gateway"] = serde_json::json!(gateway.to_string());
     }

@@ -1,10 +1,13 @@
-//! `/_mock/*`: the emulator's own control API (unauthenticated, plain JSON, never
-//! subject to faults or stats).
+//! `/_mock/*`: the emulator's own control API (plain JSON, never subject to faults or
+//! stats). Every route needs the emulator's API key (the first tenant's key, printed in the
+//! ready line) in `X-Api-Key`: anyone else on the machine gets 401, so no route hands out
+//! a credential or changes the emulator for an anonymous caller.
 
 use std::time::Duration;
 
-use axum::extract::{Path, State};
+use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -17,11 +20,31 @@ use crate::sandbox::{apply_status, Status};
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/_mock/stats", get(get_stats).delete(reset_stats))
+        .route("/_mock/isolation", get(get_isolation))
         .route("/_mock/faults", get(list_faults).post(add_fault).delete(clear_faults))
         .route("/_mock/tenants", post(add_tenant))
         .route("/_mock/oauth/sessions", post(open_oauth_session))
         .route("/_mock/sandboxes/{id}/bandwidth", post(set_bandwidth_usage))
         .route("/_mock/sandboxes/{id}/status", post(force_status))
+}
+
+/// Lets a `/_mock` request through only with the emulator's API key in `X-Api-Key`.
+pub async fn require_key(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let presented = req.headers().get("x-api-key").and_then(|v| v.to_str().ok()).map(str::trim);
+    let expected = state.tenants.first_key();
+    match (presented, expected) {
+        (Some(p), Some(k)) if constant_time_eq(p.as_bytes(), k.as_bytes()) => next.run(req).await,
+        _ => (
+            StatusCode::UNAUTHORIZED,
+            Json(json!({"error": "the emulator's /_mock routes need its API key in X-Api-Key (see the ready line)"})),
+        )
+            .into_response(),
+    }
+}
+
+/// Equality whose time does not depend on where the inputs differ.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 fn bad_request(msg: impl Into<String>) -> Response {
@@ -47,6 +70,11 @@ pub async fn get_stats(State(state): State<AppState>) -> Json<Value> {
         "sandboxes_created": snap.sandboxes_created,
         "oauth_refreshes": snap.oauth_refreshes,
     }))
+}
+
+/// What the emulator isolates (the ready line's `"isolation"` object).
+pub async fn get_isolation(State(state): State<AppState>) -> Json<crate::isolation::IsolationReport> {
+    Json(state.isolation.report().clone())
 }
 
 pub async fn reset_stats(State(state): State<AppState>) -> Json<Value> {

@@ -34,8 +34,13 @@ impl ConnectionKill {
     }
 }
 
-/// Serves `router` on `listener` until `shutdown` is cancelled.
-pub async fn serve(listener: TcpListener, router: Router, shutdown: CancellationToken) {
+/// Serves `router` on `listener` until `shutdown` is cancelled (over TLS with `tls`).
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    shutdown: CancellationToken,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+) {
     loop {
         let (stream, _peer) = tokio::select! {
             _ = shutdown.cancelled() => break,
@@ -51,32 +56,51 @@ pub async fn serve(listener: TcpListener, router: Router, shutdown: Cancellation
         let _ = stream.set_nodelay(true);
         let router = router.clone();
         let shutdown = shutdown.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
-            let kill = CancellationToken::new();
-            let kill_for_requests = kill.clone();
-            let service = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
-                req.extensions_mut().insert(ConnectionKill(kill_for_requests.clone()));
-                let router = router.clone();
-                async move {
-                    let read = Arc::new(AtomicBool::new(false));
-                    let req = req.map(|body| Body::new(TrackedBody::new(body, read.clone())));
-                    let mut resp = router.oneshot(req).await.unwrap_or_else(|e| match e {});
-                    if !read.load(Ordering::Acquire) && resp.status() != StatusCode::SWITCHING_PROTOCOLS {
-                        resp.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
+            match tls {
+                None => serve_connection(stream, router, shutdown).await,
+                Some(acceptor) => {
+                    let handshake = tokio::time::timeout(std::time::Duration::from_secs(10), acceptor.accept(stream));
+                    match handshake.await {
+                        Ok(Ok(stream)) => serve_connection(stream, router, shutdown).await,
+                        Ok(Err(err)) => tracing::debug!("TLS handshake failed: {err}"),
+                        Err(_) => tracing::debug!("TLS handshake timed out"),
                     }
-                    Ok::<_, Infallible>(resp)
                 }
-            });
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .serve_connection(TokioIo::new(stream), service)
-                .with_upgrades();
-            tokio::select! {
-                _ = conn => {}
-                _ = kill.cancelled() => {}
-                _ = shutdown.cancelled() => {}
             }
         });
+    }
+}
+
+/// Serves HTTP/1.1 (with upgrades) on one connection.
+async fn serve_connection<S>(stream: S, router: Router, shutdown: CancellationToken)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let kill = CancellationToken::new();
+    let kill_for_requests = kill.clone();
+    let service = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
+        req.extensions_mut().insert(ConnectionKill(kill_for_requests.clone()));
+        let router = router.clone();
+        async move {
+            let read = Arc::new(AtomicBool::new(false));
+            let req = req.map(|body| Body::new(TrackedBody::new(body, read.clone())));
+            let mut resp = router.oneshot(req).await.unwrap_or_else(|e| match e {});
+            if !read.load(Ordering::Acquire) && resp.status() != StatusCode::SWITCHING_PROTOCOLS {
+                resp.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
+            }
+            Ok::<_, Infallible>(resp)
+        }
+    });
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .serve_connection(TokioIo::new(stream), service)
+        .with_upgrades();
+    tokio::select! {
+        _ = conn => {}
+        _ = kill.cancelled() => {}
+        _ = shutdown.cancelled() => {}
     }
 }
 

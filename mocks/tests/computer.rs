@@ -161,7 +161,7 @@ async fn non_desktop_unknown_and_foreign_sandboxes_are_refused() {
 
     let desktop = env.desktop().await;
     let other: Value =
-        env.http.post(env.url("/_mock/tenants")).json(&json!({})).send().await.unwrap().json().await.unwrap();
+        env.http.post(env.url("/_mock/tenants")).header("X-Api-Key", &env.key).json(&json!({})).send().await.unwrap().json().await.unwrap();
     let other_key = other["api_key"].as_str().expect("api_key");
     let r = env.send_as(other_key, Method::GET, &format!("/v1/sandboxes/{desktop}/computer/screen"), None).await;
     assert_eq!(r.fail(StatusCode::NOT_FOUND)["sandbox"], "sandbox not found");
@@ -576,7 +576,7 @@ async fn operation_table_matches_the_spec_and_feeds_stats() {
     let env = Env::start().await;
     let id = env.desktop().await;
     env.get(&format!("/v1/sandboxes/{id}/computer/screen")).await.data();
-    let stats: Value = env.http.get(env.url("/_mock/stats")).send().await.unwrap().json().await.unwrap();
+    let stats: Value = env.http.get(env.url("/_mock/stats")).header("X-Api-Key", &env.key).send().await.unwrap().json().await.unwrap();
     assert_eq!(stats["handled"]["getComputerScreenSize"], 1, "{stats}");
     env.mock.shutdown().await;
 }

@@ -106,7 +106,7 @@ async fn body_rules_411_415_400() {
 
 async fn new_tenant(env: &common::Env, body: serde_json::Value) -> String {
     let v: serde_json::Value =
-        env.http.post(env.url("/_mock/tenants")).json(&body).send().await.unwrap().json().await.unwrap();
+        env.http.post(env.url("/_mock/tenants")).header("X-Api-Key", common::KEY).json(&body).send().await.unwrap().json().await.unwrap();
     v["api_key"].as_str().unwrap().to_string()
 }
 
@@ -176,7 +176,7 @@ async fn delegated_tokens_are_scoped_to_runtime_routes() {
 async fn oauth_access_tokens_and_refresh_rotation() {
     let env = start().await;
     let session: serde_json::Value =
-        env.http.post(env.url("/_mock/oauth/sessions")).json(&json!({})).send().await.unwrap().json().await.unwrap();
+        env.http.post(env.url("/_mock/oauth/sessions")).header("X-Api-Key", common::KEY).json(&json!({})).send().await.unwrap().json().await.unwrap();
     let access = session["access_token"].as_str().unwrap();
     let refresh = session["refresh_token"].as_str().unwrap().to_string();
     assert_eq!(session["token_endpoint"], format!("{}/oauth2/token", env.base));

@@ -11,7 +11,7 @@ use futures::StreamExt;
 use serde_json::json;
 
 async fn add_fault(env: &common::Env, rule: &str) {
-    let r = env.http.post(env.url("/_mock/faults")).json(&json!({"rule": rule})).send().await.unwrap();
+    let r = env.http.post(env.url("/_mock/faults")).header("X-Api-Key", common::KEY).json(&json!({"rule": rule})).send().await.unwrap();
     assert_eq!(r.status(), 200, "rule {rule}");
 }
 
@@ -47,13 +47,13 @@ async fn status_burst_then_success_and_stats() {
     let r = env.get("/v1/shapes").await;
     assert_eq!((r.status, r.data()["rate"].as_str()), (429, Some("rate limited")));
     assert_eq!(r.headers["retry-after"], "7");
-    let listed: serde_json::Value = env.http.get(env.url("/_mock/faults")).send().await.unwrap().json().await.unwrap();
+    let listed: serde_json::Value = env.http.get(env.url("/_mock/faults")).header("X-Api-Key", common::KEY).send().await.unwrap().json().await.unwrap();
     assert_eq!(listed["faults"].as_array().unwrap().len(), 2);
-    let bad = env.http.post(env.url("/_mock/faults")).json(&json!({"rule": "/x explode"})).send().await.unwrap();
+    let bad = env.http.post(env.url("/_mock/faults")).header("X-Api-Key", common::KEY).json(&json!({"rule": "/x explode"})).send().await.unwrap();
     assert_eq!(bad.status(), 400);
 
-    env.http.delete(env.url("/_mock/faults")).send().await.unwrap();
-    env.http.delete(env.url("/_mock/stats")).send().await.unwrap();
+    env.http.delete(env.url("/_mock/faults")).header("X-Api-Key", common::KEY).send().await.unwrap();
+    env.http.delete(env.url("/_mock/stats")).header("X-Api-Key", common::KEY).send().await.unwrap();
     let id = env.create(json!({})).await;
     let stats = env.stats().await;
     assert_eq!(stats["requests"]["createSandbox"], 1);

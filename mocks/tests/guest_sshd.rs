@@ -235,7 +235,7 @@ async fn the_host_key_is_stable_per_sandbox_and_restart_can_change_it() {
     let (_c, others) = connect(&env, &other).await;
     assert_ne!(first, others, "each sandbox has its own host key");
     let shown: serde_json::Value =
-        env.http.get(env.url(&format!("/_mock/sandboxes/{id}/guest-sshd"))).send().await.unwrap().json().await.unwrap();
+        env.http.get(env.url(&format!("/_mock/sandboxes/{id}/guest-sshd"))).header("X-Api-Key", common::KEY).send().await.unwrap().json().await.unwrap();
     assert_eq!(shown["listening"], true);
     assert_eq!(shown["host_key"].as_str().unwrap(), first.to_openssh().unwrap());
 
@@ -252,6 +252,7 @@ async fn the_host_key_is_stable_per_sandbox_and_restart_can_change_it() {
     let restarted: serde_json::Value = env
         .http
         .post(env.url(&format!("/_mock/sandboxes/{id}/guest-sshd/restart")))
+        .header("X-Api-Key", common::KEY)
         .json(&json!({"new_host_key": true}))
         .send()
         .await
@@ -318,7 +319,7 @@ async fn destroying_the_sandbox_closes_the_server_and_its_sessions() {
     }
     assert!(refused, "nothing listens on the destroyed sandbox's port 22");
     let shown: serde_json::Value =
-        env.http.get(env.url(&format!("/_mock/sandboxes/{id}/guest-sshd"))).send().await.unwrap().json().await.unwrap();
+        env.http.get(env.url(&format!("/_mock/sandboxes/{id}/guest-sshd"))).header("X-Api-Key", common::KEY).send().await.unwrap().json().await.unwrap();
     assert_eq!(shown["listening"], false);
     env.mock.shutdown().await;
 }

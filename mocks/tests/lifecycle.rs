@@ -115,7 +115,7 @@ async fn pause_resume_fork_destroy() {
 async fn resume_from_error_state() {
     let env = start().await;
     let id = env.create(json!({})).await;
-    let forced = env.http.post(env.url(&format!("/_mock/sandboxes/{id}/status"))).json(&json!({"status": "error"})).send().await.unwrap();
+    let forced = env.http.post(env.url(&format!("/_mock/sandboxes/{id}/status"))).header("X-Api-Key", common::KEY).json(&json!({"status": "error"})).send().await.unwrap();
     assert_eq!(forced.status(), 200);
     assert_eq!(env.status_of(&id).await, "error");
     assert_eq!(env.post_empty(&format!("/v1/sandboxes/{id}/resume")).await.status, 202);
@@ -171,7 +171,7 @@ async fn settings_routes() {
     assert_eq!(bw.data()["quota_bytes"], 5_368_709_120u64);
     assert_eq!(bw.data()["capped"], false);
     env.http
-        .post(env.url(&format!("/_mock/sandboxes/{id}/bandwidth")))
+        .post(env.url(&format!("/_mock/sandboxes/{id}/bandwidth"))).header("X-Api-Key", common::KEY)
         .json(&json!({"used_bytes": 5_368_709_120u64 + 10}))
         .send()
         .await

@@ -63,7 +63,7 @@ async fn every_operation_answers_as_the_spec_says() {
 
     // Injected faults: 503 and 429 carry their envelopes and Retry-After.
     for rule in ["GET /v1/shapes status=503 retry_after=1 count=1", "GET /v1/whoami status=429 retry_after=2 count=1"] {
-        let r = c.http.post(format!("{}/_mock/faults", c.base)).json(&json!({"rule": rule})).send().await.unwrap();
+        let r = c.http.post(format!("{}/_mock/faults", c.base)).header("X-Api-Key", &c.key).json(&json!({"rule": rule})).send().await.unwrap();
         assert_eq!(r.status(), 200);
     }
     let r = c.op("listShapes").send().await;

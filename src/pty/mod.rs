@@ -69,7 +69,7 @@ pub(crate) async fn open_ws(sandbox: &Sandbox, rows: u16, cols: u16) -> Result<S
     let socket = upgrade::with_retries(transport, ep::OPEN_SHELL_WEB_SOCKET.auth, |auth| {
         let (url, ws_url, label) = (&url, &ws_url, &label);
         async move {
-            let conn = upgrade::dial(url, transport.timeouts.connect, label)
+            let conn = upgrade::dial(url, &transport.upgrade_tls, transport.timeouts.connect, label)
                 .await
                 .map_err(|error| Failure { error, before_send: true })?;
             let mut request = ws_url

@@ -8,6 +8,7 @@ pub mod endpoints;
 pub mod jsend;
 pub mod pagination;
 pub(crate) mod retry;
+pub mod tls;
 pub mod upgrade;
 
 use std::time::Duration;
@@ -47,6 +48,8 @@ pub struct Transport {
     pub(crate) retry: RetryPolicy,
     pub(crate) timeouts: Timeouts,
     pub(crate) user_agent: HeaderValue,
+    /// TLS of the HTTP/1.1 upgrades (shell, tunnel): the same roots as `http`.
+    pub(crate) upgrade_tls: std::sync::Arc<rustls::ClientConfig>,
 }
 
 impl std::fmt::Debug for Transport {
@@ -280,7 +283,7 @@ pub(crate) fn connection_error(label: &str, err: reqwest::Error) -> Error {
     if err.is_timeout() {
         return Error::Timeout { endpoint: label.to_string(), after: Duration::ZERO };
     }
-    Error::Connection { endpoint: label.to_string(), source: Box::new(err.without_url()) }
+    Error::Connection { endpoint: label.to_string(), source: tls::explain(Box::new(err.without_url())) }
 }
 
 /// Read at most `cap` bytes of a body; errors yield what was read so far.

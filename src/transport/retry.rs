@@ -31,6 +31,7 @@ pub(crate) fn judge<T>(
     }
     let idempotent = endpoint.idempotent();
     let retryable = match err {
+        Error::Connection { source, .. } if source.is::<super::tls::UntrustedCertificate>() => false,
         Error::Connection { source, .. } => {
             let before_send = source
                 .downcast_ref::<reqwest::Error>()

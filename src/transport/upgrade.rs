@@ -23,7 +23,7 @@
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -102,32 +102,12 @@ impl AsyncWrite for Conn {
     }
 }
 
-/// rustls with the ring provider, the webpki roots and ALPN `http/1.1` only.
-fn tls_config() -> Result<Arc<rustls::ClientConfig>> {
-    static CONFIG: OnceLock<std::result::Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
-    CONFIG
-        .get_or_init(|| {
-            let mut roots = rustls::RootCertStore::empty();
-            roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-            let provider = Arc::new(rustls::crypto::ring::default_provider());
-            let mut config = rustls::ClientConfig::builder_with_provider(provider)
-                .with_safe_default_protocol_versions()
-                .map_err(|e| e.to_string())?
-                .with_root_certificates(roots)
-                .with_no_client_auth();
-            config.alpn_protocols = vec![b"http/1.1".to_vec()];
-            Ok(Arc::new(config))
-        })
-        .clone()
-        .map_err(|e| Error::Connection { endpoint: "TLS setup".into(), source: Box::new(io::Error::other(e)) })
-}
-
 fn io_failure(label: &str, err: io::Error) -> Error {
-    Error::Connection { endpoint: label.to_string(), source: Box::new(err) }
+    Error::Connection { endpoint: label.to_string(), source: super::tls::explain(Box::new(err)) }
 }
 
 /// Open a TCP (http) or TLS (https) connection to the host of `url`.
-pub(crate) async fn dial(url: &Url, connect_timeout: Duration, label: &str) -> Result<Conn> {
+pub(crate) async fn dial(url: &Url, tls: &Arc<rustls::ClientConfig>, connect_timeout: Duration, label: &str) -> Result<Conn> {
     let port = url
         .port_or_known_default()
         .ok_or_else(|| Error::invalid("base_url", format!("{} has no port", url.scheme())))?;
@@ -154,7 +134,7 @@ pub(crate) async fn dial(url: &Url, connect_timeout: Duration, label: &str) -> R
                 Host::Ipv4(ip) => rustls::pki_types::ServerName::IpAddress(std::net::IpAddr::V4(ip).into()),
                 Host::Ipv6(ip) => rustls::pki_types::ServerName::IpAddress(std::net::IpAddr::V6(ip).into()),
             };
-            let connector = tokio_rustls::TlsConnector::from(tls_config()?);
+            let connector = tokio_rustls::TlsConnector::from(Arc::clone(tls));
             let tls = tokio::time::timeout(connect_timeout, connector.connect(name, tcp))
                 .await
                 .map_err(|_| Error::Timeout { endpoint: label.to_string(), after: connect_timeout })?
@@ -232,7 +212,7 @@ pub(crate) async fn upgrade(transport: &Transport, call: Call, protocol: &'stati
     with_retries(transport, call.endpoint.auth, |auth| {
         let (url, label, user_agent) = (&url, &label, &user_agent);
         async move {
-            let mut conn = dial(url, transport.timeouts.connect, label)
+            let mut conn = dial(url, &transport.upgrade_tls, transport.timeouts.connect, label)
                 .await
                 .map_err(|error| Failure { error, before_send: true })?;
             let head = request_head(method, url, auth.as_ref(), user_agent, protocol);

@@ -32,7 +32,21 @@ pub async fn start() -> Env {
 pub async fn start_with(config: createos_mock::MockConfig) -> Env {
     let mock = createos_mock::start(config).await.expect("emulator starts");
     let client = client_for(&mock.base_url(), &mock.api_key());
-    Env { mock, client, http: reqwest::Client::new() }
+    let http = mock_http(&mock);
+    Env { mock, client, http }
+}
+
+/// A plain HTTP client for the emulator's `/_mock` routes (they need its key; with `--tls`
+/// it trusts the emulator's CA).
+pub fn mock_http(mock: &createos_mock::MockHandle) -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert("x-api-key", reqwest::header::HeaderValue::from_str(&mock.api_key()).expect("key is a header value"));
+    let mut builder = reqwest::Client::builder().default_headers(headers);
+    if let Some(ca) = mock.ca_file() {
+        let pem = std::fs::read(ca).expect("the emulator's CA file");
+        builder = builder.add_root_certificate(reqwest::Certificate::from_pem(&pem).expect("a PEM CA"));
+    }
+    builder.build().expect("HTTP client builds")
 }
 
 /// A client for `base` with `key`, never touching the real environment or home directory.

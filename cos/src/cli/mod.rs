@@ -50,6 +50,9 @@ pub struct Cli {
     /// API key (default: CREATEOS_API_KEY, then ~/.createos/.oauth, then ~/.createos/.token).
     #[arg(long, global = true, value_name = "KEY", hide_env_values = true)]
     api_key: Option<String>,
+    /// Also trust the CA certificates (PEM) in FILE (CREATEOS_CA_FILE and SSL_CERT_FILE add theirs).
+    #[arg(long, global = true, value_name = "FILE")]
+    ca_file: Option<std::path::PathBuf>,
     /// Output format.
     #[arg(short = 'o', long, global = true, value_enum, default_value = "auto", env = "CREATEOS_OUTPUT")]
     output: Format,
@@ -230,6 +233,9 @@ fn remote_client(cli: &Cli) -> Result<Client> {
     }
     if let Some(key) = cli.api_key.clone() {
         builder = builder.api_key(key);
+    }
+    if let Some(file) = &cli.ca_file {
+        builder = builder.ca_file(file);
     }
     Ok(builder.build()?)
 }

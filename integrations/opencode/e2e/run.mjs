@@ -99,7 +99,7 @@ async function waitNoLiveSandboxes(mock, ms) {
   const end = Date.now() + ms;
   let stats;
   do {
-    stats = await getJson(`${mock.baseUrl}/_mock/stats`);
+    stats = await getJson(`${mock.baseUrl}/_mock/stats`, { "x-api-key": mock.apiKey });
     if (stats.live_sandboxes === 0 && stats.live_processes === 0) return stats;
     await new Promise((r) => setTimeout(r, 250));
   } while (Date.now() < end);
@@ -221,7 +221,7 @@ async function main() {
         ],
         final: `E2E-LOCAL-DONE-${nonce}`,
       });
-      const before = await getJson(`${mock.baseUrl}/_mock/stats`);
+      const before = await getJson(`${mock.baseUrl}/_mock/stats`, { "x-api-key": mock.apiKey });
       log("opencode run (local mode)");
       const run = await opencodeRun(opencode, project, env, ["Use the CreateOS sandbox tools."]);
       const turns = model.turns;
@@ -235,7 +235,7 @@ async function main() {
       check(read.includes(content), "sandbox_write + sandbox_read round-trip the content", `write: ${resultOfStep(turns, 1)}\nread: ${read}`);
       check(turns.some((t) => t.system.includes("CreateOS sandboxes")), "the per-turn context text reaches the model");
       check(run.stdout.includes(`E2E-LOCAL-DONE-${nonce}`), "the final answer reaches OpenCode's output", run.stdout.slice(-2000));
-      const after = await getJson(`${mock.baseUrl}/_mock/stats`);
+      const after = await getJson(`${mock.baseUrl}/_mock/stats`, { "x-api-key": mock.apiKey });
       const created = (after.sandboxes_created ?? 0) - (before.sandboxes_created ?? 0);
       check(created === 1, "one session sandbox was created in the emulator", JSON.stringify(after));
       check(handled(after, "createProcess") > handled(before, "createProcess"), "the emulator ran the work as managed processes", JSON.stringify(after.handled));
@@ -255,7 +255,7 @@ async function main() {
         steps: [{ tool: "bash", args: { command: `echo ${marker}-$((3+4)); pwd; touch routed-${nonce}; echo "host=$HOSTNAME"` } }],
         final: `E2E-REMOTE-DONE-${nonce}`,
       });
-      const before = await getJson(`${mock.baseUrl}/_mock/stats`);
+      const before = await getJson(`${mock.baseUrl}/_mock/stats`, { "x-api-key": mock.apiKey });
       log("opencode run (remote mode)");
       let run = await opencodeRun(opencode, project, env, ["Run the marker command."]);
       let turns = model.turns;
@@ -265,7 +265,7 @@ async function main() {
       check(bash.includes("/root/workspace"), "routed bash ran in the sandbox working directory, not the local project", bash);
       check(!existsSync(join(project, `routed-${nonce}`)), "routed bash did not touch the local project");
       check(turns.some((t) => t.system.includes("Remote mode")), "the remote-mode context text reaches the model");
-      let after = await getJson(`${mock.baseUrl}/_mock/stats`);
+      let after = await getJson(`${mock.baseUrl}/_mock/stats`, { "x-api-key": mock.apiKey });
       check((after.sandboxes_created ?? 0) - (before.sandboxes_created ?? 0) === 1, "routed bash created the session sandbox in the emulator", JSON.stringify(after));
       check(handled(after, "createProcess") > handled(before, "createProcess"), "routed bash ran as a managed process in the emulator", JSON.stringify(after.handled));
       check(run.stdout.includes(`E2E-REMOTE-DONE-${nonce}`), "the final answer reaches OpenCode's output", run.stdout.slice(-2000));
@@ -281,7 +281,7 @@ async function main() {
       check(run.code === 0, "opencode run --continue exits 0", `code=${run.code}\n${run.stderr}`);
       const again = resultOfStep(turns, 0) ?? "";
       check(again.includes(`REATTACHED-${nonce}`), "the next run of the session reattaches to the same sandbox", again);
-      const later = await getJson(`${mock.baseUrl}/_mock/stats`);
+      const later = await getJson(`${mock.baseUrl}/_mock/stats`, { "x-api-key": mock.apiKey });
       check(later.sandboxes_created === after.sandboxes_created, "reattaching created no new sandbox", JSON.stringify(later));
 
       model.setScenario({ steps: [], final: `E2E-STATUS-DONE-${nonce}` });

@@ -32,10 +32,12 @@ _require_env("CREATEOS_API_KEY")
 
 
 class MockApi:
-    """The emulator's unauthenticated /_mock API (plain JSON, not JSend)."""
+    """The emulator's /_mock API (plain JSON, not JSend; it needs the emulator's key)."""
 
     def __init__(self, base_url: str) -> None:
-        self._http = httpx.Client(base_url=f"{base_url}/_mock", timeout=30)
+        self._http = httpx.Client(
+            base_url=f"{base_url}/_mock", headers={"X-Api-Key": os.environ["CREATEOS_API_KEY"]}, timeout=30
+        )
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
         response = self._http.request(method, path, json=body)

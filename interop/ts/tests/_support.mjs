@@ -26,9 +26,9 @@ export function newClient(options = {}) {
   return new CreateosSandboxClient(options);
 }
 
-/** Calls the emulator's unauthenticated /_mock API (plain JSON, not JSend). */
+/** Calls the emulator's /_mock API (plain JSON, not JSend; it needs the emulator's key). */
 export async function mockApi(method, path, body) {
-  const init = { method, headers: {} };
+  const init = { method, headers: { "x-api-key": process.env.CREATEOS_SANDBOX_API_KEY } };
   if (body !== undefined) {
     init.headers["content-type"] = "application/json";
     init.body = JSON.stringify(body);

@@ -42,10 +42,44 @@ enum Entry {
 }
 
 async fn inspect(sandbox: &SandboxRef, guest: &str) -> Result<Entry, ApiError> {
+    if sandbox.runtime().isolated() {
+        let (sandbox, guest) = (sandbox.clone(), crate::isolation::normalize_guest_path(guest)?);
+        return tokio::task::spawn_blocking(move || inspect_guest(&sandbox, &guest))
+            .await
+            .map_err(|_| ApiError::internal("file inspection task failed"))?;
+    }
     let host: PathBuf = sandbox.runtime().host_path(guest)?;
     tokio::task::spawn_blocking(move || inspect_host(&host))
         .await
         .map_err(|_| ApiError::internal("file inspection task failed"))?
+}
+
+/// [`inspect_host`] through an isolated sandbox's own view, as its root.
+fn inspect_guest(sandbox: &SandboxRef, guest: &str) -> Result<Entry, ApiError> {
+    let fs = crate::guest_fs::GuestFs::new(sandbox.runtime());
+    let resolved = match fs.resolve(guest, true).and_then(|r| fs.lstat(&r).map(|m| (r, m))) {
+        Ok(found) => found,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Entry::Missing),
+        Err(e) => return Err(desktop_unavailable(format!("cannot open: {}", e.kind()))),
+    };
+    if resolved.1.is_dir() {
+        let entries = fs.list_dir(&resolved.0).map_err(|e| desktop_unavailable(format!("cannot list folder: {}", e.kind())))?;
+        let mut names: Vec<String> = entries
+            .into_iter()
+            .filter_map(|(name, meta)| {
+                let name = name.to_string_lossy().into_owned();
+                (!name.starts_with('.')).then(|| if meta.is_dir() { format!("{name}/") } else { name })
+            })
+            .take(MAX_LISTING)
+            .collect();
+        names.sort();
+        return Ok(Entry::Dir(names));
+    }
+    match fs.read_head(&resolved.0, MAX_WINDOW_TEXT as u64) {
+        Ok(Some((head, size))) => Ok(Entry::File { head, size }),
+        Ok(None) => Ok(Entry::Missing),
+        Err(e) => Err(desktop_unavailable(format!("cannot read file: {}", e.kind()))),
+    }
 }
 
 fn inspect_host(host: &std::path::Path) -> Result<Entry, ApiError> {

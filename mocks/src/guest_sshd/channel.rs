@@ -165,7 +165,11 @@ async fn run(
 ) {
     let mut cmd = sandbox.runtime().command(program, &args, Some(home), env);
     cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = match tokio::process::Command::from(cmd).spawn() {
+    let spawned = {
+        let _scope = sandbox.runtime().spawn_scope();
+        tokio::process::Command::from(cmd).spawn()
+    };
+    let mut child = match spawned {
         Ok(child) => child,
         Err(err) => {
             let message = format!("cannot start {program}: {err}\n");

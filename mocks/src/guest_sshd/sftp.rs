@@ -63,7 +63,10 @@ impl SftpHandler {
         F: FnOnce(&GuestFs<'_>) -> io::Result<T> + Send + 'static,
     {
         let sandbox = self.sandbox.clone();
-        tokio::task::spawn_blocking(move || op(&GuestFs::new(sandbox.runtime())))
+        tokio::task::spawn_blocking(move || {
+            let runtime = sandbox.runtime();
+            crate::isolation::as_sandbox_root(runtime, || op(&GuestFs::new(runtime)))
+        })
             .await
             .map_err(|e| StatusCode::Failure.with_message(format!("file operation aborted: {e}")))?
             .map_err(reply)

@@ -126,6 +126,7 @@ pub fn configure(
     let root = c"/".to_owned();
     let mut source_fds: Vec<libc::c_int> = vec![-1; binds.len()];
     let private_count = PRIVATE_DIRS.len();
+    let filters = partial_filters();
 
     // SAFETY: the hook only calls async-signal-safe syscalls on data prepared above.
     unsafe {
@@ -191,9 +192,29 @@ pub fn configure(
             if libc::chdir(cwd.as_ptr()) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
-            Ok(())
+            // No user namespace here: run as the sandbox's unprivileged host uid (which
+            // drops every capability), with no_new_privs and the seccomp filter.
+            let id = super::layers::SANDBOX_ID_BASE;
+            if libc::setgroups(0, std::ptr::null()) != 0 || libc::setresgid(id, id, id) != 0 || libc::setresuid(id, id, id) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            match &filters {
+                Some(f) => f.apply(),
+                None => {
+                    if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                }
+            }
         });
     }
+}
+
+/// The seccomp filters, compiled once.
+fn partial_filters() -> Option<std::sync::Arc<super::seccomp::Filters>> {
+    static FILTERS: std::sync::OnceLock<Option<std::sync::Arc<super::seccomp::Filters>>> = std::sync::OnceLock::new();
+    FILTERS.get_or_init(|| super::seccomp::Filters::build().ok().map(std::sync::Arc::new)).clone()
 }
 
 pub fn set_frozen(cg: &Path, frozen: bool) -> std::io::Result<()> {
@@ -228,12 +249,20 @@ pub fn cgroup_cpu_seconds(cg: &Path) -> Option<f64> {
     Some(usec / 1e6)
 }
 
-/// Kills what is left in `cg` and removes it (retrying while exiting tasks linger).
+/// Kills what is left in `cg` and removes it with its child cgroups (retrying while
+/// exiting tasks linger).
 pub fn remove_cgroup(cg: &Path) {
     if !cg.exists() {
         return;
     }
     kill_cgroup(cg);
+    if let Ok(entries) = std::fs::read_dir(cg) {
+        for entry in entries.flatten() {
+            if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                remove_cgroup(&entry.path());
+            }
+        }
+    }
     for _ in 0..100 {
         match std::fs::remove_dir(cg) {
             Ok(()) => return,

@@ -1,22 +1,44 @@
 //! Sandbox isolation: how a sandbox's processes and files are kept apart from the host
 //! and from other sandboxes.
 //!
-//! * `namespaces` (Linux, root, cgroup v2): every command joins the sandbox's cgroup
-//!   (freeze = pause, `cgroup.kill` = destroy) and runs in a private mount + UTS
-//!   namespace where the sandbox's own `/root /work /workspace /tmp /home` directories
-//!   are bind-mounted over the host's, plus any attached disks. Each sandbox has its own
-//!   network namespace; when the host allows it (`ip`, and `nft`/`iptables` for NAT) a
-//!   veth link gives it outbound access (`outbound.rs`), else it has loopback only.
+//! * `namespaces` with a boundary (Linux, root, cgroup v2, bubblewrap, user namespaces):
+//!   each sandbox is a set of namespaces built by bubblewrap and kept by a holder
+//!   (`holder.rs`): its own user namespace (its root is an unprivileged host uid), PID
+//!   namespace with `/proc`, IPC and UTS namespaces, and a mount namespace with the host's
+//!   root read-only, private `/root /work /workspace /tmp /home /var/tmp`, and overlays on
+//!   `/etc /usr/local /opt` (`layers.rs`). Every command joins them and runs under a
+//!   seccomp filter with `no_new_privs` (`enter.rs`, `seccomp.rs`), in the sandbox's cgroup
+//!   (freeze = pause, `cgroup.kill` = destroy) and network namespace; when the host allows
+//!   it (`ip`, and `nft`/`iptables` for NAT) a veth link gives it outbound access
+//!   (`outbound.rs`), else it has loopback only. The files API and SFTP resolve paths in
+//!   the sandbox's own mount namespace and act with the sandbox root's host uid.
+//! * `namespaces` without a boundary (no bubblewrap or no user namespaces): commands run
+//!   in a private mount + UTS namespace with the private dirs bound over the host's, as an
+//!   unprivileged host uid with `no_new_privs` and the seccomp filter. The rest of the host
+//!   is visible (read as an unprivileged user) and not isolated.
 //! * `fallback` (elsewhere, or `--isolation none`): each command is its own session /
 //!   process group (pause = SIGSTOP, destroy = SIGKILL of every group), HOME and the
 //!   working directory point into the sandbox directory. Guest paths outside the
 //!   sandbox directory are NOT isolated.
+//!
+//! [`Isolation::report`] says which of these is in effect ([`IsolationReport`]).
 
+#[cfg(target_os = "linux")]
+mod boundary;
+#[cfg(target_os = "linux")]
+mod enter;
 mod fallback;
+#[cfg(target_os = "linux")]
+mod holder;
+#[cfg(target_os = "linux")]
+pub mod layers;
 #[cfg(target_os = "linux")]
 mod linux;
 pub mod outbound;
 mod paths;
+mod report;
+#[cfg(target_os = "linux")]
+mod seccomp;
 mod usage;
 
 use std::collections::BTreeMap;
@@ -29,6 +51,7 @@ use crate::envelope::ApiError;
 
 pub use outbound::{OutboundReach, SandboxLink};
 pub use paths::{normalize_guest_path, PRIVATE_DIRS};
+pub use report::IsolationReport;
 pub use usage::ResourceUsage;
 
 /// The isolation actually in effect after startup probing.
@@ -46,30 +69,87 @@ pub struct Isolation {
     cgroup_parent: Option<PathBuf>,
     /// veth links + NAT for sandbox namespaces (namespaces mode only).
     outbound: Option<outbound::Outbound>,
+    /// The boundary of isolated sandboxes (namespaces mode, when the host allows it).
+    #[cfg(target_os = "linux")]
+    boundary: Option<std::sync::Arc<boundary::Boundary>>,
+    report: IsolationReport,
 }
 
 impl Isolation {
-    /// Resolves `mode` into the isolation to use, probing namespaces support.
+    fn unisolated(report: IsolationReport) -> Isolation {
+        Isolation {
+            kind: IsolationKind::Fallback,
+            cgroup_parent: None,
+            outbound: None,
+            #[cfg(target_os = "linux")]
+            boundary: None,
+            report,
+        }
+    }
+
+    /// Resolves `mode` into the isolation to use, probing what the host allows. When
+    /// sandboxes cannot be isolated this says so once, here.
     pub fn init(mode: IsolationMode, state_dir: &Path) -> anyhow::Result<Isolation> {
         if mode == IsolationMode::None {
-            tracing::warn!(
+            tracing::info!(
                 "isolation disabled (--isolation none): sandbox commands run as plain host processes; \
-                 only /root /work /workspace /tmp /home are mapped into each sandbox's directory and \
-                 guest paths outside it are NOT isolated"
+                 only /root /work /workspace /tmp /home /var/tmp are mapped into each sandbox's directory"
             );
-            return Ok(Isolation { kind: IsolationKind::Fallback, cgroup_parent: None, outbound: None });
+            return Ok(Isolation::unisolated(IsolationReport::none("none (--isolation none): plain host processes")));
         }
         #[cfg(target_os = "linux")]
         {
             match linux::probe(state_dir) {
                 Ok(parent) => {
-                    tracing::info!(cgroup = %parent.display(), "isolation: cgroup v2 + mount namespaces");
                     let outbound = outbound::Outbound::probe();
                     outbound.announce();
+                    let (boundary, report) = match boundary::Boundary::probe(state_dir, &parent) {
+                        Ok(b) => {
+                            let report = IsolationReport {
+                                isolated: true,
+                                mechanism: format!(
+                                    "{}: user, PID, mount, IPC, UTS and network namespaces; read-only host root \
+                                     with private /root /work /workspace /tmp /home /var/tmp and overlays on \
+                                     /etc /usr/local /opt; seccomp; cgroup v2",
+                                    b.version
+                                ),
+                                missing: Vec::new(),
+                            };
+                            tracing::debug!(cgroup = %parent.display(), "isolation: {}", report.mechanism);
+                            (Some(std::sync::Arc::new(b)), report)
+                        }
+                        Err(err) if mode == IsolationMode::Namespaces => {
+                            remove_cgroup(&parent);
+                            anyhow::bail!("--isolation namespaces requested but sandboxes cannot be isolated: {err}");
+                        }
+                        Err(err) => {
+                            let report = IsolationReport {
+                                isolated: false,
+                                mechanism: "mount, UTS and network namespaces; unprivileged host uid, no_new_privs, \
+                                            seccomp; cgroup v2"
+                                    .into(),
+                                missing: vec![
+                                    format!("user and PID namespaces ({err})"),
+                                    "read-only host root: host files outside the private dirs are visible, \
+                                     guarded only by their permissions"
+                                        .into(),
+                                    "private /etc /usr/local /opt".into(),
+                                ],
+                            };
+                            tracing::warn!(
+                                "sandboxes are only partly isolated ({err}): host processes and host files \
+                                 outside /root /work /workspace /tmp /home /var/tmp are visible to them. Install \
+                                 bubblewrap (`bwrap`) and allow user namespaces for a full boundary"
+                            );
+                            (None, report)
+                        }
+                    };
                     return Ok(Isolation {
                         kind: IsolationKind::Namespaces,
                         cgroup_parent: Some(parent),
                         outbound: Some(outbound),
+                        boundary,
+                        report,
                     });
                 }
                 Err(err) if mode == IsolationMode::Namespaces => {
@@ -77,9 +157,13 @@ impl Isolation {
                 }
                 Err(err) => {
                     tracing::warn!(
-                        "namespace isolation unavailable ({err}); falling back to process groups: \
-                         guest paths outside the sandbox directory are NOT isolated"
+                        "sandboxes are NOT isolated ({err}): their commands run as plain host processes that \
+                         see and can change the host's files. Run the emulator as root on Linux with cgroup v2 \
+                         and bubblewrap for isolated sandboxes"
                     );
+                    return Ok(Isolation::unisolated(IsolationReport::none(&format!(
+                        "process groups only (namespaces unavailable: {err})"
+                    ))));
                 }
             }
         }
@@ -90,11 +174,21 @@ impl Isolation {
                 anyhow::bail!("--isolation namespaces requested but this is not Linux");
             }
             tracing::warn!(
-                "namespace isolation needs Linux; falling back to process groups: guest paths outside \
-                 the sandbox directory are NOT isolated"
+                "sandboxes are NOT isolated (isolation needs Linux): their commands run as plain host \
+                 processes that see and can change the host's files"
             );
+            Ok(Isolation::unisolated(IsolationReport::none("process groups only (not Linux)")))
         }
-        Ok(Isolation { kind: IsolationKind::Fallback, cgroup_parent: None, outbound: None })
+    }
+
+    /// What this emulator isolates.
+    pub fn report(&self) -> &IsolationReport {
+        &self.report
+    }
+
+    /// True when sandboxes are a full boundary (see [`IsolationReport::isolated`]).
+    pub fn is_isolated(&self) -> bool {
+        self.report.isolated
     }
 
     pub fn kind(&self) -> IsolationKind {
@@ -122,6 +216,14 @@ impl Isolation {
         envs: BTreeMap<String, String>,
     ) -> std::io::Result<SandboxRuntime> {
         paths::create_private_dirs(dir)?;
+        #[cfg(target_os = "linux")]
+        if self.kind == IsolationKind::Namespaces {
+            // The sandbox's root owns its directories (host uid `SANDBOX_ID_BASE`).
+            if self.boundary.is_some() {
+                layers::create_sandbox_layers(dir)?;
+            }
+            paths::own_private_dirs(dir)?;
+        }
         let cgroup = match &self.cgroup_parent {
             Some(parent) => {
                 let cg = parent.join(sandbox_id);
@@ -157,6 +259,10 @@ impl Isolation {
             groups: Mutex::new(Vec::new()),
             mounts: Mutex::new(Vec::new()),
             host_mountpoints: Mutex::new(Vec::new()),
+            #[cfg(target_os = "linux")]
+            boundary: self.boundary.clone(),
+            #[cfg(target_os = "linux")]
+            side: boundary::SandboxBoundary::default(),
         })
     }
 
@@ -210,6 +316,40 @@ pub struct SandboxRuntime {
     netns: Option<std::os::fd::OwnedFd>,
     /// The namespace's veth link to the host, when outbound network is available.
     link: Option<SandboxLink>,
+    /// The emulator's boundary, when sandboxes are isolated.
+    #[cfg(target_os = "linux")]
+    boundary: Option<std::sync::Arc<boundary::Boundary>>,
+    /// This sandbox's holder (isolated sandboxes).
+    #[cfg(target_os = "linux")]
+    side: boundary::SandboxBoundary,
+}
+
+/// While alive, commands spawned by this thread start in their sandbox's PID namespace.
+/// Create it right before the spawn and drop it right after: nothing else may run on the
+/// thread meanwhile (no `.await`).
+pub struct SpawnScope<'a> {
+    #[cfg(target_os = "linux")]
+    _guard: Option<enter::PidNamespaceGuard<'a>>,
+    #[cfg(not(target_os = "linux"))]
+    _runtime: std::marker::PhantomData<&'a ()>,
+}
+
+/// Runs `f` as the sandbox's root when the sandbox is isolated (file access from the
+/// emulator: the kernel checks it as it checks the sandbox's own root on host files).
+pub fn as_sandbox_root<T>(runtime: &SandboxRuntime, f: impl FnOnce() -> std::io::Result<T>) -> std::io::Result<T> {
+    #[cfg(target_os = "linux")]
+    if runtime.boundary.is_some() {
+        if !enter::SandboxRootGuard::active() {
+            // Starting the holder needs the emulator's own privileges: do it first.
+            if let Some(view) = runtime.view_root() {
+                view?;
+            }
+        }
+        let _guard = enter::SandboxRootGuard::enter()?;
+        return f();
+    }
+    let _ = runtime;
+    f()
 }
 
 /// The PATH every sandbox command gets.
@@ -246,6 +386,12 @@ impl SandboxRuntime {
         &self.base_env
     }
 
+    /// True when the normalised guest path lies on an attached disk.
+    pub fn on_disk(&self, guest: &str) -> bool {
+        let mounts = self.mounts.lock().unwrap_or_else(|e| e.into_inner());
+        mounts.iter().any(|m| paths::is_under(guest, &m.guest))
+    }
+
     /// Maps a guest path to the host path holding it (attached disks first, then the
     /// private dirs, else the host path itself). 400 for relative paths, NUL or `..`.
     pub fn host_path(&self, guest: &str) -> Result<PathBuf, ApiError> {
@@ -254,13 +400,64 @@ impl SandboxRuntime {
         Ok(paths::map_guest(&self.dir, &mounts, &guest))
     }
 
+    /// True when the sandbox is a full boundary: its files are seen through
+    /// [`view_root`](Self::view_root), its commands join its namespaces.
+    pub fn isolated(&self) -> bool {
+        #[cfg(target_os = "linux")]
+        return self.boundary.is_some();
+        #[cfg(not(target_os = "linux"))]
+        false
+    }
+
+    /// The root of the sandbox's own filesystem view (`O_PATH`): the host's root read-only
+    /// with the sandbox's private dirs, layers and disks, as its processes see it. `None`
+    /// when the sandbox is not isolated (guest paths map to host paths).
+    pub fn view_root(&self) -> Option<std::io::Result<std::sync::Arc<std::os::fd::OwnedFd>>> {
+        #[cfg(target_os = "linux")]
+        if let Some(b) = &self.boundary {
+            return Some(self.with_place(|place| self.side.view_root(b, place)));
+        }
+        None
+    }
+
+    /// Where this sandbox lives, for its holder.
+    #[cfg(target_os = "linux")]
+    fn with_place<T>(&self, f: impl FnOnce(&boundary::Place<'_>) -> T) -> T {
+        let mounts = self.mounts.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        f(&boundary::Place {
+            dir: &self.dir,
+            cgroup: self.cgroup.as_deref(),
+            netns: self.netns.as_ref(),
+            hostname: &self.hostname,
+            mounts: &mounts,
+        })
+    }
+
+    /// Scope for spawning one of this sandbox's commands (see [`SpawnScope`]).
+    pub fn spawn_scope(&self) -> SpawnScope<'_> {
+        #[cfg(target_os = "linux")]
+        return SpawnScope { _guard: self.boundary.as_ref().and_then(|b| self.side.pid_namespace(b)) };
+        #[cfg(not(target_os = "linux"))]
+        SpawnScope { _runtime: std::marker::PhantomData }
+    }
+
+    /// Makes a file the emulator wrote into the sandbox directory the sandbox root's own.
+    pub fn give_to_sandbox(&self, host: &Path) {
+        #[cfg(target_os = "linux")]
+        if self.kind == IsolationKind::Namespaces {
+            let _ = layers::own(host);
+        }
+        let _ = host;
+    }
+
     /// Like [`host_path`](Self::host_path) but only for places a sandbox may write
     /// through the files API: the private dirs and attached disks (400 elsewhere, so
-    /// the host's own files are never overwritten).
+    /// the host's own files are never overwritten). An isolated sandbox writes anywhere
+    /// its own processes may (the kernel refuses the read-only host root).
     pub fn writable_host_path(&self, guest: &str) -> Result<PathBuf, ApiError> {
         let guest = normalize_guest_path(guest)?;
         let mounts = self.mounts.lock().unwrap_or_else(|e| e.into_inner());
-        if !paths::is_private(&guest) && !mounts.iter().any(|m| paths::is_under(&guest, &m.guest)) {
+        if !self.isolated() && !paths::is_private(&guest) && !mounts.iter().any(|m| paths::is_under(&guest, &m.guest)) {
             return Err(ApiError::validation(
                 "path",
                 format!(
@@ -315,6 +512,16 @@ impl SandboxRuntime {
         }
         cmd.envs(&full_env);
         match self.kind {
+            #[cfg(target_os = "linux")]
+            IsolationKind::Namespaces if self.boundary.is_some() => {
+                let guest_cwd = normalize_guest_path(cwd).unwrap_or_else(|_| "/root".to_string());
+                if let Some(b) = &self.boundary {
+                    if let Err(err) = self.with_place(|place| self.side.configure(b, place, &mut cmd, &guest_cwd)) {
+                        tracing::warn!("sandbox namespaces unavailable: {err}");
+                        fail_spawn(&mut cmd, err);
+                    }
+                }
+            }
             #[cfg(target_os = "linux")]
             IsolationKind::Namespaces => {
                 let mounts = self.mounts.lock().unwrap_or_else(|e| e.into_inner()).clone();
@@ -375,7 +582,8 @@ impl SandboxRuntime {
         fallback::signal_groups(&self.live_groups(), fallback::Stop::Continue);
     }
 
-    /// Kills every process of the sandbox.
+    /// Kills every process of the sandbox (an isolated sandbox's namespaces end too and
+    /// are made anew by the next command).
     pub fn kill_all(&self) {
         if let Some(cg) = &self.cgroup {
             #[cfg(target_os = "linux")]
@@ -384,6 +592,8 @@ impl SandboxRuntime {
             let _ = cg;
         }
         fallback::kill_groups(&self.live_groups());
+        #[cfg(target_os = "linux")]
+        self.side.stop();
     }
 
     /// Pids of the sandbox's live processes.
@@ -488,5 +698,16 @@ impl SandboxRuntime {
             // Disk symlinks must not be followed: remove_dir_all does not follow them.
             let _ = std::fs::remove_dir_all(&self.dir);
         }
+    }
+}
+
+/// Makes `cmd` fail at spawn with `err` (its sandbox cannot be entered).
+#[cfg(target_os = "linux")]
+fn fail_spawn(cmd: &mut Command, err: std::io::Error) {
+    use std::os::unix::process::CommandExt;
+    let code = err.raw_os_error().unwrap_or(nix::libc::EIO);
+    // SAFETY: the hook allocates nothing and only returns an error.
+    unsafe {
+        cmd.pre_exec(move || Err(std::io::Error::from_raw_os_error(code)));
     }
 }

@@ -136,7 +136,7 @@ impl Outbound {
 
     fn warn_once(&self, why: &str) {
         if !self.warned.swap(true, Ordering::Relaxed) {
-            tracing::warn!(
+            tracing::debug!(
                 "sandboxes get no outbound network ({why}); processes inside them reach only their own \
                  loopback. Run the emulator as root on Linux with iproute2 (`ip`) for outbound access"
             );
@@ -145,7 +145,7 @@ impl Outbound {
 
     fn warn_nat_once(&self, why: &str) {
         if !self.nat_warned.swap(true, Ordering::Relaxed) {
-            tracing::warn!(
+            tracing::debug!(
                 "sandboxes reach the host only, not other networks ({why}); install nft or iptables \
                  for NAT (MASQUERADE) of sandbox traffic"
             );

@@ -6,7 +6,7 @@ use super::ExtraMount;
 use crate::envelope::ApiError;
 
 /// Guest directories every sandbox owns privately (bind-mounted over the host's).
-pub const PRIVATE_DIRS: &[&str] = &["/root", "/work", "/workspace", "/tmp", "/home"];
+pub const PRIVATE_DIRS: &[&str] = &["/root", "/work", "/workspace", "/tmp", "/home", "/var/tmp"];
 
 /// Validates a guest path (absolute, no NUL, no `..` segment) and normalises it
 /// (collapses `//` and `/./`, strips a trailing `/`).
@@ -62,7 +62,8 @@ pub fn map_guest(dir: &Path, mounts: &[ExtraMount], guest: &str) -> PathBuf {
     PathBuf::from(guest)
 }
 
-/// Creates `dir/{root,work,workspace,tmp,home}` (`tmp` sticky and world-writable).
+/// Creates `dir/{root,work,workspace,tmp,home,var/tmp}` (`tmp` and `var/tmp` sticky and
+/// world-writable).
 pub fn create_private_dirs(dir: &Path) -> std::io::Result<()> {
     for private in PRIVATE_DIRS {
         let path = dir.join(private.trim_start_matches('/'));
@@ -72,7 +73,18 @@ pub fn create_private_dirs(dir: &Path) -> std::io::Result<()> {
     {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(dir.join("tmp"), std::fs::Permissions::from_mode(0o1777))?;
+        std::fs::set_permissions(dir.join("var/tmp"), std::fs::Permissions::from_mode(0o1777))?;
         std::fs::set_permissions(dir.join("root"), std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
+}
+
+/// Makes the private dirs (and `var/`) owned by the sandbox's root.
+#[cfg(target_os = "linux")]
+pub fn own_private_dirs(dir: &Path) -> std::io::Result<()> {
+    super::layers::own(&dir.join("var"))?;
+    for private in PRIVATE_DIRS {
+        super::layers::own(&dir.join(private.trim_start_matches('/')))?;
     }
     Ok(())
 }

@@ -125,11 +125,9 @@ fn validate_cwd(sandbox: &SandboxRef, cwd: &str) -> Result<String, ApiError> {
     if !cwd.starts_with('/') || cwd.contains('\0') || cwd.split('/').any(|s| s == "..") {
         return Err(ApiError::validation("cwd", "cwd must be an absolute path"));
     }
-    let host = sandbox
-        .runtime()
-        .host_path(cwd)
-        .map_err(|_| ApiError::validation("cwd", "cwd must be an absolute path"))?;
-    if !host.is_dir() {
+    let fs = crate::guest_fs::GuestFs::new(sandbox.runtime());
+    let is_dir = fs.resolve(cwd, true).and_then(|resolved| fs.lstat(&resolved)).map(|m| m.is_dir()).unwrap_or(false);
+    if !is_dir {
         return Err(ApiError::validation("cwd", format!("no such directory: {cwd}")));
     }
     Ok(cwd.to_string())
@@ -188,7 +186,7 @@ async fn create_process(
         cwd,
         journal_bytes: state.config.journal_bytes,
     };
-    let proc = tasks::launch(launch, pty_size, command);
+    let proc = tasks::launch(launch, pty_size, command, runtime);
     if proc.pid() > 0 {
         runtime.adopt(proc.pid() as u32);
     }

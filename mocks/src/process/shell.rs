@@ -39,7 +39,10 @@ impl ShellProcess {
     pub fn spawn(runtime: &SandboxRuntime) -> std::io::Result<ShellProcess> {
         let (program, args) = login_shell();
         let command = runtime.command(program, &args, None, &BTreeMap::new());
-        let (mut started, master) = spawn_on_pty(command, DEFAULT_ROWS, DEFAULT_COLS)?;
+        let (mut started, master) = {
+            let _scope = runtime.spawn_scope();
+            spawn_on_pty(command, DEFAULT_ROWS, DEFAULT_COLS)?
+        };
         runtime.adopt(started.pid as u32);
         let master = match FdIo::new(master) {
             Ok(io) => io,

@@ -14,11 +14,20 @@ use super::spawn::{spawn_on_pty, spawn_with_pipes, Started};
 
 /// Starts `command` (prepared by the sandbox runtime) as a managed process. A command that
 /// cannot be started yields a `failed` record rather than an error.
-pub fn launch(launch: Launch, pty_size: Option<(u16, u16)>, command: std::process::Command) -> Arc<ManagedProcess> {
+pub fn launch(
+    launch: Launch,
+    pty_size: Option<(u16, u16)>,
+    command: std::process::Command,
+    runtime: &crate::isolation::SandboxRuntime,
+) -> Arc<ManagedProcess> {
     let (tx, rx) = mpsc::unbounded_channel();
     match pty_size {
         Some((rows, cols)) => {
-            let (started, master) = match spawn_on_pty(command, rows, cols) {
+            let spawned = {
+                let _scope = runtime.spawn_scope();
+                spawn_on_pty(command, rows, cols)
+            };
+            let (started, master) = match spawned {
                 Ok(ok) => ok,
                 Err(err) => return ManagedProcess::new_failed(launch, &err),
             };
@@ -33,7 +42,11 @@ pub fn launch(launch: Launch, pty_size: Option<(u16, u16)>, command: std::proces
             proc
         }
         None => {
-            let (started, ends) = match spawn_with_pipes(command) {
+            let spawned = {
+                let _scope = runtime.spawn_scope();
+                spawn_with_pipes(command)
+            };
+            let (started, ends) = match spawned {
                 Ok(ok) => ok,
                 Err(err) => return ManagedProcess::new_failed(launch, &err),
             };

@@ -187,17 +187,18 @@ pub fn write_authorized_keys(sandbox: &SandboxRef, keys: &[String]) {
     if keys.is_empty() {
         return;
     }
-    let dir = sandbox.runtime().dir().join("root/.ssh");
-    let file = dir.join("authorized_keys");
+    // Through the sandbox's own view (as its root when it is isolated): the guest owns
+    // /root and may have made .ssh a link, which resolves inside the sandbox, never on the
+    // host.
+    const FILE: &str = "/root/.ssh/authorized_keys";
+    let fs = crate::guest_fs::GuestFs::new(sandbox.runtime());
     let write = || -> std::io::Result<()> {
-        std::fs::create_dir_all(&dir)?;
-        let mut body = match std::fs::read_to_string(&file) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-            Err(e) => return Err(e),
+        let mut body = match fs.read_head(FILE, 1 << 20)? {
+            Some((head, _)) => String::from_utf8_lossy(&head).into_owned(),
+            None => String::new(),
         };
         let missing: Vec<&String> = keys.iter().filter(|key| !authorized_keys_lists(&body, key)).collect();
-        if missing.is_empty() && file.exists() {
+        if missing.is_empty() && !body.is_empty() {
             return Ok(());
         }
         if !body.is_empty() && !body.ends_with('\n') {
@@ -207,14 +208,8 @@ pub fn write_authorized_keys(sandbox: &SandboxRef, keys: &[String]) {
             body.push_str(key.trim());
             body.push('\n');
         }
-        std::fs::write(&file, body)?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
-            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600))?;
-        }
-        Ok(())
+        fs.create_dir_all("/root/.ssh")?;
+        fs.write_file(FILE, body.as_bytes(), 0o600)
     };
     if let Err(e) = write() {
         tracing::warn!(sandbox = %sandbox.id, "cannot update authorized_keys: {e}");

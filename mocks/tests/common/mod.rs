@@ -125,6 +125,6 @@ impl Env {
     }
 
     pub async fn stats(&self) -> Value {
-        self.http.get(self.url("/_mock/stats")).send().await.unwrap().json().await.unwrap()
+        self.http.get(self.url("/_mock/stats")).header("X-Api-Key", KEY).send().await.unwrap().json().await.unwrap()
     }
 }

@@ -49,6 +49,7 @@ async fn new_tenant(c: &Conformance, credit: bool) -> String {
     let body: serde_json::Value = c
         .http
         .post(format!("{}/_mock/tenants", c.base))
+        .header("X-Api-Key", &c.key)
         .json(&json!({"credit": credit}))
         .send()
         .await

@@ -21,6 +21,7 @@ pub async fn catalog(c: &Conformance, fx: &Fixtures) {
     let session: serde_json::Value = c
         .http
         .post(format!("{}/_mock/oauth/sessions", c.base))
+        .header("X-Api-Key", &c.key)
         .json(&json!({}))
         .send()
         .await
