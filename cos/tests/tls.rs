@@ -3,6 +3,7 @@
 //! told to trust that CA (`ca_file`, `--ca-file`, `CREATEOS_CA_FILE`), and refuse it with
 //! a clear error when not.
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 mod mcp_client;
 
