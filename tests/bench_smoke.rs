@@ -320,7 +320,7 @@ async fn alternate_interleaves_and_drops_warmup() {
 
 /// A deterministic byte pattern, different per `seed`.
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len).map(|i| (i as u32).wrapping_mul(2_654_435_761).to_le_bytes()[(i % 4)] ^ seed).collect()
+    (0..len).map(|i| (i as u32).wrapping_mul(2_654_435_761).to_le_bytes()[i % 4] ^ seed).collect()
 }
 
 /// An echo server: every connection gets back what it sent, then the end of the stream.
