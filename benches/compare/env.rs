@@ -146,6 +146,24 @@ impl Tools {
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let mut build = Command::new(cargo);
         build.current_dir(&self.root).args(["build", "--quiet", "-p", "createos-mock", "--bin", "createos-mock"]);
+        // What cargo set for this run (the bench's package name, manifest dir, …): build scripts
+        // such as ring's rerun when those change, and every crate above them would rebuild, here
+        // and again in the next `cargo bench`.
+        const RUN_VARS: [&str; 8] = [
+            "CARGO_PKG_",
+            "CARGO_MANIFEST_",
+            "CARGO_CRATE_",
+            "CARGO_BIN_",
+            "CARGO_PRIMARY_PACKAGE",
+            "CARGO_TARGET_TMPDIR",
+            "CARGO_RUSTC_CURRENT_DIR",
+            "CARGO_MAKEFLAGS",
+        ];
+        for (name, _) in std::env::vars_os() {
+            if name.to_str().is_some_and(|n| RUN_VARS.iter().any(|p| n.starts_with(p))) {
+                build.env_remove(&name);
+            }
+        }
         if dir.file_name().is_some_and(|name| name == "release") {
             build.arg("--release");
         }

@@ -39,7 +39,9 @@ fn method(sizes: &Sizes) -> String {
          - **files API**: `Sandbox::upload(path, UploadBody::file(..))` (one streamed `PUT`) and \
          `Sandbox::download(path)` + `Download::save_to`.\n\
          - **SFTP (ours)**: `SshSession::write_file` (pipelined writes into a temporary name, renamed into \
-         place) and `SshSession::read_file` (pipelined reads) copied into a local file.\n\
+         place) and `SshSession::save_file_to`, what `cos pull` over SSH runs: `read_file`'s pipelined \
+         reads (64 outstanding, as OpenSSH's `sftp`) written to a temporary file beside the target, synced \
+         and renamed over it, like the files API download's `save_to`.\n\
          - **`scp`**: `scp -P <port> -i <key> …` up and down, spawned per sample (OpenSSH's scp speaks \
          SFTP to the server by default).\n\n\
          Throughput is the file size over the sample's time; the ratios compare ours against `scp`.",
@@ -210,10 +212,7 @@ impl Transfer {
                 self.sandbox.download(REMOTE_SOURCE).await?.save_to(&self.local_target).await?;
             }
             Way::SftpDown => {
-                let mut reader = self.rig.ssh.read_file(REMOTE_SOURCE).await?;
-                let mut file = tokio::fs::File::create(&self.local_target).await?;
-                tokio::io::copy(&mut reader, &mut file).await?;
-                tokio::io::AsyncWriteExt::flush(&mut file).await?;
+                self.rig.ssh.save_file_to(REMOTE_SOURCE, &self.local_target, None).await?;
             }
             Way::ScpDown => {
                 self.scp(&self.rig.remote(REMOTE_SOURCE), &self.local_target.display().to_string()).await?;
