@@ -110,7 +110,9 @@ impl WanRig {
         let mut http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none());
         if let Some(ca) = &ready.ca_file {
             let pem = std::fs::read(ca).with_context(|| format!("reading the emulator's CA {}", ca.display()))?;
-            http = http.add_root_certificate(reqwest::Certificate::from_pem(&pem).context("the emulator's CA")?);
+            for cert in reqwest::Certificate::from_pem_bundle(&pem).context("the emulator's CA")? {
+                http = http.add_root_certificate(cert);
+            }
         }
         let http = http.build().context("building the HTTP client of the WAN rig")?;
         let direct_url = ready.base_url.trim_end_matches('/').to_string();
@@ -141,8 +143,8 @@ impl WanRig {
         ))
     }
 
-    /// An HTTP client that reaches the emulator through the link (the CA trusted), for a raw
-    /// request baseline.
+    /// An HTTP client that trusts the emulator's CA (keep-alive connections), for a raw request
+    /// baseline through [`WanRig::endpoint`].
     pub fn http(&self) -> &reqwest::Client {
         &self.http
     }
