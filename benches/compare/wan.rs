@@ -31,7 +31,7 @@ pub const ONE_WAY: Duration = Duration::from_millis(25);
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long requests a call left in flight get to reach the emulator before they are counted
 /// (a request sent as the call answers is still on the link for [`ONE_WAY`]).
-const COUNT_SETTLE: Duration = Duration::from_millis(300);
+pub const COUNT_SETTLE: Duration = Duration::from_millis(300);
 
 /// The ready line of `createos-mock`.
 #[derive(Deserialize)]

@@ -20,7 +20,7 @@ use super::Row;
 use crate::env::{Bench, Sizes};
 use crate::interleave::{alternate, durations, Contender, Sample};
 use crate::stats::{Comparison, Goal, Measure, Side};
-use crate::wan::{WanRig, ONE_WAY};
+use crate::wan::{WanRig, COUNT_SETTLE, ONE_WAY};
 
 /// The file the read rows read (two lines), and the one the edit and patch counts change.
 const READ_PATH: &str = "/root/cos-bench-read.txt";
@@ -90,7 +90,7 @@ fn method(sizes: &Sizes) -> String {
         read_ms = READ_GOAL_RTT * rtt_ms(),
         shape = SESSION_SHAPE,
         first = sizes.wan_first_rounds,
-        settle = 300,
+        settle = COUNT_SETTLE.as_millis(),
     )
 }
 
