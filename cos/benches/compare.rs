@@ -1,5 +1,6 @@
 //! `cargo bench --bench compare`: this project side by side with what it replaces, in one run
-//! against the local emulator on loopback. Prints a table of ratios with PASS/MISS per goal and
+//! against the local emulator on loopback, and (the WAN rows) against a second emulator behind a
+//! modelled 50 ms RTT link with TLS. Prints a table of ratios with PASS/MISS per goal and
 //! writes BENCHMARKS.md at the workspace root.
 //!
 //! Environment:
@@ -15,6 +16,8 @@
 mod env;
 #[path = "compare/interleave.rs"]
 mod interleave;
+#[path = "compare/link.rs"]
+mod link;
 #[path = "compare/machine.rs"]
 mod machine;
 #[path = "compare/report.rs"]
@@ -25,6 +28,8 @@ mod rows;
 mod sdk;
 #[path = "compare/stats.rs"]
 mod stats;
+#[path = "compare/wan.rs"]
+mod wan;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -122,12 +127,13 @@ fn run() -> anyhow::Result<ExitCode> {
             }
         }
         let pending = bench.take_pending();
+        let requests = bench.take_requests();
         bench.close().await?;
-        anyhow::Ok((comparisons, methods, failures, pending))
+        anyhow::Ok((comparisons, methods, failures, pending, requests))
     });
     drop(bench_rt);
     emulator_rt.block_on(mock.shutdown());
-    let (comparisons, methods, failures, pending) = outcome?;
+    let (comparisons, methods, failures, pending, requests) = outcome?;
     let load_after = machine::current_load();
 
     println!();
@@ -138,6 +144,12 @@ fn run() -> anyhow::Result<ExitCode> {
     }
     for (row, err) in &failures {
         println!("FAILED  {row}: {err}");
+    }
+    if !requests.is_empty() {
+        println!("\nrequests per call (counted at the emulator):");
+        for line in report::request_lines(&requests) {
+            println!("  {line}");
+        }
     }
     if !pending.is_empty() {
         println!("\npending rows:");
@@ -169,6 +181,7 @@ fn run() -> anyhow::Result<ExitCode> {
             methods: &methods,
             failures: &failures,
             pending: &pending,
+            requests: &requests,
         });
         std::fs::write(out, doc).with_context(|| format!("writing {}", out.display()))?;
         eprintln!("[bench] wrote {}", out.display());

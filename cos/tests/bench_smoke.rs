@@ -1,9 +1,14 @@
 //! The pure helpers of `benches/compare.rs` (statistics, verdicts, table rendering, machine
-//! parsing, round order). No timing is asserted anywhere: benchmarks are not timed tests.
+//! parsing, round order) and the WAN rows' delay link (bytes intact both ways, ends of stream
+//! passed on, connections counted). No timing is asserted anywhere: benchmarks are not timed
+//! tests.
 
 #[path = "../benches/compare/interleave.rs"]
 #[allow(dead_code)]
 mod interleave;
+#[path = "../benches/compare/link.rs"]
+#[allow(dead_code)]
+mod link;
 #[path = "../benches/compare/machine.rs"]
 #[allow(dead_code)]
 mod machine;
@@ -208,6 +213,10 @@ fn document_lists_everything() {
         methods: &methods,
         failures: &failures,
         pending: &pending,
+        requests: &[report::RequestCount {
+            call: "`sandbox_exec true`".into(),
+            by_operation: vec![("startProcess".into(), 1), ("connectProcess".into(), 1)],
+        }],
     });
     for needle in [
         "`cargo bench --bench compare`",
@@ -218,6 +227,8 @@ fn document_lists_everything() {
         "### exec round trip",
         "**attach**: no echo",
         "**sync vs rsync** — not built yet",
+        "### Requests per call",
+        "| `sandbox_exec true` | 2 | 1× startProcess, 1× connectProcess |",
     ] {
         assert!(doc.contains(needle), "missing {needle:?} in\n{doc}");
     }
@@ -305,4 +316,110 @@ async fn alternate_interleaves_and_drops_warmup() {
     let mut failing: Vec<Box<dyn Contender>> = vec![Box::new(Recorder { id: 9, calls: 0, log })];
     let err = alternate(&mut failing, 0, 2).await.unwrap_err();
     assert!(format!("{err:#}").contains("recorder 9"), "{err:#}");
+}
+
+/// A deterministic byte pattern, different per `seed`.
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len).map(|i| (i as u32).wrapping_mul(2_654_435_761).to_le_bytes()[i % 4] ^ seed).collect()
+}
+
+/// An echo server: every connection gets back what it sent, then the end of the stream.
+async fn echo_server() -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let (mut rd, mut wr) = stream.into_split();
+                tokio::io::copy(&mut rd, &mut wr).await.unwrap();
+                tokio::io::AsyncWriteExt::shutdown(&mut wr).await.unwrap();
+            });
+        }
+    });
+    addr
+}
+
+/// Send `data` through `addr` and read the echo to its end, both at once.
+async fn round_trip(addr: std::net::SocketAddr, data: Vec<u8>) -> Vec<u8> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut rd, mut wr) = stream.into_split();
+    let writer = tokio::spawn(async move {
+        // odd-sized writes, so chunk boundaries never line up with the relay's reads
+        for piece in data.chunks(7_919) {
+            wr.write_all(piece).await.unwrap();
+        }
+        wr.shutdown().await.unwrap();
+    });
+    let mut echoed = Vec::new();
+    rd.read_to_end(&mut echoed).await.unwrap();
+    writer.await.unwrap();
+    echoed
+}
+
+fn loopback_any() -> std::net::SocketAddr {
+    "127.0.0.1:0".parse().unwrap()
+}
+
+#[tokio::test]
+async fn delay_link_relays_bytes_intact_both_ways() {
+    let upstream = echo_server().await;
+    let link = link::DelayLink::start(loopback_any(), upstream, Duration::from_millis(1)).await.unwrap();
+    assert_eq!(link.rtt(), Duration::from_millis(2));
+    let sizes = [3 * 1024 * 1024 + 7, 1, 65_537];
+    let sent: Vec<Vec<u8>> = sizes.iter().enumerate().map(|(i, n)| pattern(*n, i as u8)).collect();
+    let echoes = futures::future::join_all(sent.iter().map(|d| round_trip(link.addr(), d.clone()))).await;
+    for (sent, echoed) in sent.iter().zip(&echoes) {
+        assert_eq!(echoed.len(), sent.len());
+        assert!(echoed == sent, "the echo of {} bytes differs from what was sent", sent.len());
+    }
+    let total: u64 = sizes.iter().map(|n| *n as u64).sum();
+    assert_eq!(link.connections(), 3);
+    assert_eq!(link.upstream_failures(), 0);
+    assert_eq!(link.bytes_up(), total);
+    assert_eq!(link.bytes_down(), total);
+    // an empty stream: the end is passed on both ways
+    assert!(round_trip(link.addr(), Vec::new()).await.is_empty());
+    assert_eq!(link.connections(), 4);
+    link.stop();
+}
+
+#[tokio::test]
+async fn delay_link_carries_a_server_that_speaks_first() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let upstream = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await.unwrap();
+        stream.write_all(b"SSH-2.0-greeting\r\n").await.unwrap();
+        let mut reply = [0u8; 3];
+        stream.read_exact(&mut reply).await.unwrap();
+        stream.write_all(&reply).await.unwrap();
+    });
+    let link = link::DelayLink::start(loopback_any(), upstream, Duration::from_millis(1)).await.unwrap();
+    let mut client = tokio::net::TcpStream::connect(link.addr()).await.unwrap();
+    let mut greeting = [0u8; 18];
+    client.read_exact(&mut greeting).await.unwrap();
+    assert_eq!(&greeting, b"SSH-2.0-greeting\r\n");
+    client.write_all(b"abc").await.unwrap();
+    let mut rest = Vec::new();
+    client.read_to_end(&mut rest).await.unwrap();
+    assert_eq!(rest, b"abc", "the reply, then the server's close");
+    assert_eq!(link.connections(), 1);
+}
+
+#[tokio::test]
+async fn delay_link_closes_a_connection_whose_upstream_is_down() {
+    use tokio::io::AsyncReadExt;
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let upstream = closed.local_addr().unwrap();
+    drop(closed);
+    let link = link::DelayLink::start(loopback_any(), upstream, Duration::from_millis(1)).await.unwrap();
+    let mut client = tokio::net::TcpStream::connect(link.addr()).await.unwrap();
+    let mut buf = Vec::new();
+    // the relay drops the client once its upstream connect fails: end of stream or a reset
+    let _ = client.read_to_end(&mut buf).await;
+    assert!(buf.is_empty());
+    assert_eq!(link.connections(), 1);
+    assert_eq!(link.upstream_failures(), 1);
 }

@@ -37,6 +37,12 @@ impl SftpChannel {
     pub(crate) fn supports(&self, extension: &str) -> bool {
         self.extensions.contains_key(extension)
     }
+
+    /// A channel over an already initialised session, with no extensions (scripted servers).
+    #[cfg(test)]
+    pub(crate) fn for_tests(raw: RawSftpSession) -> SftpChannel {
+        SftpChannel { raw: Arc::new(raw), extensions: HashMap::new() }
+    }
 }
 
 /// Kind of a remote file.

@@ -2,21 +2,21 @@
 //! would make a 20 MB file take minutes over a long tunnel).
 //!
 //! - [`SshSession::read_file`] returns an `AsyncRead`; a background task keeps up to
-//!   [`READS_IN_FLIGHT`] reads outstanding and hands chunks over in order.
+//!   [`READS_IN_FLIGHT`] reads outstanding and hands chunks over in order (`sftp_read.rs`
+//!   says how it plans them).
 //! - [`SshSession::write_file`] streams any `AsyncRead` into a temporary file next to the
 //!   target (up to [`WRITES_IN_FLIGHT`] writes outstanding), fsyncs it when the server can,
 //!   and renames it over the target, so readers see the old or the new file, never a part.
 
 use std::io;
 use std::pin::Pin;
-use std::sync::Arc;
-use std::task::{ready, Context, Poll};
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use futures::stream::{FuturesOrdered, FuturesUnordered};
+use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 use russh_sftp::client::error::Error as SftpClientError;
-use russh_sftp::protocol::{FileAttributes, OpenFlags, StatusCode};
+use russh_sftp::protocol::{FileAttributes, OpenFlags};
 use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
 use tokio::sync::mpsc;
 
@@ -26,18 +26,18 @@ use super::error::{sftp_error, SshError};
 use super::session::SshSession;
 use super::sftp::{check_path, rename_replacing, split_parent, RemoteMetadata, SftpChannel, FSYNC};
 
-/// Bytes asked for per read request.
-pub const READ_CHUNK: u32 = 64 * 1024;
-/// Read requests kept outstanding.
-pub const READS_IN_FLIGHT: usize = 16;
+#[path = "sftp_read.rs"]
+mod read;
+
+use read::{pump_reads, Chunk};
+pub use read::{READS_IN_FLIGHT, READ_CHUNK};
+
+/// Chunks the read task may get ahead of the reader.
+const CHUNKS_BUFFERED: usize = 16;
 /// Bytes per write request.
 pub const WRITE_CHUNK: usize = 64 * 1024;
 /// Write requests kept outstanding.
 pub const WRITES_IN_FLIGHT: usize = 16;
-
-/// Chunks travelling from the read task to the reader; `Ok(None)` marks the end, so a task
-/// that died early is never mistaken for the end of the file.
-type Chunk = io::Result<Option<Bytes>>;
 
 /// A remote file being read: an `AsyncRead` of its bytes. Errors carry an
 /// [`SshError`] (`io::Error::get_ref` → downcast).
@@ -45,6 +45,8 @@ pub struct RemoteReader {
     rx: mpsc::Receiver<Chunk>,
     current: Bytes,
     done: bool,
+    /// An error that arrived after bytes were already handed out in the same read.
+    error: Option<io::Error>,
     size: Option<u64>,
 }
 
@@ -62,30 +64,46 @@ impl RemoteReader {
 }
 
 impl AsyncRead for RemoteReader {
+    /// Fills as much of `buf` as the chunks already received allow (several per call), waiting
+    /// only when none is there.
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        let before = buf.remaining();
         loop {
             if !this.current.is_empty() {
                 let n = this.current.len().min(buf.remaining());
                 buf.put_slice(&this.current.split_to(n));
-                return Poll::Ready(Ok(()));
+                if buf.remaining() == 0 {
+                    return Poll::Ready(Ok(()));
+                }
+                continue;
+            }
+            let filled = buf.remaining() < before;
+            if let Some(err) = this.error.take() {
+                if filled {
+                    this.error = Some(err);
+                    return Poll::Ready(Ok(()));
+                }
+                return Poll::Ready(Err(err));
             }
             if this.done {
                 return Poll::Ready(Ok(()));
             }
-            match ready!(this.rx.poll_recv(cx)) {
-                Some(Ok(Some(chunk))) => this.current = chunk,
-                Some(Ok(None)) => this.done = true,
-                Some(Err(e)) => {
+            match this.rx.poll_recv(cx) {
+                Poll::Pending if filled => return Poll::Ready(Ok(())),
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Some(Ok(Some(chunk)))) => this.current = chunk,
+                Poll::Ready(Some(Ok(None))) => this.done = true,
+                Poll::Ready(Some(Err(e))) => {
                     this.done = true;
-                    return Poll::Ready(Err(e));
+                    this.error = Some(e);
                 }
-                None => {
+                Poll::Ready(None) => {
                     this.done = true;
-                    return Poll::Ready(Err(io::Error::new(
+                    this.error = Some(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
                         "the SFTP read task ended before the end of the file",
-                    )));
+                    ));
                 }
             }
         }
@@ -163,9 +181,9 @@ impl SshSession {
                 Ok((sftp, handle, size))
             })
             .await?;
-        let (tx, rx) = mpsc::channel(READS_IN_FLIGHT);
-        tokio::spawn(pump_reads(sftp, handle, path.to_string(), tx));
-        Ok(RemoteReader { rx, current: Bytes::new(), done: false, size })
+        let (tx, rx) = mpsc::channel(CHUNKS_BUFFERED);
+        tokio::spawn(pump_reads(sftp, handle, path.to_string(), size, tx));
+        Ok(RemoteReader { rx, current: Bytes::new(), done: false, error: None, size })
     }
 
     /// The whole content of `path`, refusing files larger than `max_bytes`.
@@ -251,51 +269,6 @@ fn io_to_error(context: &str, err: io::Error) -> Error {
         return Error::io(context, io::Error::other("SFTP read failed"));
     }
     Error::io(context, err)
-}
-
-async fn pump_reads(sftp: Arc<SftpChannel>, handle: String, path: String, tx: mpsc::Sender<Chunk>) {
-    let mut chunk = READ_CHUNK;
-    let mut delivered: u64 = 0;
-    let mut next: u64 = 0;
-    let mut inflight = FuturesOrdered::new();
-    let outcome = loop {
-        while inflight.len() < READS_IN_FLIGHT {
-            let raw = sftp.raw.clone();
-            let handle = handle.clone();
-            let (at, len) = (next, chunk);
-            inflight.push_back(async move { (len, raw.read(handle, at, len).await) });
-            next += u64::from(len);
-        }
-        let Some((len, answer)) = inflight.next().await else { break Ok(()) };
-        match answer {
-            Ok(data) if data.data.is_empty() => break Ok(()),
-            Ok(data) => {
-                let n = data.data.len();
-                delivered += n as u64;
-                if tx.send(Ok(Some(Bytes::from(data.data)))).await.is_err() {
-                    break Ok(()); // the reader was dropped
-                }
-                if n < len as usize {
-                    // A short read: the server's limit, or the end of the file. Re-request
-                    // from where it stopped, at the size the server gives.
-                    inflight = FuturesOrdered::new();
-                    next = delivered;
-                    if n >= 4096 {
-                        chunk = n as u32;
-                    }
-                }
-            }
-            Err(SftpClientError::Status(s)) if s.status_code == StatusCode::Eof => break Ok(()),
-            Err(e) => break Err(sftp_error("read", &path, e)),
-        }
-    };
-    drop(inflight);
-    let _ = sftp.raw.close(handle).await;
-    let last = match outcome {
-        Ok(()) => Ok(None),
-        Err(e) => Err(io::Error::other(e)),
-    };
-    let _ = tx.send(last).await;
 }
 
 /// Fill `buf` from `source` until full or end of input; returns the bytes read.

@@ -4,10 +4,10 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use anyhow::{bail, Context as _};
+use anyhow::{bail, ensure, Context as _};
 use createos_sandbox::{Client, CreateSandbox, Sandbox};
 
-use crate::report::Pending;
+use crate::report::{Pending, RequestCount};
 
 /// Sample counts and sizes of one run.
 #[derive(Clone, Debug)]
@@ -30,6 +30,9 @@ pub struct Sizes {
     pub sync_warmup: usize,
     pub sync_initial_rounds: usize,
     pub sync_incremental_rounds: usize,
+    pub wan_warmup: usize,
+    pub wan_rounds: usize,
+    pub wan_first_rounds: usize,
 }
 
 impl Sizes {
@@ -54,6 +57,9 @@ impl Sizes {
             sync_warmup: 1,
             sync_initial_rounds: 7,
             sync_incremental_rounds: 5,
+            wan_warmup: 3,
+            wan_rounds: 40,
+            wan_first_rounds: 10,
         }
     }
 
@@ -78,6 +84,9 @@ impl Sizes {
             sync_warmup: 0,
             sync_initial_rounds: 2,
             sync_incremental_rounds: 2,
+            wan_warmup: 1,
+            wan_rounds: 3,
+            wan_first_rounds: 2,
         }
     }
 }
@@ -129,6 +138,71 @@ impl Tools {
     pub fn worker_script(&self, name: &str) -> PathBuf {
         self.root.join("cos/benches/sdk").join(name)
     }
+
+    /// The emulator's own binary (`createos-mock`, the WAN rows run it as a separate server),
+    /// built now in the profile `cos` was built in so it is never stale; `cargo build` returns at
+    /// once when it is up to date.
+    pub fn mock_binary(&self) -> anyhow::Result<PathBuf> {
+        let dir = self.cos.parent().context("the cos binary has no directory")?;
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut build = Command::new(cargo);
+        build.current_dir(&self.root).args(["build", "--quiet", "-p", "createos-mock", "--bin", "createos-mock"]);
+        // What cargo set for this run (the bench's package name, manifest dir, …): build scripts
+        // such as ring's rerun when those change, and every crate above them would rebuild, here
+        // and again in the next `cargo bench`.
+        const RUN_VARS: [&str; 8] = [
+            "CARGO_PKG_",
+            "CARGO_MANIFEST_",
+            "CARGO_CRATE_",
+            "CARGO_BIN_",
+            "CARGO_PRIMARY_PACKAGE",
+            "CARGO_TARGET_TMPDIR",
+            "CARGO_RUSTC_CURRENT_DIR",
+            "CARGO_MAKEFLAGS",
+        ];
+        for (name, _) in std::env::vars_os() {
+            if name.to_str().is_some_and(|n| RUN_VARS.iter().any(|p| n.starts_with(p))) {
+                build.env_remove(&name);
+            }
+        }
+        if dir.file_name().is_some_and(|name| name == "release") {
+            build.arg("--release");
+        }
+        let status = build.status().context("running cargo build -p createos-mock")?;
+        ensure!(status.success(), "cargo build -p createos-mock failed ({status})");
+        let mock = dir.join("createos-mock");
+        ensure!(mock.is_file(), "cargo built createos-mock, but not at {}", mock.display());
+        Ok(mock)
+    }
+}
+
+/// A control plane a child process (`cos`) is pointed at: its base URL, the key, and the CA
+/// file that signs its certificate when it serves HTTPS with a certificate of its own.
+#[derive(Clone, Debug)]
+pub struct Endpoint {
+    pub base_url: String,
+    pub api_key: String,
+    pub ca_file: Option<PathBuf>,
+}
+
+impl Endpoint {
+    /// Point `command` (a `cos` invocation, before its subcommand) at this endpoint: the URL
+    /// as `--endpoint`, the key and the CA file through the environment (never the command
+    /// line), and nothing inherited that could redirect it.
+    pub fn apply(&self, command: &mut tokio::process::Command) {
+        command
+            .arg("--endpoint")
+            .arg(&self.base_url)
+            .env("CREATEOS_API_KEY", &self.api_key)
+            .env_remove("CREATEOS_SANDBOX_BASE_URL")
+            .env_remove("CREATEOS_SANDBOX_URL")
+            .env_remove("CREATEOS_CA_FILE")
+            .env_remove("SSL_CERT_FILE")
+            .env_remove("RUST_LOG");
+        if let Some(ca) = &self.ca_file {
+            command.env("CREATEOS_CA_FILE", ca);
+        }
+    }
 }
 
 fn runs(cmd: &mut Command) -> bool {
@@ -155,6 +229,8 @@ pub struct Bench {
     api_key: String,
     /// Measurements a row found it could not take in this run (listed as pending).
     pending: std::sync::Mutex<Vec<Pending>>,
+    /// Control-plane requests counted per call (listed in their own table).
+    requests: std::sync::Mutex<Vec<RequestCount>>,
 }
 
 impl Bench {
@@ -166,7 +242,7 @@ impl Bench {
             .build()
             .context("building the client")?;
         let sandbox = client.create_sandbox(CreateSandbox::new("s-1vcpu-1gb")).await.context("creating the sandbox")?;
-        Ok(Bench { sizes, tools, sandbox, base_url, api_key, pending: Default::default() })
+        Ok(Bench { sizes, tools, sandbox, base_url, api_key, pending: Default::default(), requests: Default::default() })
     }
 
     /// Record that `title` could not be measured in this run, and why (printed as
@@ -182,6 +258,24 @@ impl Bench {
     /// The pending notes recorded so far.
     pub fn take_pending(&self) -> Vec<Pending> {
         self.pending.lock().map(|mut p| std::mem::take(&mut *p)).unwrap_or_default()
+    }
+
+    /// Record the requests one call made at the emulator.
+    pub fn note_requests(&self, count: RequestCount) {
+        eprintln!("[bench] {}: {} request(s)", count.call, count.total());
+        if let Ok(mut requests) = self.requests.lock() {
+            requests.push(count);
+        }
+    }
+
+    /// The request counts recorded so far.
+    pub fn take_requests(&self) -> Vec<RequestCount> {
+        self.requests.lock().map(|mut r| std::mem::take(&mut *r)).unwrap_or_default()
+    }
+
+    /// The loopback emulator, for child processes.
+    pub fn endpoint(&self) -> Endpoint {
+        Endpoint { base_url: self.base_url.clone(), api_key: self.api_key.clone(), ca_file: None }
     }
 
     pub fn base_url(&self) -> &str {

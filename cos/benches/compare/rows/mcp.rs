@@ -5,21 +5,18 @@
 //! the server offers that tool.
 
 use std::ffi::OsString;
-use std::process::Stdio;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{anyhow, bail, ensure, Context as _};
-use futures::future::BoxFuture;
-use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use anyhow::{anyhow, ensure, Context as _};
+use serde_json::json;
 use tokio::sync::Mutex;
 
+use super::mcp_client::{McpCall, McpClient};
 use super::shellout::{CosExec, PluginSequence};
 use super::Row;
 use crate::env::{Bench, Sizes};
-use crate::interleave::{alternate, durations, Contender, Sample};
+use crate::interleave::{alternate, durations, Contender};
 use crate::sdk::Worker;
 use crate::stats::{Comparison, Goal, Measure, Side};
 
@@ -31,8 +28,6 @@ const IDLE_EVERY: Duration = Duration::from_millis(100);
 const FANOUT_POLL: Duration = Duration::from_millis(20);
 const FANOUT_COMMANDS: usize = 25;
 const FANOUT_JOBS: usize = 10;
-/// Longest wait for one answer of the server.
-const ANSWER_TIMEOUT: Duration = Duration::from_secs(600);
 /// The command of the latency rows, and where `sandbox_exec` runs it in a named sandbox.
 const EXEC_COMMAND: &str = "true";
 const EXEC_CWD: &str = "/root";
@@ -85,7 +80,7 @@ async fn run(bench: &Bench) -> anyhow::Result<Vec<Comparison>> {
     let project = scratch.path().join("project");
     std::fs::create_dir_all(&project)?;
     std::fs::write(project.join("README.txt"), "fanout bench project\n")?;
-    let mut server = McpClient::start(bench, scratch.path(), &project).await?;
+    let mut server = McpClient::start(&bench.tools.cos, &bench.endpoint(), scratch.path(), &project).await?;
     let tools = server.tool_names().await?;
     ensure!(tools.iter().any(|t| t == "sandbox_exec"), "cos mcp does not serve sandbox_exec");
 
@@ -124,7 +119,12 @@ async fn run(bench: &Bench) -> anyhow::Result<Vec<Comparison>> {
     let sandbox_id = bench.sandbox.id().to_string();
     let server = Arc::new(Mutex::new(server));
     let mut contenders: Vec<Box<dyn Contender>> = vec![
-        Box::new(McpExec { server: Arc::clone(&server), sandbox_id, label: labels[0] }),
+        Box::new(McpCall {
+            server: Arc::clone(&server),
+            tool: "sandbox_exec",
+            arguments: json!({"command": EXEC_COMMAND, "sandbox_id": sandbox_id}),
+            label: labels[0].to_string(),
+        }),
         Box::new(CosExec::new(bench, labels[1].to_string(), &["bash", "-lc", EXEC_COMMAND])),
         Box::new(PluginSequence::new(bench, labels[2].to_string(), EXEC_CWD, EXEC_COMMAND)),
     ];
@@ -146,7 +146,7 @@ async fn run(bench: &Bench) -> anyhow::Result<Vec<Comparison>> {
 
     // fanout, when served
     if tools.iter().any(|t| t == "sandbox_fanout") {
-        let during = server.fanout_rss(&project).await?;
+        let during = fanout_rss(&mut server, &project).await?;
         out.push(Comparison {
             what: format!("`cos mcp` RSS during a {FANOUT_COMMANDS}-way sandbox_fanout"),
             ours: Side {
@@ -189,160 +189,27 @@ async fn idle_samples(pid: u32) -> anyhow::Result<Vec<u64>> {
     Ok(samples)
 }
 
-/// A `cos mcp` child driven over stdio.
-struct McpClient {
-    child: Child,
-    stdin: ChildStdin,
-    lines: Lines<BufReader<ChildStdout>>,
-    pid: u32,
-    next_id: u64,
-}
-
-impl McpClient {
-    async fn start(bench: &Bench, state: &std::path::Path, project: &std::path::Path) -> anyhow::Result<McpClient> {
-        let mut child = Command::new(&bench.tools.cos)
-            .arg("--endpoint")
-            .arg(bench.base_url())
-            .arg("mcp")
-            .arg("--state-dir")
-            .arg(state.join("state"))
-            .arg("--project")
-            .arg(project)
-            .env("CREATEOS_API_KEY", bench.api_key())
-            .env_remove("CREATEOS_SANDBOX_BASE_URL")
-            .env_remove("CREATEOS_SANDBOX_URL")
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .context("starting cos mcp")?;
-        let pid = child.id().context("cos mcp has no pid")?;
-        let stdin = child.stdin.take().context("cos mcp stdin")?;
-        let stdout = child.stdout.take().context("cos mcp stdout")?;
-        let mut client = McpClient { child, stdin, lines: BufReader::new(stdout).lines(), pid, next_id: 1 };
-        client
-            .request(
-                "initialize",
-                json!({
-                    "protocolVersion": "2025-06-18",
-                    "capabilities": {},
-                    "clientInfo": {"name": "cos-bench", "version": "0"}
-                }),
-            )
-            .await
-            .context("MCP initialize")?;
-        client.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await?;
-        Ok(client)
-    }
-
-    async fn send(&mut self, message: &Value) -> anyhow::Result<()> {
-        let mut line = serde_json::to_vec(message)?;
-        line.push(b'\n');
-        self.stdin.write_all(&line).await.context("writing to cos mcp")?;
-        self.stdin.flush().await?;
-        Ok(())
-    }
-
-    /// One request; returns its `result` (notifications in between are skipped).
-    async fn request(&mut self, method: &str, params: Value) -> anyhow::Result<Value> {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await?;
+/// Run one 25-way fanout, reading resident memory every [`FANOUT_POLL`] until it answers.
+async fn fanout_rss(server: &mut McpClient, project: &std::path::Path) -> anyhow::Result<Vec<u64>> {
+    let pid = server.pid;
+    let (stop_tx, mut stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let poller = tokio::spawn(async move {
+        let mut samples = Vec::new();
         loop {
-            let line = tokio::time::timeout(ANSWER_TIMEOUT, self.lines.next_line())
-                .await
-                .map_err(|_| anyhow!("cos mcp did not answer {method} within {ANSWER_TIMEOUT:?}"))??;
-            let Some(line) = line else {
-                let status = self.child.try_wait().ok().flatten();
-                bail!("cos mcp exited ({status:?}) before answering {method}");
-            };
-            let message: Value =
-                serde_json::from_str(&line).with_context(|| format!("cos mcp wrote a non-JSON line {line:?}"))?;
-            if message.get("id").and_then(Value::as_u64) != Some(id) {
-                continue;
+            if let Ok(rss) = rss_bytes(pid) {
+                samples.push(rss);
             }
-            if let Some(error) = message.get("error") {
-                bail!("cos mcp answered {method} with an error: {error}");
+            tokio::select! {
+                _ = &mut stop_rx => return samples,
+                _ = tokio::time::sleep(FANOUT_POLL) => {}
             }
-            return message.get("result").cloned().context("an answer without a result");
         }
-    }
-
-    async fn tool_names(&mut self) -> anyhow::Result<Vec<String>> {
-        let listed = self.request("tools/list", json!({})).await?;
-        let tools = listed.get("tools").and_then(Value::as_array).context("tools/list without tools")?;
-        Ok(tools.iter().filter_map(|t| t.get("name").and_then(Value::as_str).map(str::to_string)).collect())
-    }
-
-    /// `tools/call`; a result flagged `isError` fails.
-    async fn call(&mut self, name: &str, arguments: Value) -> anyhow::Result<Value> {
-        let result = self.request("tools/call", json!({"name": name, "arguments": arguments})).await?;
-        if result.get("isError").and_then(Value::as_bool) == Some(true) {
-            bail!("{name} failed: {}", result.get("content").cloned().unwrap_or(Value::Null));
-        }
-        Ok(result)
-    }
-
-    /// Run one 25-way fanout, reading resident memory every [`FANOUT_POLL`] until it answers.
-    async fn fanout_rss(&mut self, project: &std::path::Path) -> anyhow::Result<Vec<u64>> {
-        let pid = self.pid;
-        let (stop_tx, mut stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let poller = tokio::spawn(async move {
-            let mut samples = Vec::new();
-            loop {
-                if let Ok(rss) = rss_bytes(pid) {
-                    samples.push(rss);
-                }
-                tokio::select! {
-                    _ = &mut stop_rx => return samples,
-                    _ = tokio::time::sleep(FANOUT_POLL) => {}
-                }
-            }
-        });
-        let commands: Vec<&str> = vec!["true"; FANOUT_COMMANDS];
-        let arguments = json!({"commands": commands, "jobs": FANOUT_JOBS, "dir": project.display().to_string()});
-        let called = self.call("sandbox_fanout", arguments).await;
-        let _ = stop_tx.send(());
-        let samples = poller.await.context("the RSS poller")?;
-        called.context("the 25-way fanout")?;
-        Ok(samples)
-    }
-
-    async fn close(mut self) -> anyhow::Result<()> {
-        drop(self.stdin);
-        match tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await {
-            Ok(status) => {
-                status?;
-            }
-            Err(_) => self.child.kill().await?,
-        }
-        Ok(())
-    }
-}
-
-/// `sandbox_exec true` through the warm server.
-struct McpExec {
-    server: Arc<Mutex<McpClient>>,
-    sandbox_id: String,
-    label: &'static str,
-}
-
-impl Contender for McpExec {
-    fn label(&self) -> String {
-        self.label.to_string()
-    }
-
-    fn sample(&mut self) -> BoxFuture<'_, anyhow::Result<Sample>> {
-        Box::pin(async move {
-            let arguments = json!({"command": EXEC_COMMAND, "sandbox_id": self.sandbox_id});
-            let mut server = self.server.lock().await;
-            let started = Instant::now();
-            let result = server.call("sandbox_exec", arguments).await?;
-            let elapsed = started.elapsed();
-            ensure!(result.get("content").is_some(), "sandbox_exec answered without content: {result}");
-            Ok(Sample::time(elapsed))
-        })
-    }
+    });
+    let commands: Vec<&str> = vec!["true"; FANOUT_COMMANDS];
+    let arguments = json!({"commands": commands, "jobs": FANOUT_JOBS, "dir": project.display().to_string()});
+    let called = server.call("sandbox_fanout", arguments).await;
+    let _ = stop_tx.send(());
+    let samples = poller.await.context("the RSS poller")?;
+    called.context("the 25-way fanout")?;
+    Ok(samples)
 }

@@ -7,12 +7,14 @@
 mod attach;
 mod exec;
 mod mcp;
+mod mcp_client;
 mod shellout;
 mod snapshot;
 mod ssh_setup;
 mod stream;
 mod sync;
 mod transfer;
+mod wan;
 
 use futures::future::BoxFuture;
 
@@ -42,6 +44,7 @@ pub fn all() -> Vec<Row> {
         stream::row(),
         attach::row(),
         mcp::row(),
+        wan::row(),
         snapshot::row(),
         transfer::row(),
         sync::row(),

@@ -10,36 +10,32 @@ use anyhow::{bail, Context as _};
 use futures::future::BoxFuture;
 use serde_json::Value;
 
-use crate::env::Bench;
+use crate::env::{Bench, Endpoint};
 use crate::interleave::{Contender, Sample};
 
-/// How to spawn `cos` against the bench's emulator with the bench's key (nothing inherited that
-/// could redirect it).
-struct CosCli {
+/// How to spawn `cos` against an emulator with its key (nothing inherited that could redirect
+/// it).
+#[derive(Clone)]
+pub(super) struct CosCli {
     path: std::path::PathBuf,
-    base_url: String,
-    api_key: String,
+    endpoint: Endpoint,
 }
 
 impl CosCli {
-    fn of(bench: &Bench) -> CosCli {
-        CosCli {
-            path: bench.tools.cos.clone(),
-            base_url: bench.base_url().to_string(),
-            api_key: bench.api_key().to_string(),
-        }
+    pub(super) fn of(bench: &Bench) -> CosCli {
+        CosCli::new(&bench.tools.cos, bench.endpoint())
+    }
+
+    pub(super) fn new(cos: &std::path::Path, endpoint: Endpoint) -> CosCli {
+        CosCli { path: cos.to_path_buf(), endpoint }
     }
 
     /// `cos --endpoint <emulator> <args…>`, stdout and stderr captured.
-    fn command(&self, args: &[&str]) -> tokio::process::Command {
+    pub(super) fn command(&self, args: &[&str]) -> tokio::process::Command {
         let mut command = tokio::process::Command::new(&self.path);
+        self.endpoint.apply(&mut command);
         command
-            .args(["--endpoint", &self.base_url])
             .args(args)
-            .env("CREATEOS_API_KEY", &self.api_key)
-            .env_remove("CREATEOS_SANDBOX_BASE_URL")
-            .env_remove("CREATEOS_SANDBOX_URL")
-            .env_remove("RUST_LOG")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -49,7 +45,7 @@ impl CosCli {
 }
 
 /// Runs one `cos` process to the end; a failure names the step and carries its stderr.
-async fn run(command: &mut tokio::process::Command, step: &str) -> anyhow::Result<Output> {
+pub(super) async fn run(command: &mut tokio::process::Command, step: &str) -> anyhow::Result<Output> {
     let out = command.output().await.with_context(|| format!("spawning cos ({step})"))?;
     if !out.status.success() {
         bail!("`cos {step}` failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim());
@@ -57,20 +53,31 @@ async fn run(command: &mut tokio::process::Command, step: &str) -> anyhow::Resul
     Ok(out)
 }
 
-/// A `cos exec <sandbox> -- <remote…>` process per sample (the exec row's and the `cos mcp`
-/// row's baseline).
+/// One `cos <args…>` process per sample, timed from spawn to exit: `cos exec <sandbox> --
+/// <remote…>` (the exec row's and the `cos mcp` rows' baseline), `cos fs <sandbox> read …`.
 pub(super) struct CosExec {
     command: tokio::process::Command,
+    step: &'static str,
     label: String,
 }
 
 impl CosExec {
     pub(super) fn new(bench: &Bench, label: String, remote: &[&str]) -> CosExec {
-        let mut args = vec!["exec", bench.sandbox.id(), "--"];
+        CosExec::at(&CosCli::of(bench), bench.sandbox.id(), label, remote)
+    }
+
+    /// `cos exec <sandbox> -- <remote…>` through `cli`.
+    pub(super) fn at(cli: &CosCli, sandbox: &str, label: String, remote: &[&str]) -> CosExec {
+        let mut args = vec!["exec", sandbox, "--"];
         args.extend_from_slice(remote);
-        let mut command = CosCli::of(bench).command(&args);
+        CosExec::process(cli, "exec", &args, label)
+    }
+
+    /// Any `cos <args…>` (its output is discarded).
+    pub(super) fn process(cli: &CosCli, step: &'static str, args: &[&str], label: String) -> CosExec {
+        let mut command = cli.command(args);
         command.stdout(Stdio::null());
-        CosExec { command, label }
+        CosExec { command, step, label }
     }
 }
 
@@ -82,7 +89,7 @@ impl Contender for CosExec {
     fn sample(&mut self) -> BoxFuture<'_, anyhow::Result<Sample>> {
         Box::pin(async move {
             let started = Instant::now();
-            run(&mut self.command, "exec").await?;
+            run(&mut self.command, self.step).await?;
             Ok(Sample::time(started.elapsed()))
         })
     }
@@ -102,26 +109,29 @@ pub(super) struct PluginSequence {
 
 impl PluginSequence {
     pub(super) fn new(bench: &Bench, label: String, cwd: &str, script: &str) -> PluginSequence {
-        PluginSequence {
-            cli: CosCli::of(bench),
-            sandbox: bench.sandbox.id().to_string(),
-            cwd: cwd.to_string(),
-            script: script.to_string(),
-            label,
-        }
+        PluginSequence::at(CosCli::of(bench), bench.sandbox.id(), label, cwd, script)
+    }
+
+    /// The sequence through `cli`, in `sandbox`.
+    pub(super) fn at(cli: CosCli, sandbox: &str, label: String, cwd: &str, script: &str) -> PluginSequence {
+        PluginSequence { cli, sandbox: sandbox.to_string(), cwd: cwd.to_string(), script: script.to_string(), label }
     }
 
     async fn once(&self) -> anyhow::Result<()> {
-        let sb = self.sandbox.as_str();
-        let start = ["-o", "json", "process", "start", "--cwd", &self.cwd, sb, "--", "bash", "-lc", &self.script];
-        let started = run(&mut self.cli.command(&start), "process start").await?;
-        let details: Value = serde_json::from_slice(&started.stdout).context("process start printed no JSON")?;
-        let pid = details["process_id"].as_str().context("process start printed no process_id")?;
-        run(&mut self.cli.command(&["process", "input", sb, pid, "--close", "--text", ""]), "process input --close").await?;
-        run(&mut self.cli.command(&["process", "wait", "--tree", sb, pid]), "process wait").await?;
-        run(&mut self.cli.command(&["process", "logs", sb, pid]), "process logs").await?;
-        Ok(())
+        plugin_exec(&self.cli, &self.sandbox, &self.cwd, &self.script).await
     }
+}
+
+/// The plugin's four processes for one managed execution of `script` in `sandbox`.
+pub(super) async fn plugin_exec(cli: &CosCli, sb: &str, cwd: &str, script: &str) -> anyhow::Result<()> {
+    let start = ["-o", "json", "process", "start", "--cwd", cwd, sb, "--", "bash", "-lc", script];
+    let started = run(&mut cli.command(&start), "process start").await?;
+    let details: Value = serde_json::from_slice(&started.stdout).context("process start printed no JSON")?;
+    let pid = details["process_id"].as_str().context("process start printed no process_id")?;
+    run(&mut cli.command(&["process", "input", sb, pid, "--close", "--text", ""]), "process input --close").await?;
+    run(&mut cli.command(&["process", "wait", "--tree", sb, pid]), "process wait").await?;
+    run(&mut cli.command(&["process", "logs", sb, pid]), "process logs").await?;
+    Ok(())
 }
 
 impl Contender for PluginSequence {
