@@ -6,15 +6,15 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::validate;
 
-/// Folders under the home directory that hold credentials or account configuration.
-pub const SENSITIVE_HOME_DIRS: [&str; 8] = [".ssh", ".gnupg", ".aws", ".config", ".docker", ".kube", ".gcloud", ".azure"];
+pub use crate::transfer::protect::{ALWAYS_REFUSED_HOME_DIRS, SENSITIVE_HOME_DIRS};
 
 /// First components a guest sync directory may not have.
 pub const SYSTEM_DIRS: [&str; 11] = ["etc", "usr", "bin", "sbin", "lib", "lib64", "boot", "proc", "sys", "dev", "run"];
 
-/// Resolve the local directory and refuse `/`, the home directory, and (unless `force`) any
-/// place inside `~/.ssh`, `~/.gnupg`, `~/.aws`, `~/.config`, `~/.docker`, `~/.kube`, `~/.gcloud`
-/// or `~/.azure`. `home` `None` uses the current user's.
+/// Resolve the local directory and refuse `/`, the home directory, a protected path (VCS
+/// metadata or the deny-list, see [`crate::transfer::protect`]), `~/.createos`, and (unless
+/// `force`) any place inside `~/.ssh`, `~/.gnupg`, `~/.aws`, `~/.config`, `~/.docker`,
+/// `~/.kube`, `~/.gcloud` or `~/.azure`. `home` `None` uses the current user's.
 pub fn check_local(path: &Path, home: Option<&Path>, force: bool) -> Result<PathBuf> {
     let field = "local directory";
     let resolved = std::fs::canonicalize(path)
@@ -26,9 +26,20 @@ pub fn check_local(path: &Path, home: Option<&Path>, force: bool) -> Result<Path
         return Err(Error::invalid(field, "refusing to sync the file-system root `/`"));
     }
     let home = home.map(Path::to_path_buf).or_else(dirs::home_dir);
-    if let Some(home) = home.and_then(|h| std::fs::canonicalize(h).ok()) {
+    if let Some(home) = home.as_ref().and_then(|h| std::fs::canonicalize(h).ok()) {
         if resolved == home {
             return Err(Error::invalid(field, format!("refusing to sync your home directory {}", home.display())));
+        }
+        let first = resolved
+            .strip_prefix(&home)
+            .ok()
+            .and_then(|rel| rel.components().next())
+            .map(|c| c.as_os_str().to_string_lossy().into_owned());
+        if let Some(first) = first.filter(|f| ALWAYS_REFUSED_HOME_DIRS.contains(&f.as_str())) {
+            return Err(Error::invalid(
+                field,
+                format!("{} is inside ~/{first}, which holds your CreateOS credentials", resolved.display()),
+            ));
         }
         if !force {
             if let Ok(rel) = resolved.strip_prefix(&home) {
@@ -41,6 +52,9 @@ pub fn check_local(path: &Path, home: Option<&Path>, force: bool) -> Result<Path
                 }
             }
         }
+    }
+    if let Some(why) = crate::transfer::protect::dir_protection_of(&resolved, home.as_deref()) {
+        return Err(Error::invalid(field, format!("refusing to sync {}: {why}", resolved.display())));
     }
     Ok(resolved)
 }
@@ -85,5 +99,9 @@ mod tests {
         assert!(check_local(&home.join(".ssh/proj"), Some(&home), false).is_err());
         assert!(check_local(&home.join(".ssh/proj"), Some(&home), true).is_ok());
         assert!(check_local(&home.join("code"), Some(&home), false).is_ok());
+        std::fs::create_dir_all(home.join(".createos")).unwrap();
+        std::fs::create_dir_all(home.join("code/.git/hooks")).unwrap();
+        assert!(check_local(&home.join(".createos"), Some(&home), true).is_err(), "refused even with force");
+        assert!(check_local(&home.join("code/.git/hooks"), Some(&home), true).is_err());
     }
 }
