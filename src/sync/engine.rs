@@ -58,6 +58,7 @@ impl Syncer {
         let remote_dir = safety::check_remote(remote_dir)?;
         let state_path = match options.mode {
             SyncMode::TwoWay => {
+                safety::check_writable(&local, options.home_dir.as_deref())?;
                 let dir = options.state_dir.clone().or_else(state::default_state_dir).ok_or_else(|| {
                     Error::invalid("state directory", "no state directory is known for this user; pass one")
                 })?;

@@ -11,10 +11,10 @@ pub use crate::transfer::protect::{ALWAYS_REFUSED_HOME_DIRS, SENSITIVE_HOME_DIRS
 /// First components a guest sync directory may not have.
 pub const SYSTEM_DIRS: [&str; 11] = ["etc", "usr", "bin", "sbin", "lib", "lib64", "boot", "proc", "sys", "dev", "run"];
 
-/// Resolve the local directory and refuse `/`, the home directory, a protected path (VCS
-/// metadata or the deny-list, see [`crate::transfer::protect`]), `~/.createos`, and (unless
+/// Resolve the local directory and refuse `/`, the home directory, `~/.createos`, and (unless
 /// `force`) any place inside `~/.ssh`, `~/.gnupg`, `~/.aws`, `~/.config`, `~/.docker`,
-/// `~/.kube`, `~/.gcloud` or `~/.azure`. `home` `None` uses the current user's.
+/// `~/.kube`, `~/.gcloud` or `~/.azure`. `home` `None` uses the current user's. (A two-way
+/// sync, which writes here, also refuses a protected directory: see [`check_writable`].)
 pub fn check_local(path: &Path, home: Option<&Path>, force: bool) -> Result<PathBuf> {
     let field = "local directory";
     let resolved = std::fs::canonicalize(path)
@@ -26,7 +26,7 @@ pub fn check_local(path: &Path, home: Option<&Path>, force: bool) -> Result<Path
         return Err(Error::invalid(field, "refusing to sync the file-system root `/`"));
     }
     let home = home.map(Path::to_path_buf).or_else(dirs::home_dir);
-    if let Some(home) = home.as_ref().and_then(|h| std::fs::canonicalize(h).ok()) {
+    if let Some(home) = home.and_then(|h| std::fs::canonicalize(h).ok()) {
         if resolved == home {
             return Err(Error::invalid(field, format!("refusing to sync your home directory {}", home.display())));
         }
@@ -53,10 +53,17 @@ pub fn check_local(path: &Path, home: Option<&Path>, force: bool) -> Result<Path
             }
         }
     }
-    if let Some(why) = crate::transfer::protect::dir_protection_of(&resolved, home.as_deref()) {
-        return Err(Error::invalid(field, format!("refusing to sync {}: {why}", resolved.display())));
-    }
     Ok(resolved)
+}
+
+/// Refuse a local directory that content from the guest may not be written into: inside VCS
+/// metadata (`.git`, …), a deny-listed directory (`.ssh/`, …) or `~/.createos` (see
+/// [`crate::transfer::protect`]), whatever `force` says.
+pub fn check_writable(resolved: &Path, home: Option<&Path>) -> Result<()> {
+    match crate::transfer::protect::dir_protection_of(resolved, home) {
+        Some(why) => Err(Error::invalid("local directory", format!("refusing to sync {} both ways: {why}", resolved.display()))),
+        None => Ok(()),
+    }
 }
 
 /// Check the guest directory: absolute, no `..`, not `/`, first component not a system
@@ -102,6 +109,8 @@ mod tests {
         std::fs::create_dir_all(home.join(".createos")).unwrap();
         std::fs::create_dir_all(home.join("code/.git/hooks")).unwrap();
         assert!(check_local(&home.join(".createos"), Some(&home), true).is_err(), "refused even with force");
-        assert!(check_local(&home.join("code/.git/hooks"), Some(&home), true).is_err());
+        assert!(check_writable(&home.join("code/.git/hooks"), Some(&home)).is_err());
+        assert!(check_writable(&home.join(".ssh/proj"), Some(&home)).is_err());
+        assert!(check_writable(&home.join("code"), Some(&home)).is_ok());
     }
 }

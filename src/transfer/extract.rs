@@ -358,6 +358,26 @@ mod tests {
     }
 
     #[test]
+    fn a_later_link_cannot_make_an_earlier_one_escape() {
+        let tmp = tempfile::TempDir::new().unwrap();
+        let dest = tmp.path().join("dest");
+        let archive = tar_with(&[
+            ("a", EntryType::Symlink, "b/c/../.."),
+            ("d/", EntryType::Directory, ""),
+            ("b", EntryType::Symlink, "d/.."),
+            ("loop1", EntryType::Symlink, "loop2"),
+            ("loop2", EntryType::Symlink, "loop1"),
+            ("fine", EntryType::Symlink, "d/../b"),
+        ]);
+        let done = extract(&archive[..], &dest, &Request::all()).unwrap();
+        let loops = [("a".into(), "symlink-leaves"), ("loop1".into(), "symlink-leaves"), ("loop2".into(), "symlink-leaves")];
+        assert_eq!(codes(&done), loops);
+        assert_eq!(fs::read_link(dest.join("b")).unwrap(), Path::new("d/.."));
+        assert!(fs::symlink_metadata(dest.join("a")).is_err() && fs::symlink_metadata(dest.join("loop1")).is_err());
+        assert_eq!(done.symlinks, 2);
+    }
+
+    #[test]
     fn only_what_was_asked_for_is_placed() {
         let tmp = tempfile::TempDir::new().unwrap();
         let dest = tmp.path().join("dest");
@@ -372,7 +392,7 @@ mod tests {
         let done = extract(&archive[..], &dest, &request).unwrap();
         assert_eq!(
             codes(&done),
-            [("a/extra.txt".into(), "not-requested"), ("b".into(), "not-requested"), (".git/config".into(), "protected")]
+            [("a/extra.txt".into(), "not-requested"), ("b/".into(), "not-requested"), (".git/config".into(), "protected")]
         );
         assert_eq!(fs::read_to_string(dest.join("a/wanted.txt")).unwrap(), "w");
         assert_eq!(fs::read_to_string(dest.join("c.txt.remote-conflict-1")).unwrap(), "guest side");

@@ -124,7 +124,9 @@ impl fmt::Display for RefuseReason {
             RefuseReason::Protected(why) => write!(f, "{why}"),
             RefuseReason::NotRequested => f.write_str("not among the paths asked for"),
             RefuseReason::ThroughLink { link } => write!(f, "would be written through the symlink {link}"),
-            RefuseReason::LinkLeaves { target } => write!(f, "symlink to {target}, outside the destination"),
+            RefuseReason::LinkLeaves { target } => {
+                write!(f, "symlink to {target}, which leads outside the destination (or round a loop of links)")
+            }
             RefuseReason::LinkToProtected { target, protection } => write!(f, "symlink to {target}: {protection}"),
             RefuseReason::HardLink { target } => {
                 write!(f, "hard link to {target}, which is not a regular file unpacked earlier from this archive")

@@ -173,7 +173,36 @@ impl<'a> Stager<'a> {
                 Err(Fail::Io(e)) => return Err(e),
             }
         }
-        Ok(())
+        self.recheck_links()
+    }
+
+    /// Judge every staged symlink again against the final staged tree: a later link can change
+    /// where an earlier one leads (`a -> b/c/../..` is inside until `b -> d/..` arrives).
+    /// Removing a refused link can change others again, so this runs until nothing changes.
+    fn recheck_links(&mut self) -> Result<()> {
+        loop {
+            let mut names: Vec<PathBuf> = self.links.keys().cloned().collect();
+            names.sort();
+            let bad: Vec<(PathBuf, RefuseReason)> = names
+                .into_iter()
+                .filter_map(|name| match self.check_link(&name, self.links[&name].as_bytes()) {
+                    Err(Fail::Refuse(reason)) => Some((name, reason)),
+                    _ => None,
+                })
+                .collect();
+            if bad.is_empty() {
+                return Ok(());
+            }
+            for (name, reason) in bad {
+                let (parent, leaf) = split(&name);
+                let dir = self.root.beneath(parent).map_err(|e| Error::io(format!("unpacking {}", shown(bytes(&name))), e))?;
+                dir.remove_file(leaf).map_err(|e| Error::io(format!("unpacking {}", shown(bytes(&name))), e))?;
+                self.links.remove(&name);
+                self.staged.remove(&name);
+                self.done.symlinks -= 1;
+                self.refuse(bytes(&name), reason);
+            }
+        }
     }
 
     fn refuse(&mut self, raw: &[u8], reason: RefuseReason) {
@@ -382,12 +411,13 @@ impl<'a> Stager<'a> {
     }
 
     /// The target of a symlink at `rel`: staged from this archive, else already in the
-    /// destination (where nothing staged stands at `rel`).
+    /// destination, unless a staged file will replace it (a staged directory never replaces a
+    /// link there: placing refuses it).
     fn link_at(&self, rel: &Path) -> Option<OsString> {
         if let Some(target) = self.links.get(rel) {
             return Some(target.clone());
         }
-        if self.staged.contains_key(rel) {
+        if self.staged.get(rel) == Some(&Kind::File) {
             return None;
         }
         let (parent, leaf) = split(rel);
