@@ -177,10 +177,11 @@ impl Dir {
         self.sub(name)
     }
 
-    /// Create the regular file `name` (it must not exist; a symlink there is not followed).
+    /// Create the regular file `name`, open for reading and writing (it must not exist; a
+    /// symlink there is not followed).
     pub(crate) fn create_new(&self, name: &OsStr, mode: u32) -> io::Result<File> {
         let c = c_name(name)?;
-        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        let flags = libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
         // SAFETY: valid descriptor and C string; the result is checked.
         let fd = unsafe { libc::openat(self.raw(), c.as_ptr(), flags, mode as libc::c_uint) };
         Ok(File::from(owned(fd)?))
