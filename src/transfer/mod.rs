@@ -28,6 +28,7 @@
 mod archive;
 pub(crate) mod dirfd;
 mod extract;
+pub mod patch;
 pub mod protect;
 mod refused;
 mod remote;

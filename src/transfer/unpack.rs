@@ -101,12 +101,12 @@ pub fn safe_name(raw: &[u8]) -> std::result::Result<Option<PathBuf>, RefuseReaso
     Ok((!clean.as_os_str().is_empty()).then_some(clean))
 }
 
-fn bytes(path: &Path) -> &[u8] {
+pub(crate) fn bytes(path: &Path) -> &[u8] {
     path.as_os_str().as_bytes()
 }
 
 /// Splits `rel` into its parent and its last name.
-fn split(rel: &Path) -> (&Path, &OsStr) {
+pub(crate) fn split(rel: &Path) -> (&Path, &OsStr) {
     (rel.parent().unwrap_or(Path::new("")), rel.file_name().unwrap_or_default())
 }
 
@@ -376,38 +376,7 @@ impl<'a> Stager<'a> {
     /// Refuse a symlink at `name` whose target, resolved through the archive's symlinks and
     /// the destination's, leaves the destination or lands on a protected path.
     fn check_link(&self, name: &Path, target: &[u8]) -> std::result::Result<(), Fail> {
-        let leaves = || Fail::Refuse(RefuseReason::LinkLeaves { target: shown(target) });
-        if target.is_empty() || target.contains(&0) || target.starts_with(b"/") {
-            return Err(leaves());
-        }
-        let mut stack: Vec<OsString> = split(name).0.iter().map(OsStr::to_os_string).collect();
-        let mut pending: Vec<OsString> = target.split(|b| *b == b'/').rev().map(|c| OsStr::from_bytes(c).to_os_string()).collect();
-        let mut hops = 0;
-        while let Some(part) = pending.pop() {
-            match part.as_bytes() {
-                b"" | b"." => continue,
-                b".." => {
-                    stack.pop().ok_or_else(leaves)?;
-                }
-                _ => {
-                    stack.push(part);
-                    let at: PathBuf = stack.iter().collect();
-                    if let Some(next) = self.link_at(&at) {
-                        hops += 1;
-                        if hops > MAX_HOPS || next.as_bytes().starts_with(b"/") || next.is_empty() {
-                            return Err(leaves());
-                        }
-                        stack.pop();
-                        pending.extend(next.as_bytes().split(|b| *b == b'/').rev().map(|c| OsStr::from_bytes(c).to_os_string()));
-                    }
-                }
-            }
-        }
-        let at: PathBuf = stack.iter().collect();
-        match protect::protected(bytes(&at)) {
-            Some(protection) => Err(RefuseReason::LinkToProtected { target: shown(target), protection }.into()),
-            None => Ok(()),
-        }
+        judge_link(name, target, |at| self.link_at(at)).map_err(Fail::Refuse)
     }
 
     /// The target of a symlink at `rel`: staged from this archive, else already in the
@@ -420,12 +389,61 @@ impl<'a> Stager<'a> {
         if self.staged.get(rel) == Some(&Kind::File) {
             return None;
         }
-        let (parent, leaf) = split(rel);
-        let dir = self.dest?.beneath(parent).ok()?;
-        match dir.stat(leaf).ok()?? {
-            st if st.kind == Kind::Symlink => dir.read_link(leaf).ok(),
-            _ => None,
+        existing_link(self.dest?, rel)
+    }
+}
+
+/// The target of a symlink standing at `rel` below `root`, if one does (no link on the way is
+/// followed).
+pub(crate) fn existing_link(root: &Dir, rel: &Path) -> Option<OsString> {
+    let (parent, leaf) = split(rel);
+    let dir = root.beneath(parent).ok()?;
+    match dir.stat(leaf).ok()?? {
+        st if st.kind == Kind::Symlink => dir.read_link(leaf).ok(),
+        _ => None,
+    }
+}
+
+/// Judge a symlink at `name` (relative to a destination root) pointing at `target`: resolved
+/// component by component, through every link `link_at` knows of (at most [`MAX_HOPS`]), it
+/// must stay below the root and not land on a protected path.
+pub(crate) fn judge_link(
+    name: &Path,
+    target: &[u8],
+    link_at: impl Fn(&Path) -> Option<OsString>,
+) -> std::result::Result<(), RefuseReason> {
+    let leaves = || RefuseReason::LinkLeaves { target: shown(target) };
+    if target.is_empty() || target.contains(&0) || target.starts_with(b"/") {
+        return Err(leaves());
+    }
+    let parts = |t: &[u8]| -> Vec<OsString> { t.split(|b| *b == b'/').rev().map(|c| OsStr::from_bytes(c).to_os_string()).collect() };
+    let mut stack: Vec<OsString> = split(name).0.iter().map(OsStr::to_os_string).collect();
+    let mut pending = parts(target);
+    let mut hops = 0;
+    while let Some(part) = pending.pop() {
+        match part.as_bytes() {
+            b"" | b"." => continue,
+            b".." => {
+                stack.pop().ok_or_else(leaves)?;
+            }
+            _ => {
+                stack.push(part);
+                let at: PathBuf = stack.iter().collect();
+                if let Some(next) = link_at(&at) {
+                    hops += 1;
+                    if hops > MAX_HOPS || next.as_bytes().starts_with(b"/") || next.is_empty() {
+                        return Err(leaves());
+                    }
+                    stack.pop();
+                    pending.extend(parts(next.as_bytes()));
+                }
+            }
         }
+    }
+    let at: PathBuf = stack.iter().collect();
+    match protect::protected(bytes(&at)) {
+        Some(protection) => Err(RefuseReason::LinkToProtected { target: shown(target), protection }),
+        None => Ok(()),
     }
 }
 
