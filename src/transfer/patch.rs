@@ -197,17 +197,23 @@ pub fn numstat_paths(out: &[u8]) -> BTreeSet<Vec<u8>> {
     paths
 }
 
-/// Every path `files` name.
+/// Every path `files` name (both names of a rename or copy).
 pub fn paths(files: &[PatchFile]) -> BTreeSet<Vec<u8>> {
     files.iter().flat_map(|f| f.old.iter().chain(f.new.iter()).cloned()).collect()
 }
 
+/// The name Git reports for each file (`--numstat`: the new name, or the old one of a
+/// deletion).
+pub fn primary_paths(files: &[PatchFile]) -> BTreeSet<Vec<u8>> {
+    files.iter().filter_map(|f| f.new.clone().or_else(|| f.old.clone())).collect()
+}
+
 /// What may not be applied to the worktree at `root` (see the module docs). `git_paths`
-/// is Git's own reading ([`numstat_paths`]): when it differs from this one, every path is
-/// refused, since the patch cannot be vetted.
+/// is Git's own reading ([`numstat_paths`]): when Git names a path this reading does not
+/// know, or misses one it names, every path is refused, since the patch cannot be vetted.
 pub fn vet(root: &Path, files: &[PatchFile], git_paths: &BTreeSet<Vec<u8>>) -> Vec<Refused> {
     let ours = paths(files);
-    if &ours != git_paths {
+    if !git_paths.is_subset(&ours) || !primary_paths(files).is_subset(git_paths) {
         let all: BTreeSet<&Vec<u8>> = ours.iter().chain(git_paths).collect();
         let found = "the patch reads differently here and to Git; it cannot be checked".to_string();
         return all.into_iter().map(|p| Refused::new(p, RefuseReason::Conflict { found: found.clone() })).collect();
@@ -348,13 +354,13 @@ new file mode 100755
         assert_eq!(files[4].mode, Some(0o120000));
         assert_eq!(files[4].added, [b"../../etc/passwd".to_vec()]);
         let tmp = tempfile::tempdir().unwrap();
-        let git: BTreeSet<Vec<u8>> = paths(&files);
+        let git: BTreeSet<Vec<u8>> = primary_paths(&files);
         let refused: Vec<(String, &str)> = vet(tmp.path(), &files, &git).iter().map(|r| (r.path.clone(), r.reason.code())).collect();
         assert_eq!(refused, [("link".into(), "symlink-leaves"), (".git/hooks/post-commit".into(), "protected")]);
         // Git reading other paths than this parser: nothing can be vouched for
         let mut other = git.clone();
         other.insert(b"elsewhere".to_vec());
-        assert_eq!(vet(tmp.path(), &files, &other).len(), other.len());
+        assert_eq!(vet(tmp.path(), &files, &other).len(), paths(&files).len() + 1);
     }
 
     #[test]
