@@ -5,8 +5,8 @@
 //! from the guest got where it must not.
 //!
 //! The fakes live in `<H>/bin` (`H` = `/tmp/cos-hostile-<random>`), first on the sandbox's PATH
-//! (a create-time env). They are written through exec, so the sandbox's own commands see them
-//! whatever the emulator's isolation mode. `tar -c` prints `<H>/archive.tar` (and records the
+//! (a create-time env, and `~/.bashrc` for what the guest's OpenSSH runs). They are written
+//! through exec, so the sandbox's own commands see them whatever the emulator's isolation mode. `tar -c` prints `<H>/archive.tar` (and records the
 //! names asked for in `<H>/requested.list`); `tar -x` is the real tar. `python3` answers the
 //! helper's `manifest` with the real answer plus the entries of `<H>/manifest.json`; every
 //! other request goes to the real helper. `find` prints crafted names before the real listing.
@@ -56,8 +56,11 @@ req=$(cat)
 case "$req" in
   *'"op": "manifest"'*|*'"op":"manifest"'*)
     if [ -f "$H/manifest.json" ]; then
+      out=$(printf '%s' "$req" | "$py" "$@"); status=$?
+      # a missing helper (the bootstrap's own exit status) is answered as it is
+      if [ "$status" != 0 ] || [ -z "$out" ]; then printf '%s' "$out"; exit "$status"; fi
       echo manifest >> "$H/python.calls"
-      printf '%s' "$req" | "$py" "$@" | "$py" "$H/inject.py" "$H/manifest.json"
+      printf '%s\n' "$out" | "$py" "$H/inject.py" "$H/manifest.json"
       exit $?
     fi ;;
 esac
@@ -114,6 +117,10 @@ impl Guest {
             guest.put(&format!("bin/{name}"), text.as_bytes(), true).await;
         }
         guest.put("inject.py", INJECT.as_bytes(), false).await;
+        // over SSH the guest's sshd sets PATH itself; root's shell (bash) reads ~/.bashrc for
+        // commands sshd runs, and the guest owns that file (`$HOME`: the sandbox's own home in
+        // every isolation mode, never the host's)
+        guest.sh(&format!("printf 'export PATH=%s/bin:$PATH\\n' {} >> \"$HOME/.bashrc\"", guest.dir)).await;
         let which = guest.sh("command -v tar python3 find git").await;
         assert!(which.lines().all(|l| l.starts_with(&guest.dir)), "the fakes come first on PATH: {which}");
         guest
