@@ -305,7 +305,7 @@ async fn offload_artifacts_from_a_hostile_guest() {
         env.reset_stats().await;
         for out in [".git/config", ".git/hooks", ".env", "sub/.ssh"] {
             let request = OffloadRequest::new(&host.project, "true").out(out);
-            let err = jobs::offload(&env.client, request, &options, &CancellationToken::new(), None).await.err().expect(out);
+            let err = jobs::offload(&env.client, request, &options, &CancellationToken::new(), None).await.expect_err(out);
             assert!(err.to_string().contains("never") || err.to_string().contains("credentials"), "{out}: {err}");
         }
         assert_eq!(env.requests("createSandbox").await, 0, "nothing was created");

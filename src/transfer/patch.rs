@@ -108,8 +108,11 @@ fn stripped(name: &[u8]) -> Option<Option<Vec<u8>>> {
     Some(Some(name[at + 1..].to_vec()))
 }
 
+/// A file's name before and after.
+type Names = (Option<Vec<u8>>, Option<Vec<u8>>);
+
 /// The two names of `a/X b/Y` (quoted or not; unquoted ones only when both are the same).
-fn header_names(rest: &[u8]) -> Option<(Option<Vec<u8>>, Option<Vec<u8>>)> {
+fn header_names(rest: &[u8]) -> Option<Names> {
     let drop_first = |name: Vec<u8>| -> Option<Vec<u8>> {
         let at = name.iter().position(|b| *b == b'/')?;
         Some(name[at + 1..].to_vec())
@@ -236,7 +239,7 @@ pub fn vet(root: &Path, files: &[PatchFile], git_paths: &BTreeSet<Vec<u8>>) -> V
     }
     for file in files {
         if let Some(old) = &file.old {
-            if !file.new.as_ref().is_some_and(|n| n == old) {
+            if file.new.as_ref().is_none_or(|n| n != old) {
                 plain.insert(PathBuf::from(OsStr::from_bytes(old)));
             }
         }
@@ -339,7 +342,8 @@ new file mode 100755
     #[test]
     fn a_patch_is_read_as_git_reads_it() {
         let files = parse(PATCH).unwrap();
-        let names: Vec<(Option<&[u8]>, Option<&[u8]>)> = files.iter().map(|f| (f.old.as_deref(), f.new.as_deref())).collect();
+        type Pair<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
+        let names: Vec<Pair<'_>> = files.iter().map(|f| (f.old.as_deref(), f.new.as_deref())).collect();
         assert_eq!(
             names,
             [

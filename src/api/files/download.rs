@@ -342,7 +342,7 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep");
         std::fs::create_dir_all(dir.path().join(".git")).unwrap();
         for bad in [".git/config", ".env", "id_rsa"] {
-            let err = TempFile::next_to(&dir.path().join(bad)).await.err().expect(bad);
+            let Err(err) = TempFile::next_to(&dir.path().join(bad)).await else { panic!("{bad} was accepted") };
             assert!(matches!(err, Error::Refused { .. }), "{bad}: {err}");
         }
         assert_eq!(std::fs::read_dir(dir.path().join(".git")).unwrap().count(), 0);
