@@ -427,13 +427,4 @@ pub fn sorted(mut list: Vec<(String, String)>) -> Vec<(String, String)> {
     list
 }
 
-/// The stdout of a `cos` run that must have succeeded, as JSON.
-pub fn ok(out: Output) -> Value {
-    assert!(
-        out.status.success(),
-        "cos failed: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
-}
+pub use common::cli::ok;
