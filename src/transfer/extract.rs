@@ -400,6 +400,24 @@ mod tests {
     }
 
     #[test]
+    fn a_name_the_file_system_cannot_hold_is_refused_alone() {
+        let tmp = tempfile::TempDir::new().unwrap();
+        let dest = tmp.path().join("dest");
+        let long = format!("{}/x", "n".repeat(300));
+        let mut builder = tar::Builder::new(Vec::new());
+        for (name, data) in [(long.as_str(), "x"), ("ok", "fine")] {
+            let mut header = tar::Header::new_gnu();
+            header.set_mode(0o644);
+            header.set_size(data.len() as u64);
+            builder.append_data(&mut header, name, data.as_bytes()).unwrap();
+        }
+        let done = extract(&builder.into_inner().unwrap()[..], &dest, &Request::all()).unwrap();
+        assert_eq!(done.refused.len(), 1);
+        assert_eq!(done.refused[0].reason.code(), "conflict");
+        assert_eq!(fs::read_to_string(dest.join("ok")).unwrap(), "fine");
+    }
+
+    #[test]
     fn a_protected_destination_is_refused_before_anything() {
         let tmp = tempfile::TempDir::new().unwrap();
         let git = tmp.path().join("repo/.git/hooks");

@@ -447,8 +447,13 @@ pub(crate) fn judge_link(
     }
 }
 
+/// An I/O error on one entry: a name this file system cannot hold refuses that entry; anything
+/// else (a full disk, …) ends the unpacking.
 fn io_fail(name: &Path, e: io::Error) -> Fail {
-    Fail::Io(Error::io(format!("unpacking {}", shown(bytes(name))), e))
+    match e.raw_os_error() {
+        Some(libc::ENAMETOOLONG) | Some(libc::EILSEQ) => conflict(format!("this file system cannot hold the name ({e})")),
+        _ => Fail::Io(Error::io(format!("unpacking {}", shown(bytes(name))), e)),
+    }
 }
 
 /// The entry's mtime: the PAX `mtime` record (to the nanosecond) when there is one, else the
