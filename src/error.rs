@@ -159,6 +159,16 @@ pub enum Error {
     /// channel or SFTP. Match on [`crate::ssh::SshError`] for the details.
     #[error(transparent)]
     Ssh(Box<crate::ssh::SshError>),
+    /// Something a sandbox sent was not written here: a protected local path (VCS metadata,
+    /// the credential deny-list, `~/.createos`; see [`crate::transfer::protect`]) or an
+    /// entry that would leave its destination.
+    #[error("refusing to write {path} from the sandbox: {reason}")]
+    Refused {
+        /// The local path or entry name.
+        path: String,
+        /// Why.
+        reason: String,
+    },
     /// Local I/O failed (files being uploaded or downloaded, terminals, sockets).
     #[error("{context}: {source}")]
     Io {
@@ -240,6 +250,11 @@ impl Error {
     /// An [`Error::InvalidInput`] for `field`.
     pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
         Error::InvalidInput { field: field.into(), message: message.into() }
+    }
+
+    /// An [`Error::Refused`] for `path`.
+    pub fn refused(path: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::Refused { path: path.into(), reason: reason.into() }
     }
 
     pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {

@@ -14,18 +14,21 @@
 //! | `jsend`            | `transport::jsend::{decode_success, error_from_answer}` |
 //! | `credentials`      | `.oauth` / `.token` parsing and [`crate::auth::Resolver`] |
 //! | `path_filter`      | the snapshot's unsafe-name, exclude and deny-list filters |
+//! | `unpack`           | [`crate::transfer::extract`] on hostile archives  |
 
 mod credentials;
 mod jsend;
 mod path_filter;
 mod shell;
 mod stream;
+mod unpack;
 
 pub use credentials::credentials;
 pub use jsend::jsend;
 pub use path_filter::path_filter;
 pub use shell::{shell_decode, shell_round_trip};
 pub use stream::ndjson;
+pub use unpack::unpack;
 
 /// A property function: panics when the input shows a violation.
 pub type Property = fn(&[u8]);
@@ -39,6 +42,7 @@ pub const TARGETS: &[(&str, Property)] = &[
     ("jsend", jsend),
     ("credentials", credentials),
     ("path_filter", path_filter),
+    ("unpack", unpack),
 ];
 
 /// Endpoint label given to the code under test, so errors can be checked to carry it.

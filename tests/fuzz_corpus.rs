@@ -42,6 +42,8 @@ const DICTIONARY: &[&[u8]] = &[
     b".git",
     b"id_rsa",
     b".pem",
+    b".git/hooks/post-commit",
+    b"ustar",
     b"\x00\x00\x00\x04",
     b"\xff\xff\xff\xff",
     b"\x01\x00\x00\x00\x04",
@@ -194,6 +196,11 @@ fn credential_files() {
 #[test]
 fn snapshot_path_filter() {
     exercise("path_filter");
+}
+
+#[test]
+fn confined_unpacker() {
+    exercise("unpack");
 }
 
 /// Every property has its libFuzzer target and a seed corpus, and nothing else is in `fuzz/`.

@@ -22,8 +22,8 @@ use crate::snapshot::{fuzz_name_filter, DropReason};
 
 const MAX_NAMES: usize = 16;
 
-const VCS_DIRS: [&str; 3] = [".git", ".hg", ".svn"];
-const DENIED_DIRS: [&str; 5] = [".ssh", ".aws", ".gnupg", ".kube", ".terraform"];
+const VCS_DIRS: [&str; 4] = [".git", ".hg", ".svn", ".jj"];
+const DENIED_DIRS: [&str; 6] = [".ssh", ".aws", ".gnupg", ".kube", ".terraform", ".createos"];
 const DENIED_NAMES: [&str; 12] = [
     ".env",
     ".netrc",

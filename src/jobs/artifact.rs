@@ -3,17 +3,19 @@
 //!
 //! Checked before anything is created: the path is relative to `/work` (or absolute under it),
 //! has no `.`/`..`/empty components, and its host destination stays inside the project
-//! directory with no symlink on the way. In the guest, no component may be a symlink and the
-//! target must be a regular file or a directory. A file is downloaded into a temporary sibling and renamed into place; a
-//! directory comes as one archive unpacked next to the destination and then moved into place
-//! (see [`crate::transfer`]).
+//! directory with no symlink on the way and is not a protected path (VCS metadata, the
+//! credential deny-list, `~/.createos`: [`crate::transfer::protect`]). In the guest, no
+//! component may be a symlink and the target must be a regular file or a directory (the guest
+//! answers are not trusted for what is written: that is the unpacker's business). A file is
+//! downloaded into a temporary sibling and renamed into place through a directory handle; a
+//! directory comes as one archive that the confined unpacker ([`crate::transfer::extract`])
+//! stages next to the destination and places, naming every entry it refused.
 
 use std::path::{Component, Path, PathBuf};
 
 use super::options::WORK_DIR;
 use crate::error::{Error, Result};
-use crate::transfer::{self, Remote};
-
+use crate::transfer::{self, protect, Refused, Remote};
 
 /// A checked artifact path: components relative to `/work`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,6 +47,8 @@ pub struct Artifact {
     pub files: u64,
     /// Archive bytes received.
     pub bytes: u64,
+    /// Entries of a directory artifact that were not written, with why.
+    pub refused: Vec<Refused>,
 }
 
 impl ArtifactPath {
@@ -116,6 +120,10 @@ impl ArtifactPath {
                 Err(e) => return Err(Error::io(format!("checking {}", path.display()), e)),
             }
         }
+        // a file is judged as a file; a directory artifact as a directory when it lands
+        if let Some(why) = protect::dir_protection_of(&path, None).or_else(|| protect::protection_of(&path, None)) {
+            return Err(bad(format!("{}: {why}", path.display())));
+        }
         Ok(path)
     }
 }
@@ -164,11 +172,12 @@ pub(crate) async fn fetch(remote: &dyn Remote, path: &ArtifactPath, local: &Path
             // one file: a plain download into a temporary sibling, renamed into place
             let remote_sandbox = remote.sandbox();
             let bytes = remote_sandbox.download(&guest).await?.save_to(local).await?;
-            Ok(Artifact { remote: guest, local: local.to_path_buf(), kind, files: 1, bytes })
+            Ok(Artifact { remote: guest, local: local.to_path_buf(), kind, files: 1, bytes, refused: Vec::new() })
         }
         ArtifactKind::Directory => {
             let done = transfer::download_dir(remote, &guest, local, None).await?;
-            Ok(Artifact { remote: guest, local: local.to_path_buf(), kind, files: done.unpacked.files, bytes: done.bytes })
+            let files = done.unpacked.files;
+            Ok(Artifact { remote: guest, local: local.to_path_buf(), kind, files, bytes: done.bytes, refused: done.unpacked.refused })
         }
     }
 }
@@ -200,5 +209,8 @@ mod tests {
         assert!(ArtifactPath::parse("file/x").unwrap().local(root).is_err());
         assert_eq!(ArtifactPath::parse("real/x").unwrap().local(root).unwrap(), root.join("real/x"));
         assert_eq!(ArtifactPath::parse("new/deep/x").unwrap().local(root).unwrap(), root.join("new/deep/x"));
+        for protected in [".git/hooks/pre-commit", ".git", "sub/.hg/hgrc", ".env", "keys/deploy.pem", ".ssh", ".createos/.token"] {
+            assert!(ArtifactPath::parse(protected).unwrap().local(root).is_err(), "{protected}");
+        }
     }
 }

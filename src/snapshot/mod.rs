@@ -21,8 +21,9 @@
 //!    `.terraform/`, `.docker/config.json`, `.netrc`, `.npmrc`, `.pypirc`, `.envrc`,
 //!    `.git-credentials`, `id_rsa`, `id_dsa`, `id_ecdsa`, `id_ed25519`, `credentials`,
 //!    `credentials.json`, `*.pem`, `*.key`, `*.p12`, `*.pfx`, `*.keystore`, `*.jks`,
-//!    `*.tfstate`, `*.tfstate.backup` (ASCII case-insensitive); and VCS metadata (`.git`, `.hg`,
-//!    `.svn`). This stops credential *shapes*, it is not secret detection.
+//!    `*.tfstate`, `*.tfstate.backup`, `.createos/` (ASCII case-insensitive); and VCS metadata
+//!    (`.git`, `.hg`, `.svn`, `.jj`). This stops credential *shapes*, it is not secret detection.
+//!    The same rules keep a sandbox from writing such paths here ([`crate::transfer::protect`]).
 //! 6. On disk: names reached through a symlinked directory, missing files and special files
 //!    (fifos, sockets, devices) are dropped.
 //! 7. In Git: tracked files that the ignore rules match now are dropped (a credential committed
@@ -51,7 +52,7 @@ mod inspect;
 mod prefetch;
 mod relpath;
 mod root;
-mod rules;
+pub(crate) mod rules;
 mod stream;
 mod types;
 mod walk;

@@ -6,9 +6,10 @@ use crate::error::Error;
 
 const FIELD: &str = "project directory";
 
-/// Folders directly under the home directory that hold credentials or account configuration;
-/// a project inside them is refused unless the caller insists (the CLI's `--force` rule).
-const SENSITIVE_HOME_DIRS: [&str; 8] = [".ssh", ".gnupg", ".aws", ".config", ".docker", ".kube", ".gcloud", ".azure"];
+// Folders directly under the home directory that hold credentials or account configuration:
+// a project inside them is refused unless the caller insists (the CLI's `--force` rule), and
+// inside `~/.createos` always.
+use crate::transfer::protect::{ALWAYS_REFUSED_HOME_DIRS, SENSITIVE_HOME_DIRS};
 
 /// Canonicalise `dir` and check that it is a directory that may be snapshotted.
 pub(crate) fn resolve(dir: &Path, home: Option<&Path>, allow_sensitive: bool) -> Result<PathBuf, Error> {
@@ -39,6 +40,15 @@ pub(crate) fn resolve(dir: &Path, home: Option<&Path>, allow_sensitive: bool) ->
                 FIELD,
                 format!("refusing to snapshot {what} ({}); pass a project directory", root.display()),
             ));
+        }
+        if let Ok(rel) = root.strip_prefix(&home) {
+            let first = rel.components().next().map(|c| c.as_os_str().to_string_lossy().into_owned());
+            if let Some(first) = first.as_deref().filter(|f| ALWAYS_REFUSED_HOME_DIRS.contains(f)) {
+                return Err(Error::invalid(
+                    FIELD,
+                    format!("{} is inside ~/{first}, which holds your CreateOS credentials", root.display()),
+                ));
+            }
         }
         if !allow_sensitive {
             if let Ok(rel) = root.strip_prefix(&home) {

@@ -6,11 +6,13 @@
 
 use super::relpath::{basename, components, eq_ignore_case};
 
-/// Directory names that hold version-control metadata; never uploaded.
-const VCS_DIRS: [&str; 3] = [".git", ".hg", ".svn"];
+/// Directory names that hold version-control metadata (Git, Mercurial, Subversion, Jujutsu);
+/// never uploaded, and never written from a sandbox (see [`crate::transfer::protect`]).
+pub(crate) const VCS_DIRS: [&str; 4] = [".git", ".hg", ".svn", ".jj"];
 
-/// Directories whose whole content is credentials, matched at any depth.
-const DENIED_DIRS: [&str; 5] = [".ssh", ".aws", ".gnupg", ".kube", ".terraform"];
+/// Directories whose whole content is credentials, matched at any depth (`.createos` holds
+/// this client's own `.token` and `.oauth`).
+const DENIED_DIRS: [&str; 6] = [".ssh", ".aws", ".gnupg", ".kube", ".terraform", ".createos"];
 
 /// File names that are credentials wherever they appear.
 const DENIED_NAMES: [&str; 11] = [
@@ -106,6 +108,7 @@ fn dir_rule(dir: &str) -> &'static str {
         ".aws" => ".aws/",
         ".gnupg" => ".gnupg/",
         ".kube" => ".kube/",
+        ".createos" => ".createos/",
         _ => ".terraform/",
     }
 }
@@ -136,6 +139,8 @@ mod tests {
             ("deep/.ssh/known_hosts", ".ssh/"),
             (".aws/credentials", ".aws/"),
             (".kube/config", ".kube/"),
+            (".createos/.token", ".createos/"),
+            ("home/.createos/.oauth", ".createos/"),
             (".gnupg/pubring.kbx", ".gnupg/"),
             (".config/gcloud/application_default_credentials.json", ".config/gcloud/"),
             (".docker/config.json", ".docker/config.json"),
@@ -199,6 +204,7 @@ mod tests {
         assert!(is_vcs(b"vendor/lib/.git"));
         assert!(is_vcs(b"a/.hg/store/x"));
         assert!(is_vcs(b".svn/entries"));
+        assert!(is_vcs(b"sub/.jj/repo/store"));
         assert!(!is_vcs(b".gitignore"));
         assert!(!is_vcs(b".github/workflows/ci.yml"));
     }

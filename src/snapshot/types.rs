@@ -49,7 +49,7 @@ pub enum DropReason {
     UserExclude(String),
     /// Matched the credential deny-list (the rule, e.g. `.env.*`, `.ssh/`, `*.pem`).
     DenyList(&'static str),
-    /// Version-control metadata (`.git`, `.hg`, `.svn`).
+    /// Version-control metadata (`.git`, `.hg`, `.svn`, `.jj`).
     Vcs,
     /// Ignored by `.gitignore`/`.ignore` rules (or Git's own exclude files); includes tracked
     /// files that the rules ignore now. A whole ignored directory is reported once.

@@ -15,7 +15,7 @@ use super::state::{self, Meta, SyncState, Synced};
 use super::{safety, Conflict, SyncMode, SyncOptions, SyncReport};
 use crate::error::{Error, Result};
 use crate::snapshot::{EntryKind, Snapshot, SnapshotOptions};
-use crate::transfer::{self, Remote};
+use crate::transfer::{self, protect, RefuseReason, Refused, Remote, Request};
 
 /// Delete the NUL-separated names on stdin under `$1`, then the now-empty directories `$2…`.
 const DELETE_REMOTE: &str = r#"cd -- "$1" || exit 1
@@ -58,6 +58,7 @@ impl Syncer {
         let remote_dir = safety::check_remote(remote_dir)?;
         let state_path = match options.mode {
             SyncMode::TwoWay => {
+                safety::check_writable(&local, options.home_dir.as_deref())?;
                 let dir = options.state_dir.clone().or_else(state::default_state_dir).ok_or_else(|| {
                     Error::invalid("state directory", "no state directory is known for this user; pass one")
                 })?;
@@ -109,7 +110,7 @@ impl Syncer {
         // both sides are scanned at once: the local walk is CPU work, the guest's a round trip
         let (local, guest) = tokio::try_join!(self.scan_local(&mut report), guest_side::list(&*self.remote, &self.remote_dir))?;
         report.skipped.extend(guest.skipped);
-        let remote = self.scope_remote(guest.files, &local.dropped)?;
+        let remote = self.scope_remote(guest.files, &local.dropped, &mut report)?;
         let previous = match &self.state_path {
             Some(path) => state::load(path)?.filter(|s| {
                 s.sandbox == self.remote.sandbox().id() && s.local == self.local && s.remote == self.remote_dir
@@ -119,7 +120,7 @@ impl Syncer {
         let base = previous.as_ref().map(|s| &s.entries);
         let equal_hash = self.equal_hashes(&local.files, &remote.files, base).await?;
         let plan = plan(self.options.mode, &local.files, &remote.files, base, &equal_hash);
-        let pushed = self.execute(&plan, &mut report).await?;
+        let (pushed, unsettled) = self.execute(&plan, &mut report).await?;
 
         if let Some(path) = &self.state_path {
             // the local side as scanned (a file edited during the sync then shows as changed
@@ -129,7 +130,7 @@ impl Syncer {
                 after.remove(gone);
             }
             let arrived: Vec<String> =
-                plan.pull.iter().cloned().chain(report.conflicts.iter().map(|c| c.remote_copy.clone())).collect();
+                report.pulled.iter().cloned().chain(report.conflicts.iter().map(|c| c.remote_copy.clone())).collect();
             let root = self.local.clone();
             let fresh = tokio::task::spawn_blocking(move || {
                 arrived.into_iter().map(|p| (local_meta(&root, &p), p)).collect::<Vec<_>>()
@@ -141,6 +142,10 @@ impl Syncer {
                     Some(meta) => after.insert(p, meta),
                     None => after.remove(&p),
                 };
+            }
+            // what did not arrive (refused, or gone from the guest) is judged afresh next time
+            for p in &unsettled {
+                after.remove(p);
             }
             let entries = after
                 .into_iter()
@@ -205,12 +210,25 @@ impl Syncer {
     }
 
     /// The guest's files limited to the sync's scope: the excludes, and nothing at or below a
-    /// path the local scan left out.
-    fn scope_remote(&self, listed: Vec<(String, Meta)>, local_dropped: &BTreeSet<String>) -> Result<Side> {
+    /// path the local scan left out. Names that cannot be written here (absolute, `..`, …)
+    /// are refused and named; so, in two-way sync (where they would be pulled), are protected
+    /// paths ([`protect`]: VCS metadata, the deny-list).
+    fn scope_remote(&self, listed: Vec<(String, Meta)>, local_dropped: &BTreeSet<String>, report: &mut SyncReport) -> Result<Side> {
         let names: Vec<&[u8]> = listed.iter().map(|(p, _)| p.as_bytes()).collect();
         let verdicts = crate::snapshot::fuzz_name_filter(&self.options.excludes, &[], &names)?;
         let mut files = BTreeMap::new();
         for ((path, meta), (reason, _)) in listed.into_iter().zip(verdicts) {
+            if let Some(why) = unsafe_listed_name(&path) {
+                report.refused.push(Refused::new(path.as_bytes(), why));
+                continue;
+            }
+            if matches!(reason, Some(crate::snapshot::DropReason::UserExclude(_))) {
+                continue;
+            }
+            if let Some(why) = protect::protected(path.as_bytes()).filter(|_| self.options.mode == SyncMode::TwoWay) {
+                report.refused.push(Refused::new(path.as_bytes(), RefuseReason::Protected(why)));
+                continue;
+            }
             if reason.is_some() || out_of_scope(&path, local_dropped) {
                 continue;
             }
@@ -244,37 +262,38 @@ impl Syncer {
             .collect())
     }
 
-    /// Carry out `plan`; returns every path sent to the guest.
-    async fn execute(&self, plan: &Plan, report: &mut SyncReport) -> Result<BTreeSet<String>> {
+    /// Carry out `plan`; returns every path sent to the guest, and the paths whose state must
+    /// not be recorded (a pull or conflict copy that did not arrive).
+    async fn execute(&self, plan: &Plan, report: &mut SyncReport) -> Result<(BTreeSet<String>, Vec<String>)> {
         let progress = self.options.progress.clone();
-        // 1. guest → local: pulls, and the guest side of each conflict under its copy name
-        let copies = conflict_copies(&self.local, &plan.conflicts);
+        let mut unsettled = Vec::new();
+        // 1. guest → local: pulls, and the guest side of each conflict under its copy name;
+        // exactly these names are placed (anything else in the archive is refused)
+        let mut copies = conflict_copies(&self.local, &plan.conflicts);
         let fetch: Vec<String> = plan.pull.iter().chain(&plan.conflicts).cloned().collect();
         if !fetch.is_empty() {
-            let renames = copies.clone();
-            let (_, bytes) = transfer::fetch_into(
-                &*self.remote,
-                &self.remote_dir,
-                Some(fetch),
-                &self.local,
-                progress.clone(),
-                move |staged| {
-                    for (path, copy) in &renames {
-                        std::fs::rename(staged.join(path), staged.join(copy))
-                            .map_err(|e| Error::io(format!("setting aside the guest version of {path}"), e))?;
-                    }
-                    Ok(())
-                },
-            )
-            .await?;
+            let mut request = Request::only(&fetch);
+            for (path, copy) in &copies {
+                request = request.rename(path, copy);
+            }
+            let (done, bytes) =
+                transfer::fetch_into(&*self.remote, &self.remote_dir, Some(fetch), &self.local, progress.clone(), request).await?;
             report.bytes_received += bytes;
-            report.pulled = plan.pull.clone();
+            let placed: BTreeSet<&str> = done.placed.iter().filter_map(|p| p.to_str()).collect();
+            let (pulled, missing): (Vec<String>, Vec<String>) = plan.pull.iter().cloned().partition(|p| placed.contains(p.as_str()));
+            report.pulled = pulled;
+            unsettled.extend(missing);
+            // a conflict whose guest version did not arrive is left alone on both sides
+            let (arrived, lost): (Vec<_>, Vec<_>) = copies.into_iter().partition(|(_, copy)| placed.contains(copy.as_str()));
+            unsettled.extend(lost.into_iter().map(|(path, _)| path));
+            copies = arrived;
             report.conflicts =
                 copies.iter().map(|(path, copy)| Conflict { path: path.clone(), remote_copy: copy.clone() }).collect();
+            report.refused.extend(done.unpacked.refused);
         }
         // 2. local → guest: pushes, conflicting local versions, and the conflict copies
-        let mut send: BTreeSet<String> = plan.push.iter().chain(&plan.conflicts).cloned().collect();
-        send.extend(copies.iter().map(|(_, copy)| copy.clone()));
+        let mut send: BTreeSet<String> = plan.push.iter().cloned().collect();
+        send.extend(copies.iter().flat_map(|(path, copy)| [path.clone(), copy.clone()]));
         if !send.is_empty() {
             let names: Vec<String> = send.iter().cloned().collect();
             report.bytes_sent += push::push_files(&*self.remote, &self.local, &self.remote_dir, names, progress).await?;
@@ -303,7 +322,7 @@ impl Syncer {
                 .map_err(|e| Error::io("the deleting thread failed", std::io::Error::other(e.to_string())))??;
             report.deleted_local = plan.delete_local.clone();
         }
-        Ok(send)
+        Ok((send, unsettled))
     }
 }
 
@@ -344,36 +363,48 @@ fn parents_deepest_first(paths: &[String]) -> Vec<String> {
     dirs
 }
 
-/// Remove the files and links `paths` under `root` (never through a symlinked parent), then
-/// the directories they leave empty.
+/// Remove the files and links `paths` under `root` (through directory handles, never below a
+/// symlink, never a protected path), then the directories they leave empty.
 fn delete_local(root: &Path, paths: &[String]) -> Result<()> {
-    for path in paths {
-        let mut at = root.to_path_buf();
-        let parts: Vec<&str> = path.split('/').collect();
-        let mut safe = true;
-        for part in &parts[..parts.len() - 1] {
-            at.push(part);
-            if !std::fs::symlink_metadata(&at).map(|m| m.is_dir()).unwrap_or(false) {
-                safe = false;
-                break;
-            }
+    use std::ffi::OsStr;
+    use transfer::dirfd::{Dir, Kind};
+    let top = Dir::open(root).map_err(|e| Error::io(format!("opening {}", root.display()), e))?;
+    let split = |path: &str| -> (String, String) {
+        match path.rsplit_once('/') {
+            Some((parent, leaf)) => (parent.to_string(), leaf.to_string()),
+            None => (String::new(), path.to_string()),
         }
-        if !safe {
+    };
+    for path in paths {
+        if protect::protected(path.as_bytes()).is_some() {
             continue;
         }
-        let full = root.join(path);
-        match std::fs::symlink_metadata(&full) {
-            Ok(meta) if !meta.is_dir() => {
-                std::fs::remove_file(&full).map_err(|e| Error::io(format!("deleting {}", full.display()), e))?
+        let (parent, leaf) = split(path);
+        let Ok(dir) = top.beneath(Path::new(&parent)) else { continue };
+        match dir.stat(OsStr::new(&leaf)) {
+            Ok(Some(st)) if st.kind != Kind::Dir => {
+                dir.remove_file(OsStr::new(&leaf)).map_err(|e| Error::io(format!("deleting {}", root.join(path).display()), e))?
             }
             _ => continue,
         }
     }
     for dir in parents_deepest_first(paths) {
         // only empty ones go; anything else stays
-        let _ = std::fs::remove_dir(root.join(dir));
+        let (parent, leaf) = split(&dir);
+        if let Ok(at) = top.beneath(Path::new(&parent)) {
+            let _ = at.remove_dir(OsStr::new(&leaf));
+        }
     }
     Ok(())
+}
+
+/// Why a name from the guest's listing cannot be a local path below the sync root, if it
+/// cannot: absolute, `..`, NUL, `.` or empty components.
+fn unsafe_listed_name(path: &str) -> Option<RefuseReason> {
+    if let Err(why) = transfer::safe_name(path.as_bytes()) {
+        return Some(why);
+    }
+    (path.is_empty() || path.split('/').any(|c| c.is_empty() || c == ".")).then_some(RefuseReason::BadName)
 }
 
 /// What is compared of the local file or symlink `rel` (`None`: gone, or another kind).
@@ -418,5 +449,33 @@ mod tests {
         assert!(out_of_scope("a/.env", &dropped));
         assert!(!out_of_scope("targets/x", &dropped));
         assert_eq!(parents_deepest_first(&["a/b/c".into(), "a/d".into(), "e".into()]), ["a/b", "a"]);
+    }
+
+    #[test]
+    fn listed_names_that_leave_the_root_are_refused() {
+        assert_eq!(unsafe_listed_name("a/b"), None);
+        assert_eq!(unsafe_listed_name("a\nb"), None);
+        assert_eq!(unsafe_listed_name("/etc/passwd"), Some(RefuseReason::Absolute));
+        assert_eq!(unsafe_listed_name("a/../../x"), Some(RefuseReason::ParentDir));
+        assert_eq!(unsafe_listed_name("a//b"), Some(RefuseReason::BadName));
+        assert_eq!(unsafe_listed_name("a\0b"), Some(RefuseReason::BadName));
+    }
+
+    #[test]
+    fn local_deletions_never_follow_links_nor_touch_protected_paths() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("root");
+        let outside = tmp.path().join("outside");
+        std::fs::create_dir_all(root.join("d")).unwrap();
+        std::fs::create_dir_all(root.join(".git")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("x"), "keep").unwrap();
+        std::fs::write(root.join("d/gone"), "").unwrap();
+        std::fs::write(root.join(".git/config"), "keep").unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("link")).unwrap();
+        delete_local(&root, &["d/gone".into(), "link/x".into(), ".git/config".into()]).unwrap();
+        assert!(!root.join("d").exists(), "the emptied directory went too");
+        assert!(outside.join("x").exists());
+        assert!(root.join(".git/config").exists());
     }
 }

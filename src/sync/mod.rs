@@ -25,8 +25,13 @@
 //! guest helper's `manifest` operation. Paths that are not valid UTF-8 are skipped and listed.
 //!
 //! Safety (checked before anything is sent, see [`safety`]): the local directory may not be
-//! `/`, the home directory, or inside `~/.ssh`, `~/.aws`, … unless `force`; the guest
-//! directory must be absolute, without `..`, and not under `/etc`, `/usr`, `/proc`, ….
+//! `/`, the home directory, a protected path (inside `.git`, …), inside `~/.createos`, or
+//! inside `~/.ssh`, `~/.aws`, … unless `force`; the guest directory must be absolute, without
+//! `..`, and not under `/etc`, `/usr`, `/proc`, ….
+//!
+//! What comes back from the guest is hostile: it is unpacked by [`crate::transfer::extract`]
+//! (through directory handles; only the paths of the plan are placed), protected paths are
+//! never written, and everything refused is named in [`SyncReport::refused`].
 //!
 //! ```no_run
 //! # async fn demo(sandbox: createos_sandbox::Sandbox) -> createos_sandbox::Result<()> {
@@ -196,6 +201,10 @@ pub struct SyncReport {
     pub conflicts: Vec<Conflict>,
     /// Paths left alone because their names are not UTF-8.
     pub skipped: Vec<String>,
+    /// What the guest sent or listed that was not written here, with why: names leaving the
+    /// directory, protected paths (VCS metadata, the deny-list; see
+    /// [`crate::transfer::protect`]), entries nobody asked for, links leaving the directory, ….
+    pub refused: Vec<crate::transfer::Refused>,
     /// Archive bytes sent.
     pub bytes_sent: u64,
     /// Archive bytes received.

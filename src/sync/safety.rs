@@ -6,15 +6,15 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::validate;
 
-/// Folders under the home directory that hold credentials or account configuration.
-pub const SENSITIVE_HOME_DIRS: [&str; 8] = [".ssh", ".gnupg", ".aws", ".config", ".docker", ".kube", ".gcloud", ".azure"];
+pub use crate::transfer::protect::{ALWAYS_REFUSED_HOME_DIRS, SENSITIVE_HOME_DIRS};
 
 /// First components a guest sync directory may not have.
 pub const SYSTEM_DIRS: [&str; 11] = ["etc", "usr", "bin", "sbin", "lib", "lib64", "boot", "proc", "sys", "dev", "run"];
 
-/// Resolve the local directory and refuse `/`, the home directory, and (unless `force`) any
-/// place inside `~/.ssh`, `~/.gnupg`, `~/.aws`, `~/.config`, `~/.docker`, `~/.kube`, `~/.gcloud`
-/// or `~/.azure`. `home` `None` uses the current user's.
+/// Resolve the local directory and refuse `/`, the home directory, `~/.createos`, and (unless
+/// `force`) any place inside `~/.ssh`, `~/.gnupg`, `~/.aws`, `~/.config`, `~/.docker`,
+/// `~/.kube`, `~/.gcloud` or `~/.azure`. `home` `None` uses the current user's. (A two-way
+/// sync, which writes here, also refuses a protected directory: see [`check_writable`].)
 pub fn check_local(path: &Path, home: Option<&Path>, force: bool) -> Result<PathBuf> {
     let field = "local directory";
     let resolved = std::fs::canonicalize(path)
@@ -30,6 +30,17 @@ pub fn check_local(path: &Path, home: Option<&Path>, force: bool) -> Result<Path
         if resolved == home {
             return Err(Error::invalid(field, format!("refusing to sync your home directory {}", home.display())));
         }
+        let first = resolved
+            .strip_prefix(&home)
+            .ok()
+            .and_then(|rel| rel.components().next())
+            .map(|c| c.as_os_str().to_string_lossy().into_owned());
+        if let Some(first) = first.filter(|f| ALWAYS_REFUSED_HOME_DIRS.contains(&f.as_str())) {
+            return Err(Error::invalid(
+                field,
+                format!("{} is inside ~/{first}, which holds your CreateOS credentials", resolved.display()),
+            ));
+        }
         if !force {
             if let Ok(rel) = resolved.strip_prefix(&home) {
                 let first = rel.components().next().map(|c| c.as_os_str().to_string_lossy().into_owned());
@@ -43,6 +54,16 @@ pub fn check_local(path: &Path, home: Option<&Path>, force: bool) -> Result<Path
         }
     }
     Ok(resolved)
+}
+
+/// Refuse a local directory that content from the guest may not be written into: inside VCS
+/// metadata (`.git`, …), a deny-listed directory (`.ssh/`, …) or `~/.createos` (see
+/// [`crate::transfer::protect`]), whatever `force` says.
+pub fn check_writable(resolved: &Path, home: Option<&Path>) -> Result<()> {
+    match crate::transfer::protect::dir_protection_of(resolved, home) {
+        Some(why) => Err(Error::invalid("local directory", format!("refusing to sync {} both ways: {why}", resolved.display()))),
+        None => Ok(()),
+    }
 }
 
 /// Check the guest directory: absolute, no `..`, not `/`, first component not a system
@@ -85,5 +106,11 @@ mod tests {
         assert!(check_local(&home.join(".ssh/proj"), Some(&home), false).is_err());
         assert!(check_local(&home.join(".ssh/proj"), Some(&home), true).is_ok());
         assert!(check_local(&home.join("code"), Some(&home), false).is_ok());
+        std::fs::create_dir_all(home.join(".createos")).unwrap();
+        std::fs::create_dir_all(home.join("code/.git/hooks")).unwrap();
+        assert!(check_local(&home.join(".createos"), Some(&home), true).is_err(), "refused even with force");
+        assert!(check_writable(&home.join("code/.git/hooks"), Some(&home)).is_err());
+        assert!(check_writable(&home.join(".ssh/proj"), Some(&home)).is_err());
+        assert!(check_writable(&home.join("code"), Some(&home)).is_ok());
     }
 }

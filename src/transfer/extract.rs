@@ -1,247 +1,268 @@
-//! Unpacking a downloaded archive on this machine, safely: into a fresh temporary directory
-//! next to the destination, then moved into place.
+//! Unpacking an archive from a sandbox on this machine: staged into a fresh directory next to
+//! the destination ([`super::unpack`] judges and writes every entry), then placed. Both steps
+//! go through directory handles (see [`super::dirfd`]); no name from the archive is ever
+//! resolved by the kernel from a path string.
 //!
-//! Every name is checked (no absolute path, no `..`, no NUL); nothing is written through a
-//! symlink (a path whose parent is a link from the archive is refused); hard links are copied
-//! from a file already unpacked; devices, fifos and other special entries are skipped and
-//! counted. Placing merges into an existing directory: files and links replace files and
-//! links, a directory never replaces a file (or the reverse), and the walk of the destination
-//! never follows a symlink out of it.
+//! Placing: a missing destination is the staged tree renamed into place (all or nothing). An
+//! existing one is merged into, after every entry has been checked against it first: files
+//! and symlinks replace files and symlinks, a new directory is moved in whole, a directory
+//! never replaces a file nor the reverse, and nothing is written below a symlink or a file
+//! standing where a directory belongs (those entries are refused and named). So the
+//! destination is left as it was (on an error while staging) or complete, minus what was
+//! refused.
 
-use std::fs;
-use std::io::{self, Read};
-use std::path::{Component, Path, PathBuf};
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
 
-use tar::EntryType;
-
+use super::dirfd::{Dir, Kind};
+use super::protect;
+use super::refused::{RefuseReason, Refused};
+use super::unpack::{Request, Stager, Unpacked};
 use crate::error::{Error, Result};
 
-/// What an unpacking produced.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Unpacked {
-    /// Regular files (including copied hard links).
-    pub files: u64,
-    /// Symlinks.
-    pub symlinks: u64,
-    /// Special entries left out (devices, fifos, …).
-    pub skipped: u64,
-}
-
-/// A directory removed (recursively) when dropped unless kept.
+/// A directory next to the destination (same file system, so placing is a rename), removed
+/// with everything in it when dropped.
 #[derive(Debug)]
-pub struct Staging {
-    path: Option<PathBuf>,
+struct Staging {
+    parent: Dir,
+    name: OsString,
+    dir: Dir,
 }
 
 impl Staging {
-    /// A new, empty directory next to `dest` (same file system, so placing is a rename).
-    pub fn next_to(dest: &Path) -> Result<Staging> {
-        let parent = match dest.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let path = parent.join(format!(".{name}.cos-incoming-{:016x}", rand::random::<u64>()));
-        fs::create_dir(&path).map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
-        Ok(Staging { path: Some(path) })
-    }
-
-    /// Where it is.
-    pub fn path(&self) -> &Path {
-        self.path.as_deref().unwrap_or(Path::new(""))
+    fn next_to(parent: &Dir, dest_name: &OsStr) -> Result<Staging> {
+        let mut tries = 0;
+        loop {
+            let name = OsString::from(format!(".{}.cos-incoming-{:016x}", dest_name.to_string_lossy(), rand::random::<u64>()));
+            let made = parent.stat(&name).map_err(|e| Error::io("creating a staging directory", e))?;
+            if made.is_none() {
+                let parent = parent.try_clone().map_err(|e| Error::io("creating a staging directory", e))?;
+                match parent.ensure_dir(&name, 0o700) {
+                    Ok(dir) => return Ok(Staging { parent, name, dir }),
+                    Err(e) if tries >= 8 => return Err(Error::io("creating a staging directory", e)),
+                    Err(_) => {}
+                }
+            }
+            tries += 1;
+        }
     }
 }
 
 impl Drop for Staging {
     fn drop(&mut self) {
-        if let Some(path) = self.path.take() {
-            let _ = fs::remove_dir_all(&path);
-        }
+        self.dir.clear();
+        let _ = self.parent.remove_dir(&self.name);
     }
 }
 
-/// The checked relative path of an archive name; `None` for the archive root (`.`).
-pub fn safe_name(raw: &[u8]) -> Result<Option<PathBuf>> {
-    let bad = |why: &str| Error::invalid("archive", format!("refusing entry {:?}: {why}", String::from_utf8_lossy(raw)));
-    if raw.contains(&0) {
-        return Err(bad("NUL byte in the name"));
-    }
-    if raw.starts_with(b"/") {
-        return Err(bad("absolute path"));
-    }
-    let text = std::str::from_utf8(raw).map(str::to_owned);
-    let path = match text {
-        Ok(t) => PathBuf::from(t),
-        Err(_) => {
-            use std::os::unix::ffi::OsStrExt;
-            PathBuf::from(std::ffi::OsStr::from_bytes(raw))
-        }
-    };
-    let mut clean = PathBuf::new();
-    for part in path.components() {
-        match part {
-            Component::Normal(p) => clean.push(p),
-            Component::CurDir => {}
-            Component::ParentDir => return Err(bad("`..` component")),
-            Component::RootDir | Component::Prefix(_) => return Err(bad("absolute path")),
-        }
-    }
-    Ok((!clean.as_os_str().is_empty()).then_some(clean))
+/// What [`Extraction::finish`] did.
+#[derive(Debug, Default)]
+pub(crate) struct Extracted {
+    pub unpacked: Unpacked,
+    /// Every file and symlink now in the destination from this archive (staged names).
+    pub placed: Vec<PathBuf>,
 }
 
-/// Create the parents of `rel` inside `root`, refusing any that is a symlink or not a directory.
-fn prepare_parents(root: &Path, rel: &Path) -> Result<()> {
-    let mut at = root.to_path_buf();
-    let parts: Vec<_> = rel.components().collect();
-    for part in &parts[..parts.len().saturating_sub(1)] {
-        at.push(part);
-        match fs::symlink_metadata(&at) {
-            Ok(meta) if meta.is_dir() => {}
-            Ok(_) => {
-                return Err(Error::invalid(
-                    "archive",
-                    format!("refusing {}: {} is not a directory (links are never followed)", rel.display(), at.display()),
-                ))
+/// A destination made ready to receive an archive: its parent open, the destination itself
+/// open when it exists, and a staging directory next to it.
+#[derive(Debug)]
+pub(crate) struct Extraction {
+    parent: Dir,
+    leaf: OsString,
+    existing: Option<Dir>,
+    staging: Staging,
+    content: Dir,
+}
+
+impl Extraction {
+    /// Check `dest` (a protected path is refused before anything is fetched) and prepare it.
+    /// Its parent directory must exist.
+    pub(crate) fn prepare(dest: &Path) -> Result<Extraction> {
+        protect::check_dir_target(dest)?;
+        let dest = if dest.file_name().is_none() {
+            std::fs::canonicalize(dest).map_err(|e| Error::io(format!("resolving {}", dest.display()), e))?
+        } else {
+            dest.to_path_buf()
+        };
+        let leaf = dest.file_name().map(OsStr::to_os_string).ok_or_else(|| Error::invalid("destination", "names no directory"))?;
+        let parent_path = match dest.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let parent = Dir::open(parent_path).map_err(|e| Error::io(format!("opening {}", parent_path.display()), e))?;
+        let not_dir = || Error::invalid("destination", format!("{} exists and is not a directory", dest.display()));
+        let existing = match parent.stat(&leaf).map_err(|e| Error::io(format!("reading {}", dest.display()), e))? {
+            None => None,
+            Some(st) if st.kind == Kind::Dir => Some(parent.sub(&leaf).map_err(|e| Error::io(format!("opening {}", dest.display()), e))?),
+            // the destination itself may be a link the user chose; below it nothing is followed
+            Some(st) if st.kind == Kind::Symlink => match Dir::open(&dest) {
+                Ok(dir) => Some(dir),
+                Err(_) => return Err(not_dir()),
+            },
+            Some(_) => return Err(not_dir()),
+        };
+        let staging = Staging::next_to(&parent, &leaf)?;
+        let content = staging.dir.ensure_dir(OsStr::new("content"), 0o777).map_err(|e| Error::io("creating a staging directory", e))?;
+        Ok(Extraction { parent, leaf, existing, staging, content })
+    }
+
+    /// A new file in the staging directory to download the archive into.
+    pub(crate) fn archive_file(&self) -> Result<File> {
+        self.staging.dir.create_new(OsStr::new("archive.tar"), 0o600).map_err(|e| Error::io("creating the archive file", e))
+    }
+
+    /// Stage the tar read from `archive` as `request` allows, then place it. Blocking.
+    pub(crate) fn finish(self, archive: impl Read, request: &Request) -> Result<Extracted> {
+        let mut stager = Stager::new(&self.content, self.existing.as_ref(), request);
+        stager.stage(archive)?;
+        let staged = std::mem::take(&mut stager.staged);
+        let mut unpacked = std::mem::take(&mut stager.done);
+        drop(stager);
+        let placed = match &self.existing {
+            None => {
+                self.staging
+                    .dir
+                    .rename(OsStr::new("content"), &self.parent, &self.leaf)
+                    .map_err(|e| Error::io(format!("moving into {}", self.leaf.to_string_lossy()), e))?;
+                staged.into_iter().filter(|(_, k)| *k != Kind::Dir).map(|(p, _)| p).collect()
             }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                fs::create_dir(&at).map_err(|e| Error::io(format!("creating {}", at.display()), e))?;
-            }
-            Err(e) => return Err(Error::io(format!("reading {}", at.display()), e)),
-        }
-    }
-    Ok(())
-}
-
-/// Remove whatever non-directory stands at `path` (so a new entry replaces it, never writes
-/// through it); a directory there is an error.
-fn clear_spot(path: &Path) -> Result<()> {
-    match fs::symlink_metadata(path) {
-        Ok(meta) if meta.is_dir() => {
-            Err(Error::invalid("archive", format!("{} is a directory; it would be replaced by a file", path.display())))
-        }
-        Ok(_) => fs::remove_file(path).map_err(|e| Error::io(format!("replacing {}", path.display()), e)),
-        Err(_) => Ok(()),
+            Some(dest) => merge(&self.content, dest, &staged, &mut unpacked)?,
+        };
+        Ok(Extracted { unpacked, placed })
     }
 }
 
-/// Unpack the tar read from `archive` into the (empty) directory `into`. Blocking.
-pub fn unpack(archive: impl Read, into: &Path) -> Result<Unpacked> {
-    let mut tar = tar::Archive::new(archive);
-    tar.set_preserve_mtime(true);
-    tar.set_preserve_permissions(false);
-    tar.set_unpack_xattrs(false);
-    tar.set_overwrite(true);
-    let mut done = Unpacked::default();
-    let entries = tar.entries().map_err(|e| Error::io("reading the archive", e))?;
-    for entry in entries {
-        let mut entry = entry.map_err(|e| Error::io("reading the archive", e))?;
-        let raw = entry.path_bytes().into_owned();
-        let Some(rel) = safe_name(&raw)? else { continue };
-        let full = into.join(&rel);
-        let kind = entry.header().entry_type();
-        match kind {
-            EntryType::Directory => {
-                prepare_parents(into, &rel)?;
-                match fs::symlink_metadata(&full) {
-                    Ok(meta) if meta.is_dir() => {}
-                    Ok(_) => return Err(Error::invalid("archive", format!("{} is both a file and a directory", rel.display()))),
-                    Err(_) => fs::create_dir(&full).map_err(|e| Error::io(format!("creating {}", full.display()), e))?,
+/// Unpack the tar read from `archive` into the local directory `dest` (created when missing,
+/// merged into when it exists), writing only what `request` asks for; see the module docs.
+/// Blocking.
+pub fn extract(archive: impl Read, dest: &Path, request: &Request) -> Result<Unpacked> {
+    Ok(Extraction::prepare(dest)?.finish(archive, request)?.unpacked)
+}
+
+/// What placing does with one staged path.
+enum Step {
+    /// A directory that exists in the destination: its entries are placed one by one.
+    Enter,
+    /// A new directory (or a file or symlink): renamed into place, with all below it.
+    Move,
+    /// Inside something moved: nothing to do.
+    Carried,
+    /// Not placed.
+    Refuse(String),
+}
+
+/// Merge the staged tree `content` into the existing directory `dest`: every step is decided
+/// first, then carried out. Returns the files and symlinks placed.
+fn merge(content: &Dir, dest: &Dir, staged: &BTreeMap<PathBuf, Kind>, done: &mut Unpacked) -> Result<Vec<PathBuf>> {
+    // how each staged directory stands in the destination
+    let mut dirs: HashMap<&Path, Step> = HashMap::new();
+    dirs.insert(Path::new(""), Step::Enter);
+    let mut steps: Vec<(&Path, Kind, Step)> = Vec::with_capacity(staged.len());
+    let mut lookup = Handles::default();
+    for (path, kind) in staged {
+        let (parent, leaf) = (path.parent().unwrap_or(Path::new("")), path.file_name().unwrap_or_default());
+        let shown = path.display();
+        let step = match dirs.get(parent) {
+            Some(Step::Refuse(why)) => Step::Refuse(why.clone()),
+            Some(Step::Move) | Some(Step::Carried) => Step::Carried,
+            Some(Step::Enter) => {
+                let found = lookup.dest(dest, parent).and_then(|d| d.stat(leaf)).map_err(|e| Error::io(format!("reading {shown}"), e))?;
+                match (kind, found.map(|s| s.kind)) {
+                    (_, None) => Step::Move,
+                    (Kind::Dir, Some(Kind::Dir)) => Step::Enter,
+                    (Kind::Dir, Some(Kind::Symlink)) => {
+                        Step::Refuse(format!("{shown} is a symlink here, not a directory; links are never followed"))
+                    }
+                    (Kind::Dir, Some(_)) => Step::Refuse(format!("{shown} is a file here, not a directory; not replacing it")),
+                    (_, Some(Kind::Dir)) => Step::Refuse(format!("{shown} is a directory here; not replacing it with a file")),
+                    (_, Some(_)) => Step::Move,
                 }
             }
-            EntryType::Regular | EntryType::Continuous | EntryType::Symlink => {
-                prepare_parents(into, &rel)?;
-                clear_spot(&full)?;
-                entry.unpack(&full).map_err(|e| Error::io(format!("unpacking {}", rel.display()), e))?;
-                if kind == EntryType::Symlink {
-                    done.symlinks += 1;
-                } else {
-                    done.files += 1;
+            None => Step::Refuse(format!("{shown}: its directory was not staged")),
+        };
+        if *kind == Kind::Dir {
+            let state = match &step {
+                Step::Enter => Step::Enter,
+                Step::Move | Step::Carried => Step::Carried,
+                Step::Refuse(why) => Step::Refuse(why.clone()),
+            };
+            dirs.insert(path, state);
+        }
+        steps.push((path, *kind, step));
+    }
+    let mut placed = Vec::new();
+    let mut lookup = Handles::default();
+    for (path, kind, step) in steps {
+        match step {
+            Step::Enter => {}
+            Step::Carried => {
+                if kind != Kind::Dir {
+                    placed.push(path.to_path_buf());
                 }
             }
-            EntryType::Link => {
-                let source = entry
-                    .link_name_bytes()
-                    .map(|b| b.into_owned())
-                    .ok_or_else(|| Error::invalid("archive", format!("hard link {} has no target", rel.display())))?;
-                let source = safe_name(&source)?
-                    .ok_or_else(|| Error::invalid("archive", format!("hard link {} points at the root", rel.display())))?;
-                let from = into.join(&source);
-                let meta = fs::symlink_metadata(&from)
-                    .map_err(|e| Error::io(format!("hard link {} to {}", rel.display(), source.display()), e))?;
-                if !meta.is_file() {
-                    return Err(Error::invalid("archive", format!("hard link {} is not to a regular file", rel.display())));
+            Step::Refuse(found) => {
+                if kind != Kind::Dir {
+                    done.skipped += 1;
+                    done.refused.push(Refused::new(path.as_os_str().as_encoded_bytes(), RefuseReason::Conflict { found }));
+                    match kind {
+                        Kind::Symlink => done.symlinks -= 1,
+                        _ => done.files -= 1,
+                    }
                 }
-                prepare_parents(into, &rel)?;
-                clear_spot(&full)?;
-                fs::copy(&from, &full).map_err(|e| Error::io(format!("copying {}", source.display()), e))?;
-                done.files += 1;
             }
-            _ => done.skipped += 1,
+            Step::Move => {
+                let (parent, leaf) = (path.parent().unwrap_or(Path::new("")), path.file_name().unwrap_or_default());
+                let moved = (|| {
+                    let from = lookup.content(content, parent)?;
+                    let to = lookup.dest(dest, parent)?;
+                    from.rename(leaf, &to, leaf)
+                })();
+                moved.map_err(|e| Error::io(format!("placing {}", path.display()), e))?;
+                if kind != Kind::Dir {
+                    placed.push(path.to_path_buf());
+                }
+            }
         }
     }
-    Ok(done)
+    Ok(placed)
 }
 
-/// Move everything staged under `from` into `dest`: a missing `dest` is simply renamed into
-/// place; an existing directory is merged into (see the module docs).
-pub fn place(from: &Path, dest: &Path) -> Result<()> {
-    match fs::symlink_metadata(dest) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return fs::rename(from, dest).map_err(|e| Error::io(format!("moving into {}", dest.display()), e));
-        }
-        Err(e) => return Err(Error::io(format!("reading {}", dest.display()), e)),
-        Ok(_) => {}
-    }
-    // the destination itself may be a link the user chose; below it nothing is followed
-    if !dest.is_dir() {
-        return Err(Error::invalid("destination", format!("{} exists and is not a directory", dest.display())));
-    }
-    merge(from, dest)
+/// The last directory opened on each side while placing.
+#[derive(Default)]
+struct Handles {
+    content: Option<(PathBuf, Dir)>,
+    dest: Option<(PathBuf, Dir)>,
 }
 
-fn merge(from: &Path, dest: &Path) -> Result<()> {
-    let listing = fs::read_dir(from).map_err(|e| Error::io(format!("reading {}", from.display()), e))?;
-    for item in listing {
-        let item = item.map_err(|e| Error::io(format!("reading {}", from.display()), e))?;
-        let source = item.path();
-        let target = dest.join(item.file_name());
-        let kind = item.file_type().map_err(|e| Error::io(format!("reading {}", source.display()), e))?;
-        let existing = fs::symlink_metadata(&target).ok();
-        match (kind.is_dir(), existing) {
-            (_, None) => fs::rename(&source, &target).map_err(|e| Error::io(format!("moving {}", target.display()), e))?,
-            (true, Some(meta)) if meta.is_dir() => merge(&source, &target)?,
-            (true, Some(_)) => {
-                return Err(Error::invalid(
-                    "destination",
-                    format!("{} exists and is not a directory; not replacing it", target.display()),
-                ))
-            }
-            (false, Some(meta)) if meta.is_dir() => {
-                return Err(Error::invalid(
-                    "destination",
-                    format!("{} is a directory; not replacing it with a file", target.display()),
-                ))
-            }
-            (false, Some(_)) => {
-                fs::rename(&source, &target).map_err(|e| Error::io(format!("replacing {}", target.display()), e))?
-            }
+impl Handles {
+    fn content(&mut self, root: &Dir, rel: &Path) -> std::io::Result<Dir> {
+        open_cached(&mut self.content, root, rel)
+    }
+
+    fn dest(&mut self, root: &Dir, rel: &Path) -> std::io::Result<Dir> {
+        open_cached(&mut self.dest, root, rel)
+    }
+}
+
+fn open_cached(slot: &mut Option<(PathBuf, Dir)>, root: &Dir, rel: &Path) -> std::io::Result<Dir> {
+    if let Some((at, dir)) = slot {
+        if at == rel {
+            return dir.try_clone();
         }
     }
-    Ok(())
+    let dir = root.beneath(rel)?;
+    *slot = Some((rel.to_path_buf(), dir.try_clone()?));
+    Ok(dir)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn names_are_checked() {
-        assert_eq!(safe_name(b"./a/b").unwrap(), Some(PathBuf::from("a/b")));
-        assert_eq!(safe_name(b"./").unwrap(), None);
-        assert!(safe_name(b"/etc/passwd").is_err());
-        assert!(safe_name(b"a/../../x").is_err());
-        assert!(safe_name(b"a\0b").is_err());
-    }
+    use std::fs;
+    use tar::EntryType;
 
     fn tar_with(entries: &[(&str, EntryType, &str)]) -> Vec<u8> {
         let mut builder = tar::Builder::new(Vec::new());
@@ -249,7 +270,7 @@ mod tests {
             let mut header = tar::Header::new_gnu();
             header.set_entry_type(*kind);
             header.set_mode(0o644);
-            if *kind == EntryType::Symlink {
+            if matches!(kind, EntryType::Symlink | EntryType::Link) {
                 header.set_size(0);
                 builder.append_link(&mut header, name, data).unwrap();
             } else {
@@ -260,28 +281,37 @@ mod tests {
         builder.into_inner().unwrap()
     }
 
+    fn codes(done: &Unpacked) -> Vec<(String, &'static str)> {
+        done.refused.iter().map(|r| (r.path.clone(), r.reason.code())).collect()
+    }
+
     #[test]
     fn nothing_is_written_through_a_link() {
         let tmp = tempfile::TempDir::new().unwrap();
         let outside = tmp.path().join("outside");
         fs::create_dir(&outside).unwrap();
+        fs::write(outside.join("secret.txt"), "host secret").unwrap();
         let into = tmp.path().join("in");
-        fs::create_dir(&into).unwrap();
         let archive = tar_with(&[
             ("link", EntryType::Symlink, outside.to_str().unwrap()),
             ("link/evil", EntryType::Regular, "x"),
+            ("copied.txt", EntryType::Link, "link/secret.txt"),
+            ("ok", EntryType::Regular, "fine"),
         ]);
-        assert!(unpack(&archive[..], &into).is_err());
+        let done = extract(&archive[..], &into, &Request::all()).unwrap();
+        assert_eq!(
+            codes(&done),
+            [("link".into(), "symlink-leaves"), ("link/evil".into(), "through-symlink"), ("copied.txt".into(), "hard-link")]
+        );
         assert!(!outside.join("evil").exists());
-        // a later file replaces a link instead of writing through it
+        assert!(!into.join("copied.txt").exists());
+        assert_eq!(fs::read_to_string(into.join("ok")).unwrap(), "fine");
+        // a later file replaces a link of the same archive instead of writing through it
         let into2 = tmp.path().join("in2");
-        fs::create_dir(&into2).unwrap();
-        let target = outside.join("t");
-        fs::write(&target, "keep").unwrap();
-        let archive = tar_with(&[("f", EntryType::Symlink, target.to_str().unwrap()), ("f", EntryType::Regular, "new")]);
-        unpack(&archive[..], &into2).unwrap();
-        assert_eq!(fs::read_to_string(&target).unwrap(), "keep");
+        let archive = tar_with(&[("f", EntryType::Symlink, "g"), ("f", EntryType::Regular, "new")]);
+        extract(&archive[..], &into2, &Request::all()).unwrap();
         assert_eq!(fs::read_to_string(into2.join("f")).unwrap(), "new");
+        assert!(!into2.join("g").exists());
     }
 
     #[test]
@@ -289,14 +319,110 @@ mod tests {
         let tmp = tempfile::TempDir::new().unwrap();
         let dest = tmp.path().join("dest");
         fs::create_dir_all(dest.join("sub")).unwrap();
+        fs::create_dir_all(dest.join("keepdir")).unwrap();
         fs::write(dest.join("sub/old"), "old").unwrap();
         fs::write(dest.join("top"), "old").unwrap();
-        let staged = Staging::next_to(&dest).unwrap();
-        let archive = tar_with(&[("sub/new", EntryType::Regular, "n"), ("top", EntryType::Regular, "t")]);
-        unpack(&archive[..], staged.path()).unwrap();
-        place(staged.path(), &dest).unwrap();
+        fs::write(dest.join("plain"), "a file").unwrap();
+        let archive = tar_with(&[
+            ("sub/new", EntryType::Regular, "n"),
+            ("top", EntryType::Regular, "t"),
+            ("fresh/deep/x", EntryType::Regular, "x"),
+            ("keepdir", EntryType::Regular, "not a dir"),
+            ("plain/under", EntryType::Regular, "u"),
+        ]);
+        let done = extract(&archive[..], &dest, &Request::all()).unwrap();
         assert_eq!(fs::read_to_string(dest.join("sub/old")).unwrap(), "old");
         assert_eq!(fs::read_to_string(dest.join("sub/new")).unwrap(), "n");
         assert_eq!(fs::read_to_string(dest.join("top")).unwrap(), "t");
+        assert_eq!(fs::read_to_string(dest.join("fresh/deep/x")).unwrap(), "x");
+        assert!(dest.join("keepdir").is_dir());
+        assert_eq!(fs::read_to_string(dest.join("plain")).unwrap(), "a file");
+        assert_eq!(codes(&done), [("keepdir".into(), "conflict"), ("plain/under".into(), "conflict")]);
+        assert_eq!(done.files, 3);
+        let left: Vec<_> = fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(left, ["dest"], "the staging directory is gone");
+    }
+
+    #[test]
+    fn a_symlink_in_the_destination_is_never_entered() {
+        let tmp = tempfile::TempDir::new().unwrap();
+        let outside = tmp.path().join("outside");
+        fs::create_dir(&outside).unwrap();
+        let dest = tmp.path().join("dest");
+        fs::create_dir(&dest).unwrap();
+        std::os::unix::fs::symlink(&outside, dest.join("out")).unwrap();
+        let archive = tar_with(&[("out/x", EntryType::Regular, "x"), ("via", EntryType::Symlink, "out/../../etc")]);
+        let done = extract(&archive[..], &dest, &Request::all()).unwrap();
+        assert_eq!(codes(&done), [("via".into(), "symlink-leaves"), ("out/x".into(), "conflict")]);
+        assert_eq!(fs::read_dir(&outside).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_later_link_cannot_make_an_earlier_one_escape() {
+        let tmp = tempfile::TempDir::new().unwrap();
+        let dest = tmp.path().join("dest");
+        let archive = tar_with(&[
+            ("a", EntryType::Symlink, "b/c/../.."),
+            ("d/", EntryType::Directory, ""),
+            ("b", EntryType::Symlink, "d/.."),
+            ("loop1", EntryType::Symlink, "loop2"),
+            ("loop2", EntryType::Symlink, "loop1"),
+            ("fine", EntryType::Symlink, "d/../b"),
+        ]);
+        let done = extract(&archive[..], &dest, &Request::all()).unwrap();
+        let loops = [("a".into(), "symlink-leaves"), ("loop1".into(), "symlink-leaves"), ("loop2".into(), "symlink-leaves")];
+        assert_eq!(codes(&done), loops);
+        assert_eq!(fs::read_link(dest.join("b")).unwrap(), Path::new("d/.."));
+        assert!(fs::symlink_metadata(dest.join("a")).is_err() && fs::symlink_metadata(dest.join("loop1")).is_err());
+        assert_eq!(done.symlinks, 2);
+    }
+
+    #[test]
+    fn only_what_was_asked_for_is_placed() {
+        let tmp = tempfile::TempDir::new().unwrap();
+        let dest = tmp.path().join("dest");
+        let archive = tar_with(&[
+            ("a/wanted.txt", EntryType::Regular, "w"),
+            ("a/extra.txt", EntryType::Regular, "e"),
+            ("b/", EntryType::Directory, ""),
+            ("c.txt", EntryType::Regular, "guest side"),
+            (".git/config", EntryType::Regular, "[core]\nfsmonitor = evil\n"),
+        ]);
+        let request = Request::only(["a/wanted.txt", "c.txt"]).rename("c.txt", "c.txt.remote-conflict-1");
+        let done = extract(&archive[..], &dest, &request).unwrap();
+        assert_eq!(
+            codes(&done),
+            [("a/extra.txt".into(), "not-requested"), ("b/".into(), "not-requested"), (".git/config".into(), "protected")]
+        );
+        assert_eq!(fs::read_to_string(dest.join("a/wanted.txt")).unwrap(), "w");
+        assert_eq!(fs::read_to_string(dest.join("c.txt.remote-conflict-1")).unwrap(), "guest side");
+        assert!(!dest.join("c.txt").exists() && !dest.join(".git").exists() && !dest.join("b").exists());
+    }
+
+    #[test]
+    fn a_name_the_file_system_cannot_hold_is_refused_alone() {
+        let tmp = tempfile::TempDir::new().unwrap();
+        let dest = tmp.path().join("dest");
+        let long = format!("{}/x", "n".repeat(300));
+        let mut builder = tar::Builder::new(Vec::new());
+        for (name, data) in [(long.as_str(), "x"), ("ok", "fine")] {
+            let mut header = tar::Header::new_gnu();
+            header.set_mode(0o644);
+            header.set_size(data.len() as u64);
+            builder.append_data(&mut header, name, data.as_bytes()).unwrap();
+        }
+        let done = extract(&builder.into_inner().unwrap()[..], &dest, &Request::all()).unwrap();
+        assert_eq!(done.refused.len(), 1);
+        assert_eq!(done.refused[0].reason.code(), "conflict");
+        assert_eq!(fs::read_to_string(dest.join("ok")).unwrap(), "fine");
+    }
+
+    #[test]
+    fn a_protected_destination_is_refused_before_anything() {
+        let tmp = tempfile::TempDir::new().unwrap();
+        let git = tmp.path().join("repo/.git/hooks");
+        let err = extract(&tar_with(&[("x", EntryType::Regular, "x")])[..], &git, &Request::all()).unwrap_err();
+        assert!(matches!(err, Error::Refused { .. }), "{err}");
+        assert!(!tmp.path().join("repo").exists());
     }
 }

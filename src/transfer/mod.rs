@@ -3,8 +3,12 @@
 //! - [`upload_snapshot`]: a [`Snapshot`]'s archive goes up in one streamed request and is
 //!   unpacked in the guest (`tar -x -C <dest>`).
 //! - [`download_dir`]: the guest packs a directory, the archive streams back, is unpacked into
-//!   a fresh directory next to the destination (names checked, links never followed) and then
-//!   moved into place.
+//!   a fresh directory next to the destination and then placed: [`extract`], the one confined
+//!   unpacker for everything a sandbox sends back (pull, sync, artifacts). Every entry is
+//!   judged (absolute names, `..`, links leaving the destination, writes through links, hard
+//!   links to anything but a file of the same archive, devices, set-id bits, entries nobody
+//!   asked for, and [`protect`]ed paths are refused and named in [`Unpacked::refused`]) and
+//!   written through directory handles only.
 //!
 //! The guest side is a [`Remote`]: [`ApiRemote`] (files API + exec; the temporary archive in
 //! the guest's `/tmp` is removed on success, failure and cancellation) or [`SshRemote`] (an
@@ -22,15 +26,23 @@
 //! ```
 
 mod archive;
+pub(crate) mod dirfd;
 mod extract;
+pub mod patch;
+pub mod protect;
+mod refused;
 mod remote;
+mod unpack;
 
 use std::path::Path;
 
 pub use archive::tar_of;
-pub use extract::{place, safe_name, unpack, Staging, Unpacked};
+pub use extract::extract;
+pub(crate) use extract::{Extracted, Extraction};
+pub use refused::{summary as refused_summary, RefuseReason, Refused};
 pub use remote::{ApiRemote, Remote, ScriptOutput, SshRemote, TarReader, TarWriter};
 pub use remote::TempCleanup;
+pub use unpack::{safe_name, Request, Unpacked};
 
 use crate::api::endpoints;
 use crate::api::files::ProgressFn;
@@ -104,7 +116,9 @@ pub(crate) async fn put_tar_rebuilt(
 }
 
 /// Download the guest directory `dir` (all of it) into the local directory `dest`: created when
-/// missing, merged into when it exists (files replace files; see [`place`]).
+/// missing, merged into when it exists (files replace files; see [`extract`]). A protected
+/// `dest` ([`protect::check_target`]) is refused before anything is fetched; refused entries
+/// are named in [`DownloadedDir::unpacked`].
 pub async fn download_dir(
     remote: &dyn Remote,
     dir: &str,
@@ -112,41 +126,35 @@ pub async fn download_dir(
     progress: Option<ProgressFn>,
 ) -> Result<DownloadedDir> {
     validate::guest_path("remote directory", dir)?;
-    let (unpacked, bytes) = fetch_into(remote, dir, None, dest, progress, |_| Ok(())).await?;
-    Ok(DownloadedDir { dest: dest.to_path_buf(), unpacked, bytes })
+    let (done, bytes) = fetch_into(remote, dir, None, dest, progress, Request::all()).await?;
+    Ok(DownloadedDir { dest: dest.to_path_buf(), unpacked: done.unpacked, bytes })
 }
 
-/// Fetch a tar of `names` (or all) of guest `dir`, unpack it into a staging directory next to
-/// `dest`, let `adjust` rearrange the staged tree, then place it into `dest`.
+/// Fetch a tar of `names` (or all) of guest `dir` into a staging directory next to `dest`,
+/// then unpack and place what `request` allows (see [`extract`]).
 pub(crate) async fn fetch_into(
     remote: &dyn Remote,
     dir: &str,
     names: Option<Vec<String>>,
     dest: &Path,
     progress: Option<ProgressFn>,
-    adjust: impl FnOnce(&Path) -> Result<()> + Send + 'static,
-) -> Result<(Unpacked, u64)> {
-    let staging = Staging::next_to(dest)?;
-    let archive_path = staging.path().join(".archive.tar");
-    let content = staging.path().join("content");
-    let bytes = {
-        let mut file = tokio::fs::File::create(&archive_path)
+    request: Request,
+) -> Result<(Extracted, u64)> {
+    let prepared = {
+        let dest = dest.to_path_buf();
+        tokio::task::spawn_blocking(move || Extraction::prepare(&dest))
             .await
-            .map_err(|e| Error::io(format!("creating {}", archive_path.display()), e))?;
-        remote.get_tar(dir, names, &mut file, progress).await?
+            .map_err(|e| Error::io("the unpacking thread failed", std::io::Error::other(e.to_string())))??
     };
-    let dest = dest.to_path_buf();
-    let unpacked = tokio::task::spawn_blocking(move || -> Result<Unpacked> {
-        std::fs::create_dir(&content).map_err(|e| Error::io(format!("creating {}", content.display()), e))?;
-        let file = std::fs::File::open(&archive_path)
-            .map_err(|e| Error::io(format!("opening {}", archive_path.display()), e))?;
-        let unpacked = unpack(std::io::BufReader::new(file), &content)?;
-        adjust(&content)?;
-        place(&content, &dest)?;
-        drop(staging);
-        Ok(unpacked)
+    let mut file = tokio::fs::File::from_std(prepared.archive_file()?);
+    let bytes = remote.get_tar(dir, names, &mut file, progress).await?;
+    let mut file = file.into_std().await;
+    let done = tokio::task::spawn_blocking(move || -> Result<Extracted> {
+        use std::io::Seek;
+        file.seek(std::io::SeekFrom::Start(0)).map_err(|e| Error::io("reading the downloaded archive", e))?;
+        prepared.finish(std::io::BufReader::new(file), &request)
     })
     .await
     .map_err(|e| Error::io("the unpacking thread failed", std::io::Error::other(e.to_string())))??;
-    Ok((unpacked, bytes))
+    Ok((done, bytes))
 }

@@ -189,9 +189,14 @@ async fn pull_dir(ctx: &Ctx, sb: &Sandbox, remote: &str, target: PathBuf, via: V
     }
     let got = got?;
     let report = json!({ "sandbox": sb.id(), "path": remote, "local": target, "files": got.unpacked.files,
-        "symlinks": got.unpacked.symlinks, "skipped": got.unpacked.skipped, "bytes": got.bytes, "via": via.name() });
+        "symlinks": got.unpacked.symlinks, "skipped": got.unpacked.skipped, "refused": got.unpacked.refused,
+        "bytes": got.bytes, "via": via.name() });
     ctx.out.show(&report, || {
-        format!("{}:{} → {} ({} files, {} bytes)", sb.id(), remote, target.display(), got.unpacked.files + got.unpacked.symlinks, got.bytes)
+        let mut text = format!("{}:{} → {} ({} files, {} bytes)", sb.id(), remote, target.display(), got.unpacked.files + got.unpacked.symlinks, got.bytes);
+        for line in transfer::refused_summary(&got.unpacked.refused, 20) {
+            text.push_str(&format!("\n{line}"));
+        }
+        text
     });
     Ok(())
 }

@@ -112,6 +112,9 @@ fn show(out: Out, sandbox: &str, mode: SyncMode, via: ViaArgs, report: &SyncRepo
         for s in &report.skipped {
             text.push_str(&format!("\nskipped (name is not UTF-8): {s}"));
         }
+        for line in createos_sandbox::transfer::refused_summary(&report.refused, 20) {
+            text.push_str(&format!("\n{line}"));
+        }
         text
     });
 }

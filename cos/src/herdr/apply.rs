@@ -5,10 +5,18 @@
 //! The guest side uses a temporary index, so the agent's own index, branch and commits are
 //! left alone; the baseline is `refs/herdr/base`, not `HEAD`, so commits the agent makes are
 //! still part of the next patch.
+//!
+//! The patch is the guest's work and is not trusted: before `git apply` runs, it is read both
+//! here and by Git (`git apply --numstat -z`) and vetted ([`createos_sandbox::transfer::patch::vet`]).
+//! A patch that touches a protected path (`.git/…`, `.hg/…`, `.env`, keys, …; see
+//! [`createos_sandbox::transfer::protect`]), names a path outside the worktree or below one of its
+//! symlinks, adds a symlink leading out of the worktree, a submodule or an unusual mode, or
+//! reads differently to Git than here, is refused as a whole: every such path is named, the
+//! worktree is not changed and the baseline does not move (the same work is offered again).
 
 use std::path::Path;
 
-use createos_sandbox::transfer::{ApiRemote, Remote, TempCleanup};
+use createos_sandbox::transfer::{patch, protect, ApiRemote, Remote, TempCleanup};
 use createos_sandbox::Sandbox;
 
 use super::error::{HerdrError, HerdrResult};
@@ -135,11 +143,41 @@ async fn apply_locally(local: &Path, patch: &[u8]) -> HerdrResult<()> {
     let local_patch = dir.path().join("herdr-createos.patch");
     std::fs::write(&local_patch, patch)
         .map_err(|e| HerdrError::io(format!("writing {}", local_patch.display()), e))?;
+    vet(local, patch, &local_patch).await?;
     git(local, &["apply", "--check", "--whitespace=nowarn"], &local_patch).await?;
-    git(local, &["apply", "--whitespace=nowarn"], &local_patch).await
+    git(local, &["apply", "--whitespace=nowarn"], &local_patch).await.map(drop)
 }
 
-async fn git(dir: &Path, args: &[&str], patch: &Path) -> HerdrResult<()> {
+/// Refuse the whole patch when any path it touches may not be written here (see the module
+/// docs), naming each.
+async fn vet(local: &Path, patch: &[u8], file: &Path) -> HerdrResult<()> {
+    protect::check_dir_target(local)?;
+    let numstat = git(local, &["apply", "--numstat", "-z"], file).await?;
+    let refused = match patch::parse(patch) {
+        Some(files) => patch::vet(local, &files, &patch::numstat_paths(&numstat)),
+        None => {
+            return Err(HerdrError::invalid(
+                "patch",
+                "the sandbox's patch has headers this client cannot read; nothing was applied (the local worktree was not changed)",
+            ))
+        }
+    };
+    if refused.is_empty() {
+        return Ok(());
+    }
+    let lines: Vec<String> = createos_sandbox::transfer::refused_summary(&refused, 50);
+    Err(HerdrError::invalid(
+        "patch",
+        format!(
+            "the sandbox's patch touches paths that are never written from a sandbox, so nothing was applied (the local \
+             worktree was not changed); undo those changes in the sandbox and apply again:\n{}",
+            lines.join("\n")
+        ),
+    ))
+}
+
+/// Run `git -C dir <args> <patch>`; its stdout.
+async fn git(dir: &Path, args: &[&str], patch: &Path) -> HerdrResult<Vec<u8>> {
     let out = tokio::process::Command::new("git")
         .arg("-C")
         .arg(dir)
@@ -149,7 +187,7 @@ async fn git(dir: &Path, args: &[&str], patch: &Path) -> HerdrResult<()> {
         .await
         .map_err(|e| HerdrError::Git { command: args.join(" "), message: format!("cannot run git: {e}") })?;
     if out.status.success() {
-        Ok(())
+        Ok(out.stdout)
     } else {
         Err(HerdrError::Git {
             command: args.join(" "),

@@ -1,6 +1,7 @@
 //! [`Download`]: a file being read from a sandbox, consumed as a stream, into memory, or into a
 //! local file that appears only when complete.
 
+use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -13,6 +14,7 @@ use tokio::io::AsyncWriteExt;
 
 use super::ProgressFn;
 use crate::error::{Error, Result};
+use crate::transfer::dirfd::Dir;
 
 /// A file whose answer headers have arrived; read its body with [`Download::into_stream`],
 /// [`Download::bytes`] or [`Download::save_to`]. Dropping it closes the connection.
@@ -99,7 +101,12 @@ impl Download {
     ///
     /// The data goes to a temporary file in the same directory, which is renamed over the target
     /// only once complete and flushed to disk; on any failure — or if this future is dropped —
-    /// the temporary file is removed and an existing target is left untouched.
+    /// the temporary file is removed and an existing target is left untouched. Both go through
+    /// a handle to that directory (a symlink at the target is replaced, never followed).
+    ///
+    /// The content is the sandbox's: a protected `local_path` (VCS metadata such as
+    /// `.git/config`, a deny-listed name such as `.env`, anything in `~/.createos`; see
+    /// [`crate::transfer::protect`]) is refused with [`Error::Refused`] before anything is read.
     pub async fn save_to(self, local_path: impl AsRef<Path>) -> Result<u64> {
         let target = local_path.as_ref();
         let (temp, mut file) = TempFile::next_to(target).await?;
@@ -109,10 +116,10 @@ impl Download {
             let chunk = chunk?;
             file.write_all(&chunk)
                 .await
-                .map_err(|e| Error::io(format!("writing {}", temp.path.display()), e))?;
+                .map_err(|e| Error::io(format!("writing {}", temp.shown()), e))?;
             written += chunk.len() as u64;
         }
-        temp.commit(file, target).await?;
+        temp.commit(file).await?;
         Ok(written)
     }
 }
@@ -135,34 +142,41 @@ where
         }
         file.write_all(&buf[..n])
             .await
-            .map_err(|e| Error::io(format!("writing {}", temp.path.display()), e))?;
+            .map_err(|e| Error::io(format!("writing {}", temp.shown()), e))?;
         written += n as u64;
     }
-    temp.commit(file, target).await?;
+    temp.commit(file).await?;
     Ok(written)
 }
 
 impl TempFile {
-    /// A temporary file in `target`'s directory, and a handle to write it.
+    /// A temporary file in `target`'s directory, and a handle to write it. A protected target
+    /// is refused.
     async fn next_to(target: &Path) -> Result<(TempFile, tokio::fs::File)> {
-        let name = target
-            .file_name()
-            .ok_or_else(|| Error::invalid("local_path", format!("{} does not name a file", target.display())))?;
-        let dir = match target.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        let temp = TempFile::create(&dir, &name.to_string_lossy()).await?;
+        let target = target.to_path_buf();
+        let temp = tokio::task::spawn_blocking(move || -> Result<TempFile> {
+            crate::transfer::protect::check_target(&target)?;
+            let name = target
+                .file_name()
+                .ok_or_else(|| Error::invalid("local_path", format!("{} does not name a file", target.display())))?;
+            let dir = match target.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+                _ => PathBuf::from("."),
+            };
+            TempFile::create(&dir, name)
+        })
+        .await
+        .map_err(|e| Error::io("the file thread failed", std::io::Error::other(e.to_string())))??;
         let file = tokio::fs::File::from_std(temp.reopen()?);
         Ok((temp, file))
     }
 
-    /// Flush and sync `file` (this temporary file's handle), then move it over `target`.
-    async fn commit(self, mut file: tokio::fs::File, target: &Path) -> Result<()> {
-        file.flush().await.map_err(|e| Error::io(format!("writing {}", self.path.display()), e))?;
-        file.sync_all().await.map_err(|e| Error::io(format!("syncing {}", self.path.display()), e))?;
+    /// Flush and sync `file` (this temporary file's handle), then move it over the target.
+    async fn commit(self, mut file: tokio::fs::File) -> Result<()> {
+        file.flush().await.map_err(|e| Error::io(format!("writing {}", self.shown()), e))?;
+        file.sync_all().await.map_err(|e| Error::io(format!("syncing {}", self.shown()), e))?;
         drop(file);
-        self.persist(target).await
+        self.persist()
     }
 }
 
@@ -232,40 +246,52 @@ impl Stream for DownloadStream {
     }
 }
 
-/// A temporary file next to a download target, removed on drop unless persisted.
+/// A temporary file next to a download target, removed on drop unless persisted; created,
+/// renamed and removed through a handle to their directory.
 struct TempFile {
-    path: PathBuf,
+    dir: Dir,
+    /// The directory as named, for messages.
+    dir_path: PathBuf,
+    name: OsString,
+    target: OsString,
     file: Option<std::fs::File>,
     keep: bool,
 }
 
 impl TempFile {
-    async fn create(dir: &Path, name: &str) -> Result<TempFile> {
+    fn create(dir_path: &Path, target: &OsStr) -> Result<TempFile> {
+        let dir = Dir::open(dir_path).map_err(|e| Error::io(format!("opening the directory {}", dir_path.display()), e))?;
         let mut tries = 0;
         loop {
-            let path = dir.join(format!(".{name}.cos-part-{:016x}", rand::random::<u64>()));
-            let opened = tokio::fs::OpenOptions::new().write(true).create_new(true).open(&path).await;
-            match opened {
-                Ok(file) => return Ok(TempFile { path, file: Some(file.into_std().await), keep: false }),
+            let name = OsString::from(format!(".{}.cos-part-{:016x}", target.to_string_lossy(), rand::random::<u64>()));
+            match dir.create_new(&name, 0o666) {
+                Ok(file) => {
+                    let (dir_path, target) = (dir_path.to_path_buf(), target.to_os_string());
+                    return Ok(TempFile { dir, dir_path, name, target, file: Some(file), keep: false });
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && tries < 8 => tries += 1,
-                Err(e) => return Err(Error::io(format!("creating a temporary file in {}", dir.display()), e)),
+                Err(e) => return Err(Error::io(format!("creating a temporary file in {}", dir_path.display()), e)),
             }
         }
+    }
+
+    fn shown(&self) -> String {
+        self.dir_path.join(&self.name).display().to_string()
     }
 
     /// The open handle (taken once).
     fn reopen(&self) -> Result<std::fs::File> {
         match &self.file {
-            Some(f) => f.try_clone().map_err(|e| Error::io(format!("opening {}", self.path.display()), e)),
+            Some(f) => f.try_clone().map_err(|e| Error::io(format!("opening {}", self.shown()), e)),
             None => Err(Error::io("temporary file", std::io::Error::other("already closed"))),
         }
     }
 
-    async fn persist(mut self, target: &Path) -> Result<()> {
+    fn persist(mut self) -> Result<()> {
         self.file = None;
-        tokio::fs::rename(&self.path, target)
-            .await
-            .map_err(|e| Error::io(format!("moving the download into {}", target.display()), e))?;
+        self.dir.rename(&self.name, &self.dir, &self.target).map_err(|e| {
+            Error::io(format!("moving the download into {}", self.dir_path.join(&self.target).display()), e)
+        })?;
         self.keep = true;
         Ok(())
     }
@@ -275,7 +301,7 @@ impl Drop for TempFile {
     fn drop(&mut self) {
         self.file = None;
         if !self.keep {
-            let _ = std::fs::remove_file(&self.path);
+            let _ = self.dir.remove_file(&self.name);
         }
     }
 }
@@ -284,20 +310,41 @@ impl Drop for TempFile {
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn temp_file_is_removed_unless_persisted() {
+    #[test]
+    fn temp_file_is_removed_unless_persisted() {
         let dir = tempfile::tempdir().unwrap();
-        let temp = TempFile::create(dir.path(), "out.bin").await.unwrap();
-        let path = temp.path.clone();
+        let temp = TempFile::create(dir.path(), OsStr::new("out.bin")).unwrap();
+        let path = dir.path().join(&temp.name);
         assert!(path.exists());
         assert!(path.file_name().unwrap().to_string_lossy().starts_with(".out.bin.cos-part-"));
         drop(temp);
         assert!(!path.exists());
 
-        let temp = TempFile::create(dir.path(), "out.bin").await.unwrap();
+        let temp = TempFile::create(dir.path(), OsStr::new("out.bin")).unwrap();
         std::io::Write::write_all(&mut temp.reopen().unwrap(), b"data").unwrap();
-        temp.persist(&dir.path().join("out.bin")).await.unwrap();
+        temp.persist().unwrap();
         assert_eq!(std::fs::read(dir.path().join("out.bin")).unwrap(), b"data");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_link_at_the_target_is_replaced_and_protected_targets_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = dir.path().join("outside.txt");
+        std::fs::write(&outside, "keep").unwrap();
+        let link = dir.path().join("link.txt");
+        std::os::unix::fs::symlink(&outside, &link).unwrap();
+        let (temp, mut file) = TempFile::next_to(&link).await.unwrap();
+        file.write_all(b"new").await.unwrap();
+        temp.commit(file).await.unwrap();
+        assert_eq!(std::fs::read_to_string(&link).unwrap(), "new");
+        assert!(!std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep");
+        std::fs::create_dir_all(dir.path().join(".git")).unwrap();
+        for bad in [".git/config", ".env", "id_rsa"] {
+            let Err(err) = TempFile::next_to(&dir.path().join(bad)).await else { panic!("{bad} was accepted") };
+            assert!(matches!(err, Error::Refused { .. }), "{bad}: {err}");
+        }
+        assert_eq!(std::fs::read_dir(dir.path().join(".git")).unwrap().count(), 0);
     }
 }
