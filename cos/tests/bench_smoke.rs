@@ -423,3 +423,21 @@ async fn delay_link_closes_a_connection_whose_upstream_is_down() {
     assert_eq!(link.connections(), 1);
     assert_eq!(link.upstream_failures(), 1);
 }
+
+#[test]
+fn request_counts_add_up_and_render() {
+    let count = report::RequestCount {
+        call: "`sandbox_read` | warm".into(),
+        by_operation: vec![("createProcess".into(), 1), ("getSandbox".into(), 2)],
+    };
+    assert_eq!(count.total(), 3);
+    assert_eq!(count.breakdown(), "1× createProcess, 2× getSandbox");
+    let none = report::RequestCount { call: "nothing".into(), by_operation: vec![] };
+    assert_eq!((none.total(), none.breakdown().as_str()), (0, "none"));
+    assert_eq!(
+        report::request_lines(&[count.clone(), none]),
+        vec!["  3  `sandbox_read` | warm — 1× createProcess, 2× getSandbox".to_string(), "  0  nothing — none".to_string()]
+    );
+    let table = report::requests_table(&[count]);
+    assert!(table.contains("| `sandbox_read` \\| warm | 3 | 1× createProcess, 2× getSandbox |"), "{table}");
+}
