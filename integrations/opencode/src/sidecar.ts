@@ -1,6 +1,7 @@
 // The one `cos mcp` child of a plugin instance: started on load, started again on the next
 // call if it died, stopped at unload.
 
+import { cosBinary } from "./binary.js";
 import { McpChild, SidecarExitedError, type ChildSpec, type McpCallResult, type McpProgress, type McpTool } from "./mcp.js";
 
 /** `_meta` key that names the session of a `tools/call` (see `cos mcp`). */
@@ -78,7 +79,8 @@ export class Sidecar {
       this.restarts.push(now);
       this.log(`cos mcp is not running (${this.child.stderr.split("\n").pop() || "no stderr"}); restarting it`);
     }
-    const child = new McpChild(this.spec, this.log);
+    // The `cos` to run: COS_BIN, the "bin" option, the installed platform package, PATH.
+    const child = new McpChild({ ...this.spec, command: cosBinary({ bin: this.spec.command, env: this.spec.env }) }, this.log);
     this.starting = child
       .start(signal)
       .then(() => {
