@@ -70,7 +70,8 @@ archive="$name.tar.gz"
 install_dir="${COS_INSTALL_DIR:-${HOME:?HOME is not set; set COS_INSTALL_DIR}/.local/bin}"
 
 tmp="$(mktemp -d 2>/dev/null || mktemp -d -t cos-install)"
-trap 'rm -rf "$tmp"' EXIT INT TERM HUP
+trap 'rm -rf "$tmp"' EXIT
+trap 'rm -rf "$tmp"; exit 130' INT TERM HUP
 
 say "downloading $BASE/$archive"
 download "$BASE/$archive" "$tmp/$archive" || fail "could not download $BASE/$archive"
