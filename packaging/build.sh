@@ -18,6 +18,16 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DIST="${COS_DIST_DIR:-$ROOT/dist}"
 PLUGIN_DIR="$ROOT/integrations/opencode"
 
+# What a parent `cargo test` / `cargo run` sets for its child. Inherited, these would count as
+# changed inputs of build scripts (ring's reruns when CARGO_MANIFEST_DIR changes) and the
+# release build would start over instead of finding the one CI already made.
+while IFS= read -r var; do
+  case "$var" in
+    CARGO_MANIFEST_DIR | CARGO_MANIFEST_PATH | CARGO_MANIFEST_LINKS | CARGO_PKG_* | CARGO_CRATE_NAME | CARGO_BIN_NAME | \
+      CARGO_BIN_EXE_* | CARGO_TARGET_TMPDIR | CARGO_PRIMARY_PACKAGE | CARGO_RUSTC_CURRENT_DIR | OUT_DIR) unset "$var" ;;
+  esac
+done < <(compgen -e)
+
 log() { printf '[build] %s\n' "$*" >&2; }
 die() { printf '[build] FAILED: %s\n' "$*" >&2; exit 1; }
 
