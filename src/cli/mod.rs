@@ -163,7 +163,7 @@ pub struct CompletionsArgs {
 }
 
 /// How `cos --help` groups the commands (in this order). Every visible command is in exactly
-/// one group; a test keeps it that way.
+/// one group (tests/cli_conventions.rs checks that `--help` has no "Other:" section).
 const GROUPS: &[(&str, &[&str])] = &[
     (
         "Sandboxes",
