@@ -115,8 +115,14 @@ fn mode_of(options: Option<&CstObject>) -> String {
         .unwrap_or_else(|| "local".to_string())
 }
 
+/// The plugin list of a file and the entry naming the plugin in it, if any.
+struct Located {
+    list: CstArray,
+    entry: Option<(CstNode, Found)>,
+}
+
 /// The plugin list and the entry naming `name` in it, if any.
-fn locate(root: &CstObject, name: &str) -> Result<Option<(CstArray, Option<(CstNode, Found)>)>> {
+fn locate(root: &CstObject, name: &str) -> Result<Option<Located>> {
     let key = list_key(root);
     let Some(prop) = root.get(key) else { return Ok(None) };
     let Some(list) = prop.array_value() else { bail!("`{key}` is not a list") };
@@ -127,7 +133,7 @@ fn locate(root: &CstObject, name: &str) -> Result<Option<(CstArray, Option<(CstN
             (el, Found { key, spec, mode })
         })
     });
-    Ok(Some((list, found)))
+    Ok(Some(Located { list, entry: found }))
 }
 
 /// The entry for the plugin in `text`, if there is one (for `--doctor`).
@@ -139,7 +145,7 @@ pub fn find_entry(text: &str, spec: &str) -> Result<Option<Found>> {
         }
         bail!("the configuration is not a JSON object");
     };
-    Ok(locate(&obj, package_name(spec))?.and_then(|(_, found)| found.map(|(_, f)| f)))
+    Ok(locate(&obj, package_name(spec))?.and_then(|l| l.entry.map(|(_, f)| f)))
 }
 
 fn new_element(key: &str, spec: &str, mode: Option<Mode>) -> CstInputValue {
@@ -167,11 +173,11 @@ pub fn ensure_entry(text: &str, wanted: &Wanted) -> Result<Edited> {
             let key = list_key(&obj);
             obj.append(key, CstInputValue::Array(vec![new_element(key, &wanted.spec, wanted.mode)]));
         }
-        Some((list, None)) => {
+        Some(Located { list, entry: None }) => {
             let key = list_key(&obj);
             list.append(new_element(key, &wanted.spec, wanted.mode));
         }
-        Some((_, Some((el, found)))) => match wanted.mode {
+        Some(Located { entry: Some((el, found)), .. }) => match wanted.mode {
             Some(m) if m.as_str() != found.mode => set_mode(el, &found, m)?,
             _ => return Ok(Edited { text: None, entry: found }),
         },
