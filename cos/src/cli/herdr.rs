@@ -56,6 +56,8 @@ pub struct HerdrArgs {
 pub enum SetupCmd {
     /// Install the CreateOS plugin into Herdr: checks, plugin link, config.json, key bindings.
     Herdr(SetupHerdrArgs),
+    /// Add the CreateOS plugin to OpenCode's opencode.json(c), keeping comments; --doctor checks.
+    Opencode(super::setup_opencode::SetupOpencodeArgs),
 }
 
 /// How this `cos` was pointed at a control plane, for the client and for panes.

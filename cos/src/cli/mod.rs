@@ -16,6 +16,7 @@ mod progress;
 mod resolve;
 mod resources;
 mod sandbox;
+mod setup_opencode;
 mod snapshot;
 mod sync;
 mod via;
@@ -25,17 +26,21 @@ use std::process::ExitCode;
 use anyhow::Result;
 #[cfg(feature = "local")]
 use anyhow::Context as _;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use createos_sandbox::{Client, Region};
 pub use output::{Format, Out};
 
-/// Work with CreateOS sandboxes without spawning the `createos` CLI.
-///
-/// Credentials come from `--api-key`, `CREATEOS_API_KEY`, or what `createos login` stored in
-/// ~/.createos. `--local` runs everything against an in-process emulator: no account needed.
+/// The one line `cos --help` opens with.
+const ABOUT: &str = "cos: CreateOS cloud sandboxes from the shell, coding agents (MCP) and Herdr";
+
+/// Closes `cos --help`: where credentials come from, and the way to try it without an account.
+const AFTER_HELP: &str = "Credentials come from --api-key, CREATEOS_API_KEY, or what `createos login` stored in \
+~/.createos. `cos --local <command>` runs against an in-process emulator: no account needed. \
+Output is text; `-o json` (or CREATEOS_OUTPUT=json) prints JSON for scripts.";
+
 #[derive(Debug, Parser)]
-#[command(name = "cos", version, about, long_about = None, propagate_version = true)]
+#[command(name = "cos", version, about = ABOUT, long_about = None, after_help = AFTER_HELP, propagate_version = true)]
 pub struct Cli {
     /// Run against an in-process emulator of the control plane (real local processes).
     /// Give it before the command: `cos --local run -- uname -a`.
@@ -53,8 +58,8 @@ pub struct Cli {
     /// Also trust the CA certificates (PEM) in FILE (CREATEOS_CA_FILE and SSL_CERT_FILE add theirs).
     #[arg(long, global = true, value_name = "FILE")]
     ca_file: Option<std::path::PathBuf>,
-    /// Output format.
-    #[arg(short = 'o', long, global = true, value_enum, default_value = "auto", env = "CREATEOS_OUTPUT")]
+    /// Output format: text, or json for scripts (errors then also go to stdout as JSON).
+    #[arg(short = 'o', long, global = true, value_enum, default_value = "text", env = "CREATEOS_OUTPUT")]
     output: Format,
     #[command(subcommand)]
     command: Command,
@@ -146,9 +151,77 @@ enum Command {
     RunCode(jobs::RunCodeArgs),
     /// Actions of the CreateOS Herdr plugin (each ends with a CREATEOS_HERDR_RESULT line).
     Herdr(herdr::HerdrArgs),
-    /// Install an integration.
+    /// Install an integration: `cos setup opencode`, `cos setup herdr`.
     #[command(subcommand)]
     Setup(herdr::SetupCmd),
+    /// Print a shell completion script: bash, zsh, fish, powershell or elvish.
+    Completions(CompletionsArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    shell: clap_complete::Shell,
+}
+
+/// How `cos --help` groups the commands (in this order). Every visible command is in exactly
+/// one group (tests/cli_conventions.rs checks that `--help` has no "Other:" section).
+const GROUPS: &[(&str, &[&str])] = &[
+    (
+        "Sandboxes",
+        &[
+            "create", "ls", "get", "rm", "pause", "resume", "fork", "edit", "resize", "ssh-key", "bandwidth",
+            "metrics", "shapes", "images", "network", "disk", "template", "computer",
+        ],
+    ),
+    ("Run", &["exec", "run", "offload", "fanout", "run-code"]),
+    ("Files", &["push", "pull", "snapshot", "sync", "fs"]),
+    ("Processes", &["process", "attach", "shell", "tunnel"]),
+    ("Agents and integrations", &["mcp", "herdr", "setup", "completions"]),
+    ("Account", &["whoami", "usage", "token", "device"]),
+];
+
+/// The clap command of `cos`, with the grouped command list in its help.
+pub fn command() -> clap::Command {
+    let cmd = Cli::command();
+    let template = format!(
+        "{{about-with-newline}}\n{{usage-heading}} {{usage}}\n\n{}Options:\n{{options}}{{after-help}}",
+        grouped_commands(&cmd)
+    );
+    cmd.help_template(template)
+}
+
+/// The "Sandboxes: …", "Run: …" sections of `cos --help`.
+fn grouped_commands(cmd: &clap::Command) -> String {
+    let visible: Vec<&clap::Command> = cmd.get_subcommands().filter(|c| !c.is_hide_set()).collect();
+    let width = visible.iter().map(|c| c.get_name().len()).max().unwrap_or(0);
+    let line = |c: &clap::Command| {
+        let about = c.get_about().map(|a| a.to_string()).unwrap_or_default();
+        format!("  {:<width$}  {about}\n", c.get_name())
+    };
+    let mut text = String::new();
+    for (title, names) in GROUPS {
+        text.push_str(&format!("{title}:\n"));
+        for name in *names {
+            if let Some(c) = visible.iter().find(|c| c.get_name() == *name) {
+                text.push_str(&line(c));
+            }
+        }
+        text.push('\n');
+    }
+    let others: Vec<_> = visible
+        .iter()
+        .filter(|c| c.get_name() != "help" && !GROUPS.iter().any(|(_, names)| names.contains(&c.get_name())))
+        .collect();
+    if !others.is_empty() {
+        text.push_str("Other:\n");
+        for c in others {
+            text.push_str(&line(c));
+        }
+        text.push('\n');
+    }
+    text
 }
 
 /// What every command gets: the client and the printer.
@@ -159,8 +232,29 @@ pub struct Ctx {
 
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match command().try_get_matches().and_then(|m| Cli::from_arg_matches(&m)) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     init_logging();
+    // Local-only commands: no client, so no credential is needed.
+    match &cli.command {
+        Command::Completions(args) => {
+            use std::io::Write as _;
+            let mut script = Vec::new();
+            clap_complete::generate(args.shell, &mut command(), "cos", &mut script);
+            // A closed pipe (`cos completions bash | head`) is not an error worth a word.
+            return match std::io::stdout().write_all(&script) {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                    eprintln!("error: writing the completion script: {e}");
+                    ExitCode::from(1)
+                }
+                _ => ExitCode::SUCCESS,
+            };
+        }
+        Command::Snapshot(_) | Command::Setup(herdr::SetupCmd::Opencode(_)) => return local_only(cli),
+        _ => {}
+    }
     // Herdr actions print their result line even when no client can be built.
     if matches!(cli.command, Command::Herdr(_) | Command::Setup(_)) {
         return herdr::main(cli);
@@ -170,12 +264,9 @@ pub fn main() -> ExitCode {
         Command::Mcp(_) => Out { json: false, explicit_json: false },
         _ => Out::new(cli.output),
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match async_runtime() {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::from(1);
-        }
+        Err(code) => return code,
     };
     let result = runtime.block_on(run(cli, out));
     // A read of the terminal may still be blocked in a runtime thread (tokio's stdin reads on a
@@ -190,10 +281,43 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// Run a command that works on local files only (`snapshot`, `setup opencode`): it never builds
+/// a client, so it works signed out.
+fn local_only(cli: Cli) -> ExitCode {
+    let out = Out::new(cli.output);
+    let runtime = match async_runtime() {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Snapshot(a) => snapshot::snapshot(out, a).await.map(|()| ExitCode::SUCCESS),
+            Command::Setup(herdr::SetupCmd::Opencode(a)) => setup_opencode::setup(out, cli.api_key.clone(), a).await,
+            _ => anyhow::bail!("not a local-only command"),
+        }
+    });
+    runtime.shutdown_background();
+    result.unwrap_or_else(|err| {
+        output::report_error(out, &err);
+        ExitCode::from(1)
+    })
+}
+
+/// The multi-threaded tokio runtime every command runs on (a failure to start it is reported).
+fn async_runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| {
+        eprintln!("error: cannot start the async runtime: {e}");
+        ExitCode::from(1)
+    })
+}
+
 fn init_logging() {
+    use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    // Colour codes only for a person at a terminal (and never with NO_COLOR).
+    let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).try_init();
 }
 
 async fn run(cli: Cli, out: Out) -> Result<ExitCode> {
@@ -266,7 +390,6 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<ExitCode> {
         Command::Process(c) => process::process(ctx, c).await,
         Command::Push(a) => ok(files::push(ctx, a).await),
         Command::Pull(a) => ok(files::pull(ctx, a).await),
-        Command::Snapshot(a) => ok(snapshot::snapshot(ctx, a).await),
         Command::Sync(a) => ok(sync::sync(ctx, a).await),
         Command::Fs(a) => fs::fs(ctx, a).await,
         Command::Network(c) => ok(resources::network(ctx, c).await),
@@ -280,8 +403,10 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<ExitCode> {
         Command::Offload(a) => jobs::offload(ctx, a).await,
         Command::Fanout(a) => jobs::fanout(ctx, a).await,
         Command::RunCode(a) => jobs::run_code(ctx, a).await,
-        // Routed to `herdr::main` by `main` before any client is built.
-        Command::Herdr(_) | Command::Setup(_) => anyhow::bail!("herdr and setup are dispatched by herdr::main"),
+        // Dispatched by `main` before any client is built.
+        Command::Herdr(_) | Command::Setup(_) | Command::Snapshot(_) | Command::Completions(_) => {
+            anyhow::bail!("dispatched before a client is built")
+        }
     }
 }
 

@@ -1,8 +1,9 @@
-//! How `cos` prints: human text on a terminal, JSON (`-o json`, or when stdout is not a terminal)
-//! for scripts. Failures in JSON mode print `{"error": {"code", "message"}}` on stdout, like the
-//! `createos` CLI, and exit 1.
+//! How `cos` prints: text unless `-o json` (or `CREATEOS_OUTPUT=json`) asks for JSON; the
+//! choice never depends on whether stdout is a terminal. A failure always goes to stderr in
+//! words and exits 1; in JSON mode it is also printed on stdout as `{"error": {"code",
+//! "message", …}}`, for scripts.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -12,8 +13,6 @@ use createos_sandbox::Error;
 /// The output format chosen on the command line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
-    /// JSON when stdout is not a terminal, text otherwise.
-    Auto,
     /// Human-readable text.
     Text,
     /// One JSON document per command.
@@ -24,18 +23,15 @@ pub enum Format {
 #[derive(Clone, Copy, Debug)]
 pub struct Out {
     pub json: bool,
-    /// `-o json` was asked for (not just chosen because stdout is not a terminal).
+    /// `-o json` was asked for. Since the format no longer follows the terminal this equals
+    /// `json`; commands that stream raw output read it to say "a JSON summary instead".
     pub explicit_json: bool,
 }
 
 impl Out {
     pub fn new(format: Format) -> Self {
-        let json = match format {
-            Format::Json => true,
-            Format::Text => false,
-            Format::Auto => !std::io::stdout().is_terminal(),
-        };
-        Out { json, explicit_json: format == Format::Json }
+        let json = format == Format::Json;
+        Out { json, explicit_json: json }
     }
 
     /// Print `value` as JSON, or `text()` for people.
@@ -89,8 +85,9 @@ pub fn error_code(err: &anyhow::Error) -> String {
     code.to_string()
 }
 
-/// Report a failure in the chosen format.
+/// Report a failure: always on stderr in words; in JSON mode also on stdout as JSON.
 pub fn report_error(out: Out, err: &anyhow::Error) {
+    eprintln!("error: {err:#}");
     if out.json {
         let mut body = json!({ "code": error_code(err), "message": format!("{err:#}") });
         if let Some(api) = err.downcast_ref::<Error>().and_then(Error::api) {
@@ -113,8 +110,6 @@ pub fn report_error(out: Out, err: &anyhow::Error) {
         }
         let doc: Value = json!({ "error": body });
         println!("{}", serde_json::to_string(&doc).unwrap_or_default());
-    } else {
-        eprintln!("error: {err:#}");
     }
 }
 

@@ -1,5 +1,5 @@
-//! `cos snapshot DIR`: which files an upload of DIR would send, and (with `--explain`) which
-//! were left out and why.
+//! `cos snapshot [DIR]`: which files an upload of DIR would send, and (with `--explain`) which
+//! were left out and why. Purely local: it needs no credential.
 
 use std::path::PathBuf;
 
@@ -9,11 +9,12 @@ use serde_json::json;
 
 use createos_sandbox::snapshot::{EntryKind, GitMode, ListingSource, Snapshot, SnapshotOptions};
 
-use super::Ctx;
+use super::Out;
 
 #[derive(Debug, Args)]
 pub struct SnapshotArgs {
     /// Project directory.
+    #[arg(default_value = ".")]
     pub dir: PathBuf,
     /// Print every file that would be uploaded.
     #[arg(long)]
@@ -32,7 +33,7 @@ pub struct SnapshotArgs {
     pub force: bool,
 }
 
-pub async fn snapshot(ctx: &Ctx, args: SnapshotArgs) -> Result<()> {
+pub async fn snapshot(out: Out, args: SnapshotArgs) -> Result<()> {
     let options = SnapshotOptions {
         excludes: args.excludes.clone(),
         git: if args.no_git { GitMode::Off } else { GitMode::Auto },
@@ -71,7 +72,7 @@ pub async fn snapshot(ctx: &Ctx, args: SnapshotArgs) -> Result<()> {
     if args.explain {
         report["dropped"] = json!(dropped);
     }
-    ctx.out.show(&report, || {
+    out.show(&report, || {
         let mut text = String::new();
         if args.list {
             for e in snap.files() {

@@ -1,9 +1,12 @@
 // End-to-end test: the real OpenCode (`opencode run`) with this plugin, `cos mcp` and the
 // emulator, driven by the scripted model server. Run through e2e/run.sh, which installs
-// OpenCode and builds everything; this file needs:
+// OpenCode and the packed plugin; this file needs:
 //
-//   OPENCODE_BIN  the opencode executable      COS_BIN   the cos executable
-//   MOCK_BIN      the createos-mock executable  PLUGIN_DIR  this package (built)
+//   OPENCODE_BIN  the opencode executable      MOCK_BIN  the createos-mock executable
+//   PLUGIN_DIR    the plugin as npm installed it from its tarball (with the cos package beside it)
+//   INSTALL_DIR   where npm installed it (node_modules/.bin/cos is the packaged cos)
+//
+// OpenCode runs with PATH=/usr/bin:/bin and no COS_BIN: the plugin runs the packaged binary.
 //
 // Scenarios (each a fresh `opencode run`):
 //   local   sandbox_exec, then sandbox_write + sandbox_read, in the session sandbox
@@ -17,7 +20,6 @@ import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { pathToFileURL } from "node:url";
 
 import { startModelServer } from "./model-server.mjs";
 
@@ -122,7 +124,7 @@ function writeConfig(projectDir, modelUrl, pluginDir, pluginOptions) {
         models: { "scripted-1": { name: "Scripted 1", tool_call: true, limit: { context: 100000, output: 4000 } } },
       },
     },
-    plugin: [[pathToFileURL(pluginDir).href, pluginOptions]],
+    plugin: [[pluginDir, pluginOptions]],
     permission: { bash: "allow", edit: "allow", read: "allow", webfetch: "deny" },
   };
   writeFileSync(join(projectDir, "opencode.json"), JSON.stringify(config, null, 2));
@@ -168,9 +170,9 @@ function resultOfStep(turns, i) {
 
 async function main() {
   const opencode = need("OPENCODE_BIN");
-  const cos = need("COS_BIN");
   const mockBin = need("MOCK_BIN");
   const pluginDir = need("PLUGIN_DIR");
+  const installDir = need("INSTALL_DIR");
   if (!existsSync(join(pluginDir, "dist", "index.js"))) throw new Error(`${pluginDir}/dist/index.js is missing: run npm run build`);
 
   const work = mkdtempSync(join(tmpdir(), "createos-opencode-e2e-"));
@@ -181,8 +183,13 @@ async function main() {
   log(`emulator at ${mock.baseUrl}, model server at ${model.url}`);
 
   // OpenCode in a private home, with nothing fetched from the network and no updates.
+  // No cargo and no cos on OpenCode's PATH: the plugin finds the packaged binary itself.
+  const PATH = "/usr/bin:/bin";
+  for (const tool of ["cos", "cargo"]) {
+    if (PATH.split(":").some((d) => existsSync(join(d, tool)))) throw new Error(`${tool} is on ${PATH}; the test would not show the packaged binary is used`);
+  }
   const env = {
-    PATH: process.env.PATH,
+    PATH,
     HOME: home,
     XDG_CONFIG_HOME: join(home, ".config"),
     XDG_DATA_HOME: join(home, ".local", "share"),
@@ -197,7 +204,6 @@ async function main() {
     OPENCODE_DISABLE_CLAUDE_CODE: "1",
     OPENCODE_DISABLE_EXTERNAL_SKILLS: "1",
     OPENCODE_DISABLE_PROJECT_CONFIG: "",
-    COS_BIN: cos,
     CREATEOS_SANDBOX_BASE_URL: mock.baseUrl,
     CREATEOS_API_KEY: mock.apiKey,
     CREATEOS_STATE_DIR: join(work, "cos-state"),
@@ -207,6 +213,7 @@ async function main() {
 
   const nonce = randomBytes(4).toString("hex");
   try {
+    await (await import("./signed-out.mjs")).signedOutScenario({ opencode, env, mock, model, pluginDir, installDir, work, nonce, check, log, opencodeRun, resultOfStep });
     // ── local mode: sandbox_exec, sandbox_write + sandbox_read ──────────────────────────
     {
       const project = join(work, "project-local");

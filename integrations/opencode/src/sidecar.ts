@@ -8,6 +8,7 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
+import { cosBinary } from "./binary.js";
 
 /** `_meta` key that names the session of a `tools/call` (see `cos mcp`). */
 export const SESSION_META_KEY = "createos/session";
@@ -302,7 +303,8 @@ export class Sidecar {
       this.restarts.push(now);
       this.log(`cos mcp is not running (${this.conn.stderr.split("\n").pop() || "no stderr"}); restarting it`);
     }
-    const conn = new Connection(this.spec);
+    // The `cos` to run: COS_BIN, the "bin" option, the installed platform package, PATH.
+    const conn = new Connection({ ...this.spec, command: cosBinary({ bin: this.spec.command, env: this.spec.env }) });
     this.starting = conn
       .start(signal)
       .then(() => {
