@@ -178,6 +178,11 @@ impl SandboxBoundary {
         Ok(self.ensure(b, place, false)?.root)
     }
 
+    /// The mounts the running holder shows (`None`: no holder runs).
+    pub fn holder_mounts(&self) -> Option<Vec<ExtraMount>> {
+        self.lock().as_ref().map(|h| h.mounts.clone())
+    }
+
     /// Ends the holder (its PID namespace dies with every process in it).
     pub fn stop(&self) {
         if let Some(h) = self.lock().take() {

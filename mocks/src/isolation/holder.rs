@@ -118,6 +118,13 @@ pub fn start(spec: &HolderSpec<'_>) -> io::Result<Holder> {
         "/dev".into(),
         "--proc".into(),
         "/proc".into(),
+        // A fresh /run, as a booted machine has (the host's sockets stay out of reach).
+        "--tmpfs".into(),
+        "/run".into(),
+        "--perms".into(),
+        "1777".into(),
+        "--dir".into(),
+        "/run/lock".into(),
     ];
     for (i, guest) in super::PRIVATE_DIRS.iter().enumerate() {
         let staged = format!("{STAGING}/p{i}");

@@ -386,10 +386,24 @@ impl SandboxRuntime {
         &self.base_env
     }
 
-    /// True when the normalised guest path lies on an attached disk.
+    /// True when the normalised guest path lies on an attached disk that the sandbox's own
+    /// view does not show yet (attached while its processes ran): its host directory
+    /// holds it.
     pub fn on_disk(&self, guest: &str) -> bool {
-        let mounts = self.mounts.lock().unwrap_or_else(|e| e.into_inner());
-        mounts.iter().any(|m| paths::is_under(guest, &m.guest))
+        let mounts = self.mounts.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let Some(disk) = mounts.iter().filter(|m| paths::is_under(guest, &m.guest)).max_by_key(|m| m.guest.len()) else {
+            return false;
+        };
+        #[cfg(target_os = "linux")]
+        if self.boundary.is_some() {
+            // The view is started here when needed: it then shows every disk.
+            if let Some(Err(_)) = self.view_root() {
+                return true;
+            }
+            return !self.side.holder_mounts().is_some_and(|shown| shown.contains(disk));
+        }
+        let _ = disk;
+        true
     }
 
     /// Maps a guest path to the host path holding it (attached disks first, then the
@@ -634,6 +648,8 @@ impl SandboxRuntime {
     pub fn add_mount(&self, host: &Path, guest: &str) -> Result<(), ApiError> {
         let guest = normalize_guest_path(guest)?;
         std::fs::create_dir_all(host)?;
+        // The sandbox's root writes to its disks.
+        self.give_to_sandbox(host);
         let private_target = paths::is_private(&guest);
         match self.kind {
             IsolationKind::Namespaces => {
