@@ -682,7 +682,17 @@ impl SandboxRuntime {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(ExtraMount { host: host.to_path_buf(), guest });
+        self.renew_view_when_idle();
         Ok(())
+    }
+
+    /// An isolated sandbox with nothing running gets new namespaces at its next use, which
+    /// show the current disks (with processes running, they see the change once they end).
+    fn renew_view_when_idle(&self) {
+        #[cfg(target_os = "linux")]
+        if self.boundary.is_some() && self.live_pids().is_empty() {
+            self.side.stop();
+        }
     }
 
     /// Undoes [`add_mount`](Self::add_mount) for `guest`.
@@ -690,6 +700,7 @@ impl SandboxRuntime {
         let Ok(guest) = normalize_guest_path(guest) else { return };
         let mut mounts = self.mounts.lock().unwrap_or_else(|e| e.into_inner());
         mounts.retain(|m| m.guest != guest);
+        self.renew_view_when_idle();
         if self.kind == IsolationKind::Fallback && paths::is_private(&guest) {
             let link = paths::map_guest(&self.dir, &mounts, &guest);
             if link.symlink_metadata().map(|m| m.file_type().is_symlink()).unwrap_or(false) {
