@@ -150,12 +150,13 @@ impl SandboxBoundary {
         let procs = place.cgroup.map(|cg| layers::cstring(&cg.join("cgroup.procs")));
         let fds = JoinFds {
             net: place.netns.map(|n| n.as_raw_fd()),
+            pid: ns.pid.as_raw_fd(),
             user: ns.user.as_raw_fd(),
             mnt: ns.mnt.as_raw_fd(),
             uts: ns.uts.as_raw_fd(),
             ipc: ns.ipc.as_raw_fd(),
         };
-        let keep = vec![ns.user, ns.mnt, ns.uts, ns.ipc];
+        let keep = vec![ns.user, ns.mnt, ns.uts, ns.ipc, ns.pid];
         enter::configure(cmd, procs, fds, cwd, Arc::clone(&b.filters), keep);
         Ok(())
     }
