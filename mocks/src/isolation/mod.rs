@@ -144,13 +144,13 @@ impl Isolation {
                             (None, report)
                         }
                     };
-                    return Ok(Isolation {
+                    Ok(Isolation {
                         kind: IsolationKind::Namespaces,
                         cgroup_parent: Some(parent),
                         outbound: Some(outbound),
                         boundary,
                         report,
-                    });
+                    })
                 }
                 Err(err) if mode == IsolationMode::Namespaces => {
                     anyhow::bail!("--isolation namespaces requested but unavailable: {err}");
@@ -161,9 +161,9 @@ impl Isolation {
                          see and can change the host's files. Run the emulator as root on Linux with cgroup v2 \
                          and bubblewrap for isolated sandboxes"
                     );
-                    return Ok(Isolation::unisolated(IsolationReport::none(&format!(
+                    Ok(Isolation::unisolated(IsolationReport::none(&format!(
                         "process groups only (namespaces unavailable: {err})"
-                    ))));
+                    ))))
                 }
             }
         }
