@@ -191,8 +191,13 @@ async fn sftp_round_trip_and_file_operations() {
     assert_eq!(left.trim(), "1", "only the symlink made in the guest is left: {left}");
     assert!(sftp.metadata("/root/nope").await.is_err());
     assert!(sftp.create_dir("/root/no/parent").await.is_err());
-    // Outside the sandbox's own directories nothing is written.
-    assert!(sftp.create("/etc/written-by-sftp").await.is_err());
+    // Outside the sandbox's own directories and layers nothing is written; its /etc is its own
+    // (when it is isolated), never the host's.
+    assert!(sftp.create("/usr/bin/written-by-sftp").await.is_err());
+    assert!(!std::path::Path::new("/usr/bin/written-by-sftp").exists());
+    let etc = sftp.create("/etc/written-by-sftp").await;
+    assert_eq!(etc.is_ok(), env.mock.isolation().isolated, "/etc is writable exactly when it is the sandbox's own");
+    drop(etc);
     assert!(!std::path::Path::new("/etc/written-by-sftp").exists());
     env.mock.shutdown().await;
 }

@@ -58,7 +58,7 @@ async fn escapes_from_inside_fail_and_the_host_is_unchanged() {
     let state_dir = env.mock.state().state_dir.display().to_string();
 
     // Every host directory outside the private layers is read-only for the sandbox.
-    let targets = ["/", "/usr", "/usr/bin", "/bin", "/sbin", "/lib", "/var", "/var/lib", "/var/log", "/srv", "/boot", "/mnt", "/media", "/run", "/sys", state_dir.as_str()];
+    let targets = ["/", "/usr", "/usr/bin", "/bin", "/sbin", "/lib", "/var", "/var/lib", "/var/log", "/srv", "/boot", "/mnt", "/media", "/sys", state_dir.as_str()];
     for dir in targets {
         let file = format!("{dir}/cos-escape-{tok}");
         let (_, _, code) = env.sh(&id, &format!("echo x > '{file}'")).await;
@@ -66,7 +66,7 @@ async fn escapes_from_inside_fail_and_the_host_is_unchanged() {
         assert!(!Path::new(&file).exists(), "{file} appeared on the host");
     }
     // Its own layers are writable, and nothing reaches the host.
-    for dir in ["/root", "/work", "/workspace", "/tmp", "/home", "/var/tmp", "/etc", "/usr/local/bin", "/opt"] {
+    for dir in ["/root", "/work", "/workspace", "/tmp", "/home", "/var/tmp", "/etc", "/usr/local/bin", "/opt", "/run"] {
         let file = format!("{dir}/cos-escape-{tok}");
         let (_, err, code) = env.sh(&id, &format!("echo x > '{file}' && cat '{file}'")).await;
         assert_eq!(code, 0, "writing {file} inside the sandbox: {err}");

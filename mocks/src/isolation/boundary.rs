@@ -150,12 +150,13 @@ impl SandboxBoundary {
         let procs = place.cgroup.map(|cg| layers::cstring(&cg.join("cgroup.procs")));
         let fds = JoinFds {
             net: place.netns.map(|n| n.as_raw_fd()),
+            pid: ns.pid.as_raw_fd(),
             user: ns.user.as_raw_fd(),
             mnt: ns.mnt.as_raw_fd(),
             uts: ns.uts.as_raw_fd(),
             ipc: ns.ipc.as_raw_fd(),
         };
-        let keep = vec![ns.user, ns.mnt, ns.uts, ns.ipc];
+        let keep = vec![ns.user, ns.mnt, ns.uts, ns.ipc, ns.pid];
         enter::configure(cmd, procs, fds, cwd, Arc::clone(&b.filters), keep);
         Ok(())
     }
@@ -176,6 +177,11 @@ impl SandboxBoundary {
     /// The root of the sandbox's filesystem view (its holder started as needed).
     pub fn view_root(&self, b: &Boundary, place: &Place<'_>) -> std::io::Result<Arc<OwnedFd>> {
         Ok(self.ensure(b, place, false)?.root)
+    }
+
+    /// The mounts the running holder shows (`None`: no holder runs).
+    pub fn holder_mounts(&self) -> Option<Vec<ExtraMount>> {
+        self.lock().as_ref().map(|h| h.mounts.clone())
     }
 
     /// Ends the holder (its PID namespace dies with every process in it).

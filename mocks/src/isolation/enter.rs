@@ -41,6 +41,8 @@ pub fn join_cgroup(procs: &CString) -> io::Result<()> {
 #[derive(Debug, Clone, Copy)]
 pub struct JoinFds {
     pub net: Option<RawFd>,
+    /// The PID namespace the child must have been forked into (checked, not joined).
+    pub pid: RawFd,
     pub user: RawFd,
     pub mnt: RawFd,
     pub uts: RawFd,
@@ -65,6 +67,17 @@ pub fn configure(
             let err = io::Error::last_os_error;
             if libc::setsid() < 0 {
                 return Err(err());
+            }
+            // Forked outside the sandbox's PID namespace (its scope was not entered): refuse
+            // rather than run where host processes are visible.
+            let mut expected: libc::stat = std::mem::zeroed();
+            let mut actual: libc::stat = std::mem::zeroed();
+            if libc::fstat(fds.pid, &mut expected) != 0
+                || libc::stat(c"/proc/self/ns/pid".as_ptr(), &mut actual) != 0
+                || expected.st_ino != actual.st_ino
+                || expected.st_dev != actual.st_dev
+            {
+                return Err(io::Error::from_raw_os_error(libc::EPERM));
             }
             if let Some(procs) = &procs {
                 join_cgroup(procs)?;

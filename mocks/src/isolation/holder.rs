@@ -5,7 +5,8 @@
 //! IPC and UTS namespaces and a mount namespace with the host's root read-only, a fresh
 //! `/dev` and `/proc`, and the sandbox's own directories and overlays bound on top. Its
 //! PID 1 reaps orphans; PID 2 (`sh`, then `cat` on a pipe the emulator holds) keeps the
-//! namespaces alive until the emulator closes the pipe or dies.
+//! namespaces alive until the emulator closes the pipe or dies (not `--die-with-parent`:
+//! that follows the thread which started `bwrap`, and the emulator's threads come and go).
 //!
 //! Before `bwrap` starts, its parent (still root, in a mount namespace of its own) mounts
 //! the overlays and binds every source below a fresh tmpfs on `/dev/shm`, then hides the
@@ -110,7 +111,6 @@ pub fn start(spec: &HolderSpec<'_>) -> io::Result<Holder> {
         "--unshare-uts".into(),
         "--hostname".into(),
         spec.hostname.chars().take(64).collect(),
-        "--die-with-parent".into(),
         "--ro-bind".into(),
         "/".into(),
         "/".into(),
@@ -118,6 +118,13 @@ pub fn start(spec: &HolderSpec<'_>) -> io::Result<Holder> {
         "/dev".into(),
         "--proc".into(),
         "/proc".into(),
+        // A fresh /run, as a booted machine has (the host's sockets stay out of reach).
+        "--tmpfs".into(),
+        "/run".into(),
+        "--perms".into(),
+        "1777".into(),
+        "--dir".into(),
+        "/run/lock".into(),
     ];
     for (i, guest) in super::PRIVATE_DIRS.iter().enumerate() {
         let staged = format!("{STAGING}/p{i}");

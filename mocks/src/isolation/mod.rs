@@ -144,13 +144,13 @@ impl Isolation {
                             (None, report)
                         }
                     };
-                    return Ok(Isolation {
+                    Ok(Isolation {
                         kind: IsolationKind::Namespaces,
                         cgroup_parent: Some(parent),
                         outbound: Some(outbound),
                         boundary,
                         report,
-                    });
+                    })
                 }
                 Err(err) if mode == IsolationMode::Namespaces => {
                     anyhow::bail!("--isolation namespaces requested but unavailable: {err}");
@@ -161,9 +161,9 @@ impl Isolation {
                          see and can change the host's files. Run the emulator as root on Linux with cgroup v2 \
                          and bubblewrap for isolated sandboxes"
                     );
-                    return Ok(Isolation::unisolated(IsolationReport::none(&format!(
+                    Ok(Isolation::unisolated(IsolationReport::none(&format!(
                         "process groups only (namespaces unavailable: {err})"
-                    ))));
+                    ))))
                 }
             }
         }
@@ -386,10 +386,24 @@ impl SandboxRuntime {
         &self.base_env
     }
 
-    /// True when the normalised guest path lies on an attached disk.
+    /// True when the normalised guest path lies on an attached disk that the sandbox's own
+    /// view does not show yet (attached while its processes ran): its host directory
+    /// holds it.
     pub fn on_disk(&self, guest: &str) -> bool {
-        let mounts = self.mounts.lock().unwrap_or_else(|e| e.into_inner());
-        mounts.iter().any(|m| paths::is_under(guest, &m.guest))
+        let mounts = self.mounts.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let Some(disk) = mounts.iter().filter(|m| paths::is_under(guest, &m.guest)).max_by_key(|m| m.guest.len()) else {
+            return false;
+        };
+        #[cfg(target_os = "linux")]
+        if self.boundary.is_some() {
+            // The view is started here when needed: it then shows every disk.
+            if let Some(Err(_)) = self.view_root() {
+                return true;
+            }
+            return !self.side.holder_mounts().is_some_and(|shown| shown.contains(disk));
+        }
+        let _ = disk;
+        true
     }
 
     /// Maps a guest path to the host path holding it (attached disks first, then the
@@ -634,6 +648,8 @@ impl SandboxRuntime {
     pub fn add_mount(&self, host: &Path, guest: &str) -> Result<(), ApiError> {
         let guest = normalize_guest_path(guest)?;
         std::fs::create_dir_all(host)?;
+        // The sandbox's root writes to its disks.
+        self.give_to_sandbox(host);
         let private_target = paths::is_private(&guest);
         match self.kind {
             IsolationKind::Namespaces => {
@@ -666,7 +682,17 @@ impl SandboxRuntime {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(ExtraMount { host: host.to_path_buf(), guest });
+        self.renew_view_when_idle();
         Ok(())
+    }
+
+    /// An isolated sandbox with nothing running gets new namespaces at its next use, which
+    /// show the current disks (with processes running, they see the change once they end).
+    fn renew_view_when_idle(&self) {
+        #[cfg(target_os = "linux")]
+        if self.boundary.is_some() && self.live_pids().is_empty() {
+            self.side.stop();
+        }
     }
 
     /// Undoes [`add_mount`](Self::add_mount) for `guest`.
@@ -674,6 +700,7 @@ impl SandboxRuntime {
         let Ok(guest) = normalize_guest_path(guest) else { return };
         let mut mounts = self.mounts.lock().unwrap_or_else(|e| e.into_inner());
         mounts.retain(|m| m.guest != guest);
+        self.renew_view_when_idle();
         if self.kind == IsolationKind::Fallback && paths::is_private(&guest) {
             let link = paths::map_guest(&self.dir, &mounts, &guest);
             if link.symlink_metadata().map(|m| m.file_type().is_symlink()).unwrap_or(false) {

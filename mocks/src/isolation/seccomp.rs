@@ -72,7 +72,7 @@ impl Filters {
         let attach = [libc::PTRACE_ATTACH as u64, 0x4206 /* PTRACE_SEIZE */];
         denied.insert(
             libc::SYS_ptrace,
-            attach.iter().map(|&req| Ok(rule(vec![cond(0, SeccompCmpOp::Eq, req)?])?)).collect::<Result<_, String>>()?,
+            attach.iter().map(|&req| rule(vec![cond(0, SeccompCmpOp::Eq, req)?])).collect::<Result<_, String>>()?,
         );
         let newuser = libc::CLONE_NEWUSER as u64;
         denied.insert(libc::SYS_unshare, vec![rule(vec![cond(0, SeccompCmpOp::MaskedEq(newuser), newuser)?])?]);

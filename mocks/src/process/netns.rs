@@ -24,6 +24,14 @@ pub fn create() -> io::Result<OwnedFd> {
     let worker = std::thread::Builder::new().name("netns-create".into()).spawn(|| -> io::Result<OwnedFd> {
         nix::sched::unshare(CloneFlags::CLONE_NEWNET)?;
         bring_loopback_up()?;
+        // The namespace belongs to the host's user namespace, while an isolated sandbox's
+        // root is only root in its own: let it bind every port (sshd on 22) and ping, as
+        // root of a machine can. Per-namespace settings: the host's are untouched.
+        for (setting, value) in [("ipv4/ip_unprivileged_port_start", "0"), ("ipv4/ping_group_range", "0 2147483647")] {
+            if let Err(err) = std::fs::write(format!("/proc/sys/net/{setting}"), value) {
+                tracing::debug!("sandbox network namespace: cannot set {setting}: {err}");
+            }
+        }
         let raw = nix::fcntl::open("/proc/thread-self/ns/net", OFlag::O_RDONLY | OFlag::O_CLOEXEC, Mode::empty())?;
         // SAFETY: `raw` was just opened and is owned by nobody else.
         Ok(unsafe { OwnedFd::from_raw_fd(raw) })
