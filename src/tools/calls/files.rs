@@ -18,13 +18,16 @@ use serde_json::json;
 
 use super::{named, run_error, sleep_or_forever};
 use crate::api::files::{UploadBody, UploadOptions};
-use crate::guest::{GlobOptions, GrepOptions, Guest, GuestOptions, PatchAction, PathMap, ReadOptions, ReadResult};
+use crate::guest::{GlobOptions, GrepOptions, Guest, GuestChannel, GuestOptions, PatchAction, PathMap, ReadOptions, ReadResult};
 use crate::snapshot::{Snapshot, SnapshotOptions};
 use crate::tools::args::Args;
 use crate::tools::runtime::Runtime;
 use crate::tools::{CallCtx, Part, ToolError, ToolOutput};
 use crate::transfer::{self, ApiRemote};
 use crate::{validate, Error};
+
+/// How much longer than the guest's own deadline a file call may take before it is abandoned.
+const BACKSTOP: Duration = Duration::from_secs(10);
 
 /// Deadline of a push or pull (the plugin's transfer budget).
 const TRANSFER_TIMEOUT: Duration = Duration::from_secs(600);
@@ -124,9 +127,9 @@ impl FileOp {
     }
 
     /// Run it and render the result as text plus metadata.
-    async fn run(self, guest: &Guest) -> Result<ToolOutput, Error> {
+    async fn run(&self, guest: &Guest) -> Result<ToolOutput, Error> {
         Ok(match self {
-            FileOp::Read { path, options } => match guest.read(&path, options).await? {
+            FileOp::Read { path, options } => match guest.read(path, options.clone()).await? {
                 ReadResult::File(file) => {
                     let mut text = file.content.clone();
                     if let Some(next) = file.next_offset {
@@ -154,7 +157,7 @@ impl FileOp {
                 }
             },
             FileOp::Write { path, content } => {
-                let done = guest.write(&path, &content).await?;
+                let done = guest.write(path, content).await?;
                 let verb = if done.created { "Created" } else { "Wrote" };
                 text_output(format!("{verb} {} ({} bytes)", done.path, done.bytes))
                     .with("path", done.path)
@@ -162,14 +165,14 @@ impl FileOp {
                     .with("created", done.created)
             }
             FileOp::Edit { path, old, new, all } => {
-                let done = guest.edit(&path, &old, &new, all).await?;
+                let done = guest.edit(path, old, new, *all).await?;
                 let times = if done.replacements == 1 { "1 occurrence".to_string() } else { format!("{} occurrences", done.replacements) };
                 text_output(format!("Edited {}: replaced {times}", done.path))
                     .with("path", done.path)
                     .with("replacements", done.replacements)
             }
             FileOp::Patch { text } => {
-                let changes = guest.patch(&text).await?;
+                let changes = guest.patch(text).await?;
                 let mut lines = vec![format!("Patch applied to {} file(s):", changes.len())];
                 for change in &changes {
                     lines.push(match (&change.action, &change.from) {
@@ -183,11 +186,11 @@ impl FileOp {
                 text_output(lines.join("\n")).with("files", json!(files))
             }
             FileOp::Glob { pattern, options } => {
-                let found = guest.glob(&pattern, options).await?;
+                let found = guest.glob(pattern, options.clone()).await?;
                 text_output(found.text).with("count", found.files.len()).with("truncated", found.truncated)
             }
             FileOp::Grep { pattern, options } => {
-                let found = guest.grep(&pattern, options).await?;
+                let found = guest.grep(pattern, options.clone()).await?;
                 text_output(found.text).with("count", found.matches.len()).with("truncated", found.truncated)
             }
         })
@@ -220,15 +223,21 @@ fn project_dir(rt: &Runtime) -> PathBuf {
 pub(super) async fn run(rt: &Arc<Runtime>, op: FileOp, ctx: &CallCtx) -> Result<ToolOutput, ToolError> {
     let map = path_map(rt)?;
     op.check(&map)?;
-    let sandbox = rt.session_sandbox(&ctx.session, &ctx.cancel).await?;
     let limit = rt.config().timeout;
-    let guest = Guest::new(sandbox.clone(), map, GuestOptions::new().timeout(limit.unwrap_or(Duration::ZERO)));
-    let output = tokio::select! {
-        result = op.run(&guest) => result.map_err(file_error)?,
-        _ = ctx.cancel.cancelled() => return Err(ToolError::Cancelled),
-        _ = sleep_or_forever(limit) => return Err(ToolError::Timeout(limit.unwrap_or_default())),
-    };
-    Ok(output.with("sandboxId", sandbox.id()))
+    let (op, map) = (&op, &map);
+    rt.with_session(ctx, |sandbox| async move {
+        let options = GuestOptions::new().channel(GuestChannel::Resident).timeout(limit.unwrap_or(Duration::ZERO));
+        let guest = Guest::new(sandbox.clone(), map.clone(), options);
+        // The guest enforces the deadline (stopping a helper whose operation overran); this
+        // is only the backstop.
+        let output = tokio::select! {
+            result = op.run(&guest) => result.map_err(file_error)?,
+            _ = ctx.cancel.cancelled() => return Err(ToolError::Cancelled),
+            _ = sleep_or_forever(limit.map(|l| l + BACKSTOP)) => return Err(ToolError::Timeout(limit.unwrap_or_default())),
+        };
+        Ok(output.with("sandboxId", sandbox.id()))
+    })
+    .await
 }
 
 /// Guest refusals of the arguments stay argument errors; the rest keep the library's error.

@@ -35,7 +35,7 @@ pub async fn call(rt: &Arc<Runtime>, name: &str, arguments: Option<Map<String, V
     let args = Args::check(&def.input_schema, arguments)?;
     let short = &def.name[PREFIX.len()..];
     if short == "status" {
-        return Ok(ToolOutput::json(rt.status(&ctx.session)));
+        return Ok(ToolOutput::json(rt.status(&ctx.session).await));
     }
     if short == "release" {
         // Not counted as in flight: release is refused while *other* calls run.
@@ -113,7 +113,7 @@ async fn dispatch(rt: &Arc<Runtime>, short: &str, args: &Args, ctx: &CallCtx) ->
 async fn target(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<(Sandbox, bool), ToolError> {
     match args.opt_str("sandbox_id") {
         Some(id) => Ok((rt.client().sandbox(id)?, false)),
-        None => Ok((rt.session_sandbox(&ctx.session, &ctx.cancel).await?, true)),
+        None => Ok((rt.session_sandbox(&ctx.session, ctx).await?, true)),
     }
 }
 
