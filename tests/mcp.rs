@@ -368,6 +368,12 @@ async fn sync_once_copies_the_project_once_and_skills_at_every_attach() {
     std::fs::create_dir_all(project.join("src")).unwrap();
     std::fs::write(project.join("src/main.py"), "print(1)\n").unwrap();
     std::fs::write(project.join(".env"), "SECRET=1\n").unwrap();
+    // Dependencies, virtualenvs and tool state stay home, at any depth.
+    for left_out in ["node_modules/pkg/index.js", "src/node_modules/x.js", ".venv/bin/python", ".opencode/state.json", ".createos/cache"] {
+        let path = project.join(left_out);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, "x\n").unwrap();
+    }
     let skill = dir.path().join("skills/review");
     std::fs::create_dir_all(&skill).unwrap();
     std::fs::write(skill.join("SKILL.md"), "v1\n").unwrap();
@@ -378,9 +384,9 @@ async fn sync_once_copies_the_project_once_and_skills_at_every_attach() {
 
     let mut mcp = setup.start().await;
     let skill_md = skill.join("SKILL.md");
-    let script = format!("cat /root/workspace/src/main.py; cat {}; ls -A /root/workspace", skill_md.display());
+    let script = format!("cat /root/workspace/src/main.py; cat {}; ls -A /root/workspace; ls -A /root/workspace/src", skill_md.display());
     let first = mcp.call_in("sandbox_exec", json!({"command": script}), None).await;
-    assert_eq!(ok_json(&first)["stdout"], "print(1)\nv1\nsrc\n", "the project (without .env) and the skill arrived");
+    assert_eq!(ok_json(&first)["stdout"], "print(1)\nv1\nsrc\nmain.py\n", "the project (without .env and the excluded trees) and the skill arrived");
     mcp.stop().await;
 
     // A restart reattaches: the project is not copied again, the skill is refreshed.
@@ -391,7 +397,7 @@ async fn sync_once_copies_the_project_once_and_skills_at_every_attach() {
     assert_eq!(status["stored"], sandbox_of(&first), "the stored binding shows before reattaching: {status}");
     let again = mcp.call_in("sandbox_exec", json!({"command": script}), None).await;
     assert_eq!(sandbox_of(&again), sandbox_of(&first));
-    assert_eq!(ok_json(&again)["stdout"], "print(1)\nv2\nsrc\n");
+    assert_eq!(ok_json(&again)["stdout"], "print(1)\nv2\nsrc\nmain.py\n");
     mcp.stop().await;
     env.shutdown().await;
 }

@@ -110,6 +110,54 @@ fn render(now: &Now, elapsed: Duration) -> String {
     text
 }
 
+/// Keeps a call's progress alive: returns `ctx` with its sink wrapped so that, whenever the
+/// call has reported nothing for [`EVERY`], `<what> (Ns)` is sent, until the returned guard
+/// is dropped. Without a sink, `ctx` is returned unchanged and nothing runs.
+pub fn heartbeat(ctx: CallCtx, what: &str) -> (CallCtx, Option<Heartbeat>) {
+    let Some(sink) = ctx.progress.clone() else { return (ctx, None) };
+    let last = Arc::new(Mutex::new(Instant::now()));
+    let wrapped: ProgressSink = {
+        let last = last.clone();
+        Arc::new(move |message: String| {
+            *last.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+            sink(message);
+        })
+    };
+    let stop = tokio_util::sync::CancellationToken::new();
+    let started = Instant::now();
+    let what = what.to_string();
+    let task = {
+        let (sink, stop) = (wrapped.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(EVERY / 2);
+            loop {
+                tokio::select! {
+                    _ = every.tick() => {}
+                    _ = stop.cancelled() => return,
+                }
+                let quiet = last.lock().unwrap_or_else(|e| e.into_inner()).elapsed() >= EVERY;
+                if quiet {
+                    sink(format!("{what} ({}s)", started.elapsed().as_secs()));
+                }
+            }
+        })
+    };
+    let ctx = CallCtx { progress: Some(wrapped), ..ctx };
+    (ctx, Some(Heartbeat { stop, _task: task }))
+}
+
+/// Stops a [`heartbeat`] when dropped.
+pub struct Heartbeat {
+    stop: tokio_util::sync::CancellationToken,
+    _task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
 /// A command shortened for a progress line.
 pub fn short(command: &str) -> String {
     let first = command.lines().next().unwrap_or_default().trim();

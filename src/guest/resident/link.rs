@@ -341,3 +341,92 @@ pub(super) fn gone(exit: &Exit) -> Error {
 fn stream_failed(err: &Error) -> Error {
     GuestError::new("resident", GuestErrorCode::HelperFailed, format!("following the helper's output failed: {err}")).into()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A link whose reader is never started (lines are fed by hand).
+    fn quiet_link() -> Arc<Link> {
+        let client = crate::Client::builder().base_url("http://127.0.0.1:9").anonymous().build().unwrap();
+        let process = client.sandbox("sb-test").unwrap().processes().handle("proc-1").unwrap();
+        let link = Link::new(process);
+        link.lock().reading = true;
+        link
+    }
+
+    fn drain(rx: &mut mpsc::UnboundedReceiver<Reply>) -> Vec<Reply> {
+        let mut out = Vec::new();
+        while let Ok(reply) = rx.try_recv() {
+            out.push(reply);
+        }
+        out
+    }
+
+    #[test]
+    fn lines_split_across_chunks_reach_their_request() {
+        let link = quiet_link();
+        let mut one = link.register(1);
+        let mut two = link.register(2);
+        let data = base64::engine::general_purpose::STANDARD.encode(b"out");
+        let text = format!("{{\"v\":1,\"id\":2,\"stream\":\"stdout\",\"data\":\"{data}\"}}\n{{\"v\":1,\"id\":1,\"result\":{{\"ok\":true}}}}\n{{\"v\":1,\"id\":2,\"res");
+        let (a, b) = text.as_bytes().split_at(17);
+        link.feed(1, a).unwrap();
+        link.feed(2, b).unwrap();
+        link.feed(3, b"ult\":{\"exit_code\":0}}\n").unwrap();
+        assert!(matches!(drain(&mut one).as_slice(), [Reply::Result(v)] if v["ok"] == true));
+        let replies = drain(&mut two);
+        assert!(matches!(&replies[0], Reply::Chunk { stream: StreamKind::Stdout, bytes } if bytes.as_ref() == b"out"), "{replies:?}");
+        assert!(matches!(&replies[1], Reply::Result(v) if v["exit_code"] == 0), "{replies:?}");
+        assert_eq!(link.lock().last_seq, 3);
+        assert!(link.lock().pending.is_empty());
+    }
+
+    #[test]
+    fn hostile_lines_are_ignored_or_refused() {
+        let link = quiet_link();
+        let mut one = link.register(1);
+        for line in [
+            "not json at all",
+            "{\"v\":2,\"id\":1,\"result\":1}",
+            "{\"id\":1,\"result\":1}",
+            "{\"v\":1,\"id\":99,\"result\":1}",
+            "{\"v\":1,\"id\":0,\"result\":\"a forged ready answer\"}",
+            "{\"v\":1,\"id\":1,\"stream\":\"stdout\",\"data\":\"!!not base64!!\"}",
+            "{\"v\":1,\"id\":1}",
+            "{\"v\":1,\"bye\":\"idle\"}",
+            "[1,2,3]",
+        ] {
+            link.feed(1, format!("{line}\n").as_bytes()).unwrap();
+        }
+        assert!(drain(&mut one).is_empty(), "nothing valid was addressed to request 1");
+        link.feed(2, b"{\"v\":1,\"id\":1,\"error\":{\"code\":\"no_such_file\",\"message\":\"gone\"}}\n").unwrap();
+        assert!(matches!(drain(&mut one).as_slice(), [Reply::Refused(w)] if w.code == "no_such_file"));
+        // A line that never ends is refused before it grows without bound.
+        let mut two = link.register(2);
+        let chunk = vec![b'x'; 1 << 20];
+        let mut refused = false;
+        for seq in 0..(MAX_LINE / chunk.len() + 2) as u64 {
+            if link.feed(10 + seq, &chunk).is_err() {
+                refused = true;
+                break;
+            }
+        }
+        assert!(refused, "an endless line was accepted");
+        assert!(link.lock().partial.is_empty());
+        assert!(drain(&mut two).is_empty());
+    }
+
+    #[test]
+    fn a_dead_helper_fails_every_waiter_and_every_later_request() {
+        let link = quiet_link();
+        let mut one = link.register(1);
+        link.keep_stderr(1, b"Traceback: boom\n");
+        link.mark_dead(Exit { code: Some(1), signal: None, stderr: String::new() });
+        let replies = drain(&mut one);
+        assert!(matches!(&replies[..], [Reply::Gone(e)] if e.to_string().contains("exited with status 1") && e.to_string().contains("boom")), "{replies:?}");
+        assert!(link.dead.is_cancelled());
+        let mut later = link.register(2);
+        assert!(matches!(drain(&mut later).as_slice(), [Reply::Gone(_)]));
+    }
+}

@@ -236,9 +236,12 @@ impl Resident {
             let (cmd, args) = argv.split_first().ok_or_else(|| Error::invalid("argv", "empty"))?;
             let process = self.sandbox.processes().start(ProcessSpec::new(cmd.clone()).args(args.iter().cloned())).await?;
             let link = Link::new(process);
+            // A caller that gives up before the helper is ready must not leave it running.
+            let mut unready = StopUnready(Some(link.clone()));
             let mut ready = link.register(READY_ID);
             let first = tokio::time::timeout(START_TIMEOUT, ready.recv()).await;
             link.unregister(READY_ID);
+            unready.0 = None;
             match first {
                 Ok(Some(Reply::Result(info))) => {
                     tracing::debug!(sandbox = %self.sandbox.id(), process = %link.process.id(), %info, "resident file helper ready");
@@ -298,6 +301,21 @@ impl Resident {
                 tracing::warn!(sandbox = %self.sandbox.id(), error = %err, "stopping the resident helper failed");
             }
             link.mark_dead(link::Exit { stderr: "stopped by the client".into(), ..Default::default() });
+        }
+    }
+}
+
+/// Stops a helper that was started but never became ready, when dropped armed.
+struct StopUnready(Option<Arc<Link>>);
+
+impl Drop for StopUnready {
+    fn drop(&mut self) {
+        let Some(link) = self.0.take() else { return };
+        link.mark_dead(link::Exit { stderr: "abandoned before it was ready".into(), ..Default::default() });
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn(async move {
+                let _ = link.process.stop(Some(Duration::ZERO)).await;
+            });
         }
     }
 }

@@ -17,12 +17,12 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::{named, run_error, sleep_or_forever};
-use crate::api::files::{UploadBody, UploadOptions};
+use crate::api::files::{ProgressFn, UploadBody, UploadOptions};
 use crate::guest::{GlobOptions, GrepOptions, Guest, GuestChannel, GuestOptions, PatchAction, PathMap, ReadOptions, ReadResult};
 use crate::snapshot::{Snapshot, SnapshotOptions};
 use crate::tools::args::Args;
 use crate::tools::runtime::Runtime;
-use crate::tools::{CallCtx, Part, ToolError, ToolOutput};
+use crate::tools::{progress, CallCtx, Part, ToolError, ToolOutput};
 use crate::transfer::{self, ApiRemote};
 use crate::{validate, Error};
 
@@ -70,8 +70,8 @@ pub(super) async fn call(rt: &Arc<Runtime>, short: &str, args: &Args, ctx: &Call
                 limit: args.opt_u64("limit"),
             },
         },
-        "push" => return transfer_call(ctx, push(rt, args)).await,
-        "pull" => return transfer_call(ctx, pull(rt, args)).await,
+        "push" => return transfer_call(ctx, push(rt, args, ctx)).await,
+        "pull" => return transfer_call(ctx, pull(rt, args, ctx)).await,
         other => return Err(ToolError::UnknownTool(format!("{}{other}", crate::tools::catalog::PREFIX))),
     };
     run(rt, op, ctx).await
@@ -257,6 +257,12 @@ async fn transfer_call(ctx: &CallCtx, work: impl std::future::Future<Output = Re
     }
 }
 
+/// A transfer's byte counts as progress of `reporter`'s call.
+fn bytes_progress(reporter: &Option<progress::Reporter>) -> Option<ProgressFn> {
+    let reporter = reporter.clone()?;
+    Some(Arc::new(move |done, total| reporter.bytes(done, total)))
+}
+
 /// `local_path`, resolved and confined to the project directory (see [`local`]).
 fn local_path(rt: &Runtime, raw: &str) -> Result<PathBuf, ToolError> {
     local::resolve(rt.project_dir(), "local_path", std::path::Path::new(raw))
@@ -267,7 +273,7 @@ fn remote_path(raw: &str) -> Result<&str, ToolError> {
     Ok(raw)
 }
 
-async fn push(rt: &Arc<Runtime>, args: &Args) -> Result<ToolOutput, ToolError> {
+async fn push(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOutput, ToolError> {
     let remote = remote_path(args.str("remote_path")?)?;
     let given = args.str("local_path")?;
     let local = local_path(rt, given)?;
@@ -279,7 +285,8 @@ async fn push(rt: &Arc<Runtime>, args: &Args) -> Result<ToolOutput, ToolError> {
     if meta.is_dir() {
         let dest = crate::sync::safety::check_remote(remote).map_err(invalid)?;
         let snapshot = Snapshot::scan_async(local.clone(), SnapshotOptions::new()).await.map_err(file_error)?;
-        let sent = transfer::upload_snapshot(&ApiRemote::new(sandbox.clone()), &snapshot, &dest, None).await.map_err(run_error)?;
+        let reporter = progress::announce(ctx, format!("pushing {} to {}:{dest}", local.display(), sandbox.id()));
+        let sent = transfer::upload_snapshot(&ApiRemote::new(sandbox.clone()), &snapshot, &dest, bytes_progress(&reporter)).await.map_err(run_error)?;
         let left_out = snapshot.dropped().len();
         let text = format!(
             "Pushed {} to {}:{} ({} files, {} bytes; {left_out} paths left out by the snapshot filters)",
@@ -306,13 +313,17 @@ async fn push(rt: &Arc<Runtime>, args: &Args) -> Result<ToolOutput, ToolError> {
     } else {
         remote.to_string()
     };
-    let options = UploadOptions::new().allow_large(true);
+    let reporter = progress::announce(ctx, format!("pushing {} to {}:{dest}", local.display(), sandbox.id()));
+    let mut options = UploadOptions::new().allow_large(true);
+    if let Some(report) = bytes_progress(&reporter) {
+        options = options.progress(move |done, total| report(done, total));
+    }
     sandbox.upload_with(&dest, UploadBody::file(&local), options).await.map_err(run_error)?;
     let text = format!("Pushed {} to {}:{dest} ({} bytes)", local.display(), sandbox.id(), meta.len());
     Ok(text_output(text).with("sandboxId", sandbox.id()).with("path", dest).with("bytes", meta.len()))
 }
 
-async fn pull(rt: &Arc<Runtime>, args: &Args) -> Result<ToolOutput, ToolError> {
+async fn pull(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOutput, ToolError> {
     let remote = remote_path(args.str("remote_path")?)?;
     let local = local_path(rt, args.str("local_path")?)?;
     let target = if local.is_dir() {
@@ -337,7 +348,8 @@ async fn pull(rt: &Arc<Runtime>, args: &Args) -> Result<ToolOutput, ToolError> {
         Ok(download) => download,
         // The files API refuses directories: those come back as one archive.
         Err(Error::Validation(_)) => {
-            let got = transfer::download_dir(&ApiRemote::new(sandbox.clone()), remote, &target, None).await.map_err(run_error)?;
+            let reporter = progress::announce(ctx, format!("pulling {}:{remote}", sandbox.id()));
+            let got = transfer::download_dir(&ApiRemote::new(sandbox.clone()), remote, &target, bytes_progress(&reporter)).await.map_err(run_error)?;
             let files = got.unpacked.files + got.unpacked.symlinks;
             let text = format!("Pulled {}:{remote} to {} ({files} files, {} bytes)", sandbox.id(), target.display(), got.bytes);
             return Ok(text_output(text)
@@ -348,6 +360,11 @@ async fn pull(rt: &Arc<Runtime>, args: &Args) -> Result<ToolOutput, ToolError> {
                 .with("bytes", got.bytes));
         }
         Err(e) => return Err(run_error(e)),
+    };
+    let reporter = progress::announce(ctx, format!("pulling {}:{remote}", sandbox.id()));
+    let download = match bytes_progress(&reporter) {
+        Some(report) => download.progress(move |done, total| report(done, total)),
+        None => download,
     };
     let bytes = download.save_to(&target).await.map_err(run_error)?;
     let text = format!("Pulled {}:{remote} to {} ({bytes} bytes)", sandbox.id(), target.display());

@@ -22,7 +22,7 @@ use serde_json::{Map, Value};
 use super::args::Args;
 use super::catalog::{self, PREFIX};
 use super::runtime::Runtime;
-use super::{CallCtx, ToolError, ToolOutput};
+use super::{progress, CallCtx, ToolError, ToolOutput};
 use crate::Sandbox;
 
 /// Run tool `name` with `arguments` for the caller described by `ctx`.
@@ -42,6 +42,9 @@ pub async fn call(rt: &Arc<Runtime>, name: &str, arguments: Option<Map<String, V
         return lifecycle::release(rt, &args, &ctx).await;
     }
     let _in_flight = rt.begin(&ctx.session)?;
+    // Any call may take long (allocation, transfers, jobs): with a progress token the client
+    // hears from it at least every few seconds until it ends.
+    let (ctx, _heartbeat) = progress::heartbeat(ctx, &format!("{} is running", def.name));
     // exec and process_start handle cancellation themselves, so the remote process is
     // stopped (awaited) rather than abandoned.
     if short == "exec" {
