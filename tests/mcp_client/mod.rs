@@ -52,11 +52,13 @@ pub struct Setup<'a> {
     pub project: &'a Path,
     pub options: &'a str,
     pub extra_env: Vec<(&'static str, String)>,
+    /// Start without any credential in the environment (HOME is `state`).
+    pub signed_out: bool,
 }
 
 impl<'a> Setup<'a> {
     pub fn new(env: &'a Env, state: &'a Path, project: &'a Path) -> Self {
-        Setup { env, state, project, options: "{}", extra_env: Vec::new() }
+        Setup { env, state, project, options: "{}", extra_env: Vec::new(), signed_out: false }
     }
 
     /// The command line, not started (for runs that must fail before the protocol starts).
@@ -75,6 +77,11 @@ impl<'a> Setup<'a> {
             .env("RUST_LOG", "warn");
         for var in CONFIG_VARS.into_iter().chain(createos_sandbox::tools::config::env_vars()) {
             cmd.env_remove(var);
+        }
+        if self.signed_out {
+            for var in createos_sandbox::auth::API_KEY_ENV_VARS {
+                cmd.env_remove(var);
+            }
         }
         for (k, v) in &self.extra_env {
             cmd.env(k, v);
