@@ -30,6 +30,10 @@ pub struct McpArgs {
     /// Environment variables (CREATEOS_SHAPE, …) override them; unknown keys are refused.
     #[arg(long, value_name = "JSON", default_value = "{}")]
     options: String,
+    /// Allow sandbox_exec and the routed native tools against a local emulator that cannot
+    /// isolate its sandboxes (their commands then run on this machine as you).
+    #[arg(long)]
+    unsafe_host: bool,
 }
 
 /// Whether building the client failed only because no credential exists yet.
@@ -75,6 +79,9 @@ async fn serve(ctx: &Ctx, args: McpArgs) -> Result<()> {
         tracing::warn!("not signed in: tools that need the control plane fail until you run `createos login` or set CREATEOS_API_KEY");
     }
     let runtime = Runtime::with_sign_in(ctx.client.clone(), sign_in, config, state_dir, project);
+    if args.unsafe_host {
+        runtime.allow_unsafe_host();
+    }
     createos_sandbox::mcp::serve_stdio(runtime, args.session).await?;
     Ok(())
 }

@@ -7,6 +7,7 @@ pub mod args;
 pub mod calls;
 pub mod catalog;
 pub mod config;
+pub mod isolation;
 pub mod progress;
 pub mod runtime;
 pub mod staging;

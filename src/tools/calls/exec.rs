@@ -106,6 +106,7 @@ pub(super) async fn exec(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Resul
     let command = args.str("command")?;
     let limit = deadline(rt, args);
     let cwd = args.opt_str("cwd").map(normalize_abs).transpose().map_err(ToolError::InvalidArgs)?;
+    rt.require_isolation("sandbox_exec").await?;
     if let Some(id) = args.opt_str("sandbox_id") {
         let sandbox = rt.client().sandbox(id)?;
         return run_shell(&sandbox, command, cwd.as_deref().unwrap_or(EXPLICIT_CWD), limit, ctx).await;

@@ -139,6 +139,7 @@ pub(super) async fn call(rt: &Arc<Runtime>, id: &str, name: &str, arguments: Opt
     }
     let def = tools().into_iter().find(|d| d.name[NATIVE_PREFIX.len()..] == *id).ok_or_else(|| ToolError::UnknownTool(name.to_string()))?;
     let args = Args::check(&def.input_schema, arguments)?;
+    rt.require_isolation(name).await?;
     let _in_flight = rt.begin(&ctx.session)?;
     let (ctx, _heartbeat) = crate::tools::progress::heartbeat(ctx, &format!("{name} is running"));
     let op = match id {

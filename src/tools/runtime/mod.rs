@@ -17,6 +17,7 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::config::ToolsConfig;
+use super::isolation::HostGuard;
 use super::store::{BindingRecord, BindingStore};
 use super::transports::Transports;
 use super::ToolError;
@@ -83,6 +84,8 @@ pub struct Runtime {
     lifetime: CancellationToken,
     /// Sync watchers and tunnels: stopped at shutdown.
     transports: Transports,
+    /// Whether commands may run on a local emulator that cannot isolate them.
+    host: HostGuard,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -112,7 +115,20 @@ impl Runtime {
             sessions: Mutex::new(HashMap::new()),
             transports: Transports::new(lifetime.clone()),
             lifetime,
+            host: HostGuard::new(false),
         })
+    }
+
+    /// Run commands even on a local emulator that cannot isolate its sandboxes
+    /// (`cos mcp --unsafe-host`).
+    pub fn allow_unsafe_host(&self) {
+        self.host.allow_unsafe_host();
+    }
+
+    /// Refuse `tool`, which runs commands in a sandbox, when the control plane is a local
+    /// emulator that cannot isolate them (asked once per runtime).
+    pub async fn require_isolation(&self, tool: &str) -> Result<(), ToolError> {
+        self.host.check(self.client(), tool).await
     }
 
     /// The control-plane client. Signed out, its requests fail with
