@@ -105,6 +105,38 @@ async fn cancellation_and_deadlines_stop_the_whole_tree() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_file_call_past_its_deadline_spares_the_commands_still_running() {
+    let env = common::start().await;
+    let sb = sandbox(&env).await;
+    let resident = Resident::of(&sb);
+    resident.run(CommandSpec::shell("true", ROOT), RunControl::default()).await.unwrap();
+    let first = resident.process_id().await.expect("a helper runs");
+    let running = tokio::spawn({
+        let resident = resident.clone();
+        async move { resident.run(CommandSpec::shell("sleep 1; echo survived", ROOT), RunControl::default()).await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let hurried = guest(&sb, GuestOptions::new().timeout(Duration::from_millis(1)));
+    let err = hurried.write("late.txt", "x").await.unwrap_err();
+    assert!(matches!(err, Error::Timeout { .. }), "{err:?}");
+    assert_eq!(running.await.unwrap().unwrap().stdout, b"survived\n");
+    // Later calls go to a new helper; the retired one ends once its command is done.
+    guest(&sb, GuestOptions::new()).write("next.txt", "y").await.unwrap();
+    assert_ne!(resident.process_id().await, Some(first.clone()));
+    let old = sb.processes().handle(&first).unwrap();
+    let mut state = String::new();
+    for _ in 0..200 {
+        state = old.info().await.unwrap().state.as_str().to_string();
+        if state == "exited" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(state, "exited", "the retired helper kept running");
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_helper_that_died_is_replaced() {
     let env = common::start().await;
     let sb = sandbox(&env).await;

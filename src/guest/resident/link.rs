@@ -139,6 +139,11 @@ impl Link {
         self.lock().pending.remove(&id);
     }
 
+    /// Requests still waiting for an answer.
+    pub fn pending(&self) -> usize {
+        self.lock().pending.len()
+    }
+
     /// The helper's exit, once it is known.
     pub fn exit(&self) -> Option<Exit> {
         self.lock().exit.clone()

@@ -46,6 +46,9 @@ use crate::api::sandboxes::Sandbox;
 use crate::error::{Error, Result};
 use link::{Link, Reply, READY_ID};
 
+/// How often a retired helper is checked for commands still running.
+const RETIRE_POLL: Duration = Duration::from_secs(1);
+
 /// Longest wait for a new helper to say it is ready.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -151,8 +154,10 @@ impl Resident {
     }
 
     /// Run file operation `op` (the helper's vocabulary, see guest/README.md) with `cwd` and
-    /// `args` and return its `result`. `timeout` passing stops the helper (a file operation
-    /// cannot be interrupted otherwise) and fails with [`Error::Timeout`].
+    /// `args` and return its `result`. When `timeout` passes the call fails with
+    /// [`Error::Timeout`] and the helper is retired (a file operation cannot be interrupted,
+    /// and would hold up the ones after it): later requests go to a new helper, and the old one
+    /// is ended once the commands it still runs have finished.
     pub async fn call(&self, op: &str, cwd: &str, args: Value, timeout: Option<Duration>) -> Result<Value> {
         let body = json!({"op": op, "cwd": cwd, "args": args});
         let exchange = async {
@@ -173,7 +178,7 @@ impl Resident {
             Some(limit) => match tokio::time::timeout(limit, exchange).await {
                 Ok(outcome) => outcome,
                 Err(_) => {
-                    self.kill().await;
+                    self.retire().await;
                     return Err(Error::Timeout { endpoint: format!("guest {op}"), after: limit });
                 }
             },
@@ -291,6 +296,24 @@ impl Resident {
         if let Some(link) = self.live.lock().await.take() {
             link.mark_dead(link::Exit { stderr: "replaced by a new helper".into(), ..Default::default() });
         }
+    }
+
+    /// Send later requests to a new helper; end this one (close its stdin) once nothing waits
+    /// for it any more.
+    async fn retire(&self) {
+        let Some(link) = self.live.lock().await.take() else { return };
+        tokio::spawn(async move {
+            while link.pending() > 0 && !link.dead.is_cancelled() {
+                tokio::time::sleep(RETIRE_POLL).await;
+            }
+            if !link.dead.is_cancelled() {
+                if let Err(err) = link.process.close_stdin().await {
+                    tracing::debug!(process = %link.process.id(), error = %err, "ending a retired helper failed; stopping it");
+                    let _ = link.process.stop(Some(Duration::ZERO)).await;
+                }
+            }
+            link.mark_dead(link::Exit { stderr: "retired".into(), ..Default::default() });
+        });
     }
 
     /// Stop the helper's process tree now and forget it (the next request starts a new one).
