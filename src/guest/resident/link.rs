@@ -269,11 +269,13 @@ impl Link {
         let lines = {
             let mut st = self.lock();
             st.last_seq = st.last_seq.max(seq);
+            // Only the new bytes can hold the end of the pending line.
+            let scanned = st.partial.len();
             st.partial.extend_from_slice(bytes);
             let mut lines = Vec::new();
-            while let Some(end) = st.partial.iter().position(|b| *b == b'\n') {
-                let line: Vec<u8> = st.partial.drain(..=end).collect();
-                lines.push(line);
+            if let Some(last) = st.partial[scanned..].iter().rposition(|b| *b == b'\n') {
+                let complete: Vec<u8> = st.partial.drain(..=scanned + last).collect();
+                lines.extend(complete.split(|b| *b == b'\n').filter(|l| !l.is_empty()).map(<[u8]>::to_vec));
             }
             if st.partial.len() > MAX_LINE {
                 st.partial.clear();

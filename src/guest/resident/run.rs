@@ -220,7 +220,11 @@ impl Resident {
                         return Err(wire.into_error("exec"));
                     }
                     Some(Reply::Gone(err)) => {
-                        guard.link = None;
+                        // The output could not be followed, but the helper may still run the
+                        // command: the guard stops it. A helper that is gone took it along.
+                        if link.dead.is_cancelled() {
+                            guard.link = None;
+                        }
                         return Err(err);
                     }
                     None => {
