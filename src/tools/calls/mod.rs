@@ -25,8 +25,15 @@ use super::runtime::Runtime;
 use super::{progress, CallCtx, ToolError, ToolOutput};
 use crate::Sandbox;
 
-/// Run tool `name` with `arguments` for the caller described by `ctx`.
+/// Run tool `name` with `arguments` for the caller described by `ctx`. The first result after
+/// the session's sandbox was replaced says so.
 pub async fn call(rt: &Arc<Runtime>, name: &str, arguments: Option<Map<String, Value>>, ctx: CallCtx) -> Result<ToolOutput, ToolError> {
+    let session = ctx.session.clone();
+    let result = call_inner(rt, name, arguments, ctx).await;
+    result.map(|output| rt.with_notice(&session, output))
+}
+
+async fn call_inner(rt: &Arc<Runtime>, name: &str, arguments: Option<Map<String, Value>>, ctx: CallCtx) -> Result<ToolOutput, ToolError> {
     // Routed native tools (remote mode) have their own names and argument shapes.
     if let Some(id) = routed::resolve(name) {
         return routed::call(rt, id, name, arguments, ctx).await;

@@ -38,26 +38,26 @@ impl Runtime {
     /// call costs nothing extra: the binding is not revalidated. When `work` fails because the
     /// control plane refused it (404/409), the sandbox is looked at once: a paused one is
     /// resumed, a gone one is replaced by a fresh session sandbox (prepared as any new one),
-    /// and `work` runs once more. The result of the call that follows a replacement says so.
+    /// and `work` runs once more ([`crate::tools::call`] adds the notice to the result).
     pub async fn with_session<F, Fut>(self: &Arc<Self>, ctx: &CallCtx, work: F) -> Result<ToolOutput, ToolError>
     where
         F: Fn(Sandbox) -> Fut,
         Fut: Future<Output = Result<ToolOutput, ToolError>>,
     {
         let sandbox = self.session_sandbox(&ctx.session, ctx).await?;
-        let result = match work(sandbox.clone()).await {
+        match work(sandbox.clone()).await {
             Err(err) if maybe_unavailable(&err) => {
                 tracing::debug!(session = %ctx.session, sandbox = %sandbox.id(), error = %err, "revalidating the session sandbox");
                 let fresh = self.revalidate(&ctx.session, &sandbox, ctx).await?;
                 work(fresh).await
             }
             other => other,
-        };
-        result.map(|output| self.with_notice(&ctx.session, output))
+        }
     }
 
-    /// Add the pending notice of `session` (its sandbox was replaced) to `output`.
-    fn with_notice(&self, session: &str, mut output: ToolOutput) -> ToolOutput {
+    /// Add the pending notice of `session` (its sandbox was replaced), if any, to `output`:
+    /// the model reads it once, in the result of the call that ran in the new sandbox.
+    pub fn with_notice(&self, session: &str, mut output: ToolOutput) -> ToolOutput {
         let notice = self.session(session).notice.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(n) = notice {
             output.content.push(Part::Text(format!(
