@@ -117,3 +117,26 @@ async fn warm_tool_calls_stay_within_their_round_trip_limits() {
     mcp.stop().await;
     env.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_call_after_the_stream_closed_reopens_it_alongside_its_input() {
+    let env = common::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut setup = Setup::new(&env, dir.path(), dir.path());
+    // The helper's output stream closes 100 ms after the last answer (20 s by default).
+    setup.extra_env.push(("COS_RESIDENT_LINGER_MS", "100".into()));
+    let mut mcp = setup.start().await;
+    ok_json(&mcp.call("sandbox_exec", json!({"command": "echo warm"})).await);
+    for round in 0..3 {
+        tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+        env.reset_stats().await;
+        let out = ok_json(&mcp.call("sandbox_exec", json!({"command": format!("echo round {round}")})).await);
+        assert_eq!(out["stdout"], format!("round {round}\n"));
+        let (by_op, total) = counted(&env).await;
+        eprintln!("after the linger: {total} request(s) {by_op:?}");
+        assert_eq!((by_op.get("writeProcessInput"), by_op.get("connectProcess")), (Some(&1), Some(&1)), "{by_op:?}");
+        assert_eq!(total, 2, "{by_op:?}");
+    }
+    mcp.stop().await;
+    env.shutdown().await;
+}

@@ -27,11 +27,19 @@ use crate::stream::process_output::{OutputEvent, StreamKind};
 /// Id under which the `ready` line is delivered (requests count from 1).
 pub(super) const READY_ID: u64 = 0;
 
-/// How long the output stream stays open after the last answer.
+/// How long the output stream stays open after the last answer (default).
 const LINGER: Duration = Duration::from_secs(20);
 
-/// How often the reader checks whether it may close the stream.
-const LINGER_TICK: Duration = Duration::from_secs(1);
+/// Environment variable that overrides [`LINGER`], in milliseconds (a tuning knob).
+pub const LINGER_ENV: &str = "COS_RESIDENT_LINGER_MS";
+
+/// The linger in effect.
+fn linger() -> Duration {
+    static VALUE: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *VALUE.get_or_init(|| {
+        std::env::var(LINGER_ENV).ok().and_then(|v| v.trim().parse::<u64>().ok()).map(Duration::from_millis).unwrap_or(LINGER)
+    })
+}
 
 /// Longest line accepted from the helper (a 1 MiB file read renders well below this).
 const MAX_LINE: usize = 24 << 20;
@@ -188,7 +196,8 @@ impl Link {
                 return;
             }
         };
-        let mut tick = tokio::time::interval(LINGER_TICK);
+        // How often the reader checks whether it may close the stream.
+        let mut tick = tokio::time::interval((linger() / 4).clamp(Duration::from_millis(10), Duration::from_secs(1)));
         tick.tick().await;
         loop {
             tokio::select! {
@@ -234,7 +243,7 @@ impl Link {
                 },
                 _ = tick.tick() => {
                     let mut st = self.lock();
-                    let idle = st.active.is_none_or(|t| t.elapsed() >= LINGER);
+                    let idle = st.active.is_none_or(|t| t.elapsed() >= linger());
                     if st.pending.is_empty() && idle {
                         st.last_seq = st.last_seq.max(events.last_seq());
                         st.reading = false;
