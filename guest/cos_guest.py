@@ -32,13 +32,18 @@ import errno
 import hashlib
 import json
 import os
+import platform
+import queue
 import re
 import secrets
+import selectors
 import shutil
+import signal
 import stat
 import subprocess
 import sys
 import threading
+import time
 
 PROTOCOL_VERSION = 1
 MAX_TEXT_BYTES = 1024 * 1024  # text reads/edits/patches: 1 MiB per file
@@ -2256,20 +2261,31 @@ class Request:
         return normalize_path(raw, self.cwd, what)
 
 
-def parse_request(raw):
+def decode_object(raw):
+    """The JSON object of a request's bytes."""
     try:
         body = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise GuestError("bad_request", "the request is not valid UTF-8 JSON: %s" % exc)
     if not isinstance(body, dict):
         raise GuestError("bad_request", "the request must be a JSON object")
+    return body
+
+
+def check_envelope(body, keys):
+    """Refuse another protocol version and fields outside `keys`."""
     version = body.get("v")
     if isinstance(version, bool) or version != PROTOCOL_VERSION:
         raise GuestError("unsupported_version", "protocol version %r is not supported; this "
                          "helper speaks version %d" % (version, PROTOCOL_VERSION))
-    unknown = sorted(set(body) - REQUEST_KEYS)
+    unknown = sorted(set(body) - keys)
     if unknown:
         raise GuestError("bad_request", "unknown request field(s): %s" % ", ".join(unknown))
+
+
+def parse_request(raw):
+    body = decode_object(raw)
+    check_envelope(body, REQUEST_KEYS)
     return build_request(body)
 
 
@@ -2297,8 +2313,13 @@ def handle(raw):
 
 
 def answer_for(raw):
+    return answer_of(lambda: handle(raw))
+
+
+def answer_of(work):
+    """{"v", "result"} of `work()`, or {"v", "error"}: every failure becomes an answer."""
     try:
-        return {"v": PROTOCOL_VERSION, "result": handle(raw)}
+        return {"v": PROTOCOL_VERSION, "result": work()}
     except GuestError as exc:
         return {"v": PROTOCOL_VERSION, "error": exc.to_json()}
     except OSError as exc:
@@ -2312,9 +2333,419 @@ def answer_for(raw):
         return {"v": PROTOCOL_VERSION, "error": error.to_json()}
 
 
-def main():
-    raw = sys.stdin.buffer.read()
-    answer = answer_for(raw)
+# --------------------------------------------------------------------------
+# Resident mode (`serve`): one long-lived helper per sandbox, JSON lines both ways
+# --------------------------------------------------------------------------
+#
+#   first line : {"v": 1, "ready": {"pid": <int>, "python": "3.x.y"}}
+#   request    : {"v": 1, "id": <int>, "op": "<name>", "cwd": "/abs", "args": {...}}
+#   answer     : {"v": 1, "id": <int>, "result": ...} or {"v": 1, "id": <int>, "error": {...}}
+#   exec output: {"v": 1, "id": <int>, "stream": "stdout"|"stderr", "data": "<base64>"}
+#                (before the exec's answer)
+#   last line  : {"v": 1, "bye": "<why>"} when the helper ends on its own
+#
+# File operations run one at a time on one worker thread, so an edit's read-modify-write never
+# interleaves with another file operation; every `exec` runs on threads of its own. `cancel`
+# stops an exec's whole process tree. End of stdin stops every exec and ends the helper; so
+# does an idle period with nothing running (COS_GUEST_IDLE_EXIT seconds, default 1800).
+
+
+SERVE_OPS = ("exec", "cancel", "ping")
+SERVE_KEYS = REQUEST_KEYS | {"id"}
+IDLE_EXIT_ENV = "COS_GUEST_IDLE_EXIT"
+DEFAULT_IDLE_EXIT = 30 * 60
+RUN_TAG_ENV = "COS_GUEST_RUN"
+RUN_CHUNK = 64 * 1024
+RUN_DEFAULT_MAX = 1024 * 1024
+RUN_MAX_BYTES = 16 * 1024 * 1024
+RUN_POLL = 0.05
+RUN_DRAIN_LIMIT = 8 * 1024 * 1024
+MAX_GRACE_MS = 60000
+
+
+def parse_serve_request(line):
+    """(id, Request) of one request line; a GuestError carries the id when it was readable."""
+    try:
+        body = decode_object(line)
+    except GuestError as exc:
+        raise ServeError(None, exc)
+    rid = body.get("id")
+    if isinstance(rid, bool) or not isinstance(rid, int) or rid < 0:
+        raise ServeError(None, GuestError("bad_request", "'id' must be a non-negative integer"))
+    try:
+        check_envelope(body, SERVE_KEYS)
+        rest = {k: v for k, v in body.items() if k != "id"}
+        if rest.get("op") in SERVE_OPS:
+            rest["op"] = "stat"  # validate cwd and args like any request
+            request = build_request(rest)
+            request.op = body["op"]
+        else:
+            request = build_request(rest)
+    except GuestError as exc:
+        raise ServeError(rid, exc)
+    return rid, request
+
+
+class ServeError(Exception):
+    def __init__(self, rid, error):
+        super().__init__(error.message)
+        self.rid = rid
+        self.error = error
+
+
+def signal_name(number):
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return "SIG%d" % number
+
+
+def proc_stat(pid):
+    """(ppid, pgrp, session, zombie) of a process, or None."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as handle:
+            text = handle.read().decode("latin-1")
+    except OSError:
+        return None
+    fields = text[text.rfind(")") + 2:].split()
+    if len(fields) < 4:
+        return None
+    try:
+        return int(fields[1]), int(fields[2]), int(fields[3]), fields[0] in ("Z", "X")
+    except ValueError:
+        return None
+
+
+def has_tag(pid, marker):
+    try:
+        with open("/proc/%d/environ" % pid, "rb") as handle:
+            return marker in b"\0" + handle.read()
+    except OSError:
+        return False
+
+
+def tree_members(leader, tag):
+    """Live processes of a run: its session and process group, every descendant of the
+    leader, and every process that inherited the run's tag (orphans re-parented to init that
+    kept their environment)."""
+    try:
+        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return None
+    marker = ("\0%s=%s\0" % (RUN_TAG_ENV, tag)).encode("ascii")
+    me = os.getpid()
+    stats = {}
+    for pid in pids:
+        st = proc_stat(pid)
+        if st is not None:
+            stats[pid] = st
+    children = {}
+    for pid, (ppid, _, _, _) in stats.items():
+        children.setdefault(ppid, []).append(pid)
+    found = set()
+    stack = [leader]
+    while stack:
+        pid = stack.pop()
+        for child in children.get(pid, ()):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    for pid, (_, pgrp, session, _) in stats.items():
+        if pid == leader or pgrp == leader or session == leader or has_tag(pid, marker):
+            found.add(pid)
+    return sorted(pid for pid in found if pid in stats and pid != me and not stats[pid][3])
+
+
+class Run:
+    """One `exec`: a command in a new session, its output forwarded as it comes."""
+
+    def __init__(self, server, rid, argv, cwd, max_bytes):
+        self.server = server
+        self.rid = rid
+        self.argv = argv
+        self.cwd = cwd
+        self.max_bytes = max_bytes
+        self.tag = secrets.token_hex(12)
+        self.sent = {"stdout": 0, "stderr": 0}
+        self.total = {"stdout": 0, "stderr": 0}
+        self.truncated = False
+        self.cancelled = False
+        self.proc = None
+
+    def start(self):
+        env = dict(os.environ)
+        env.pop(IDLE_EXIT_ENV, None)
+        env[RUN_TAG_ENV] = self.tag
+        try:
+            self.proc = subprocess.Popen(
+                self.argv, cwd=self.cwd, env=env, stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                close_fds=True)
+        except OSError as exc:
+            code = _ERRNO_CODES.get(exc.errno, "io_error")
+            raise GuestError(code, "cannot start %s in %s: %s"
+                             % (self.argv[0], self.cwd, exc.strerror or exc))
+        threading.Thread(target=self.pump, daemon=True).start()
+
+    def forward(self, stream, data):
+        self.total[stream] += len(data)
+        room = self.max_bytes - self.sent[stream]
+        if len(data) > room:
+            self.truncated = True
+            data = data[:max(room, 0)]
+        if data:
+            self.sent[stream] += len(data)
+            self.server.send({"v": PROTOCOL_VERSION, "id": self.rid, "stream": stream,
+                              "data": base64.b64encode(data).decode("ascii")})
+
+    def read_once(self, fd, names, sel):
+        """Forward what one pipe holds now; False at its end."""
+        try:
+            data = os.read(fd, RUN_CHUNK)
+        except BlockingIOError:
+            return True
+        except OSError:
+            data = b""
+        if not data:
+            sel.unregister(fd)
+            del names[fd]
+            return False
+        self.forward(names[fd], data)
+        return True
+
+    def pump(self):
+        names = {self.proc.stdout.fileno(): "stdout", self.proc.stderr.fileno(): "stderr"}
+        sel = selectors.DefaultSelector()
+        for fd in names:
+            os.set_blocking(fd, False)
+            sel.register(fd, selectors.EVENT_READ)
+        try:
+            while names:
+                for key, _ in sel.select(RUN_POLL):
+                    self.read_once(key.fd, names, sel)
+                if self.proc.poll() is not None:
+                    # The leader is gone: take what its pipes already hold, then stop. A child
+                    # left running with the pipes open is not waited for (as with a managed
+                    # process, whose run ends when its leader exits).
+                    self.drain(names, sel)
+                    break
+        finally:
+            sel.close()
+            self.proc.stdout.close()
+            self.proc.stderr.close()
+        self.finish()
+
+    def drain(self, names, sel):
+        budget = RUN_DRAIN_LIMIT
+        for fd in list(names):
+            while fd in names and budget > 0:
+                before = self.total[names[fd]]
+                if not self.read_once(fd, names, sel):
+                    break
+                moved = self.total[names[fd]] - before
+                if moved == 0:
+                    break
+                budget -= moved
+
+    def finish(self):
+        code = self.proc.wait()
+        if self.cancelled:
+            self.kill_tree(signal.SIGKILL, rounds=50)
+        result = {
+            "exit_code": code if code >= 0 else None,
+            "signal": signal_name(-code) if code < 0 else None,
+            "truncated": self.truncated,
+            "bytes": dict(self.total),
+            "cancelled": self.cancelled,
+        }
+        self.server.end_run(self.rid, {"v": PROTOCOL_VERSION, "id": self.rid, "result": result})
+
+    def members(self):
+        found = tree_members(self.proc.pid, self.tag)
+        if found is None:  # no /proc: the process group is all that can be reached
+            return None
+        return found
+
+    def kill_tree(self, sig, rounds=1):
+        for _ in range(rounds):
+            try:
+                os.killpg(self.proc.pid, sig)
+            except OSError:
+                pass
+            members = self.members()
+            if not members:
+                return
+            for pid in members:
+                try:
+                    os.kill(pid, sig)
+                except OSError:
+                    pass
+            if rounds > 1:
+                time.sleep(0.02)
+
+    def cancel(self, grace):
+        if self.cancelled:
+            return
+        self.cancelled = True
+        threading.Thread(target=self.stop, args=(grace,), daemon=True).start()
+
+    def stop(self, grace):
+        self.kill_tree(signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None and not self.members():
+                break
+            time.sleep(0.02)
+        self.kill_tree(signal.SIGKILL, rounds=50)
+
+
+class Server:
+    def __init__(self, out):
+        self.out = out
+        self.write_lock = threading.Lock()
+        self.lock = threading.Lock()
+        self.runs = {}
+        self.files = queue.Queue()
+        self.file_busy = False
+        self.last_activity = time.monotonic()
+        try:
+            self.idle_exit = float(os.environ.get(IDLE_EXIT_ENV, DEFAULT_IDLE_EXIT))
+        except ValueError:
+            self.idle_exit = DEFAULT_IDLE_EXIT
+
+    def send(self, message):
+        data = json.dumps(sanitize(message), ensure_ascii=False).encode("utf-8") + b"\n"
+        with self.write_lock:
+            try:
+                self.out.write(data)
+                self.out.flush()
+            except OSError:
+                os._exit(1)  # nobody can hear us any more
+
+    def touch(self):
+        with self.lock:
+            self.last_activity = time.monotonic()
+
+    def fail(self, rid, error):
+        self.send({"v": PROTOCOL_VERSION, "id": rid, "error": error.to_json()})
+
+    def dispatch(self, line):
+        self.touch()
+        try:
+            rid, request = parse_serve_request(line)
+        except ServeError as exc:
+            self.fail(exc.rid, exc.error)
+            return
+        if request.op == "exec":
+            self.start_run(rid, request)
+        elif request.op == "cancel":
+            self.cancel(rid, request)
+        elif request.op == "ping":
+            with self.lock:
+                running = len(self.runs)
+            self.send({"v": PROTOCOL_VERSION, "id": rid,
+                       "result": {"pid": os.getpid(), "runs": running}})
+        else:
+            self.files.put((rid, request))
+
+    def start_run(self, rid, request):
+        try:
+            a = take_args("exec", request.args, {
+                "argv": Arg("str_list", required=True),
+                "cwd": path_arg(required=False),
+                "max_bytes": Arg("int", default=RUN_DEFAULT_MAX, minimum=0, maximum=RUN_MAX_BYTES),
+            })
+            if not a["argv"]:
+                raise bad_args("exec", "'argv' must name a program")
+            cwd = request.resolve(a["cwd"]) if a["cwd"] else request.cwd
+            run = Run(self, rid, a["argv"], cwd, a["max_bytes"])
+            with self.lock:
+                if rid in self.runs:
+                    raise bad_args("exec", "id %d is already running" % rid)
+                self.runs[rid] = run
+            try:
+                run.start()
+            except GuestError:
+                with self.lock:
+                    self.runs.pop(rid, None)
+                raise
+        except GuestError as exc:
+            self.fail(rid, exc)
+
+    def end_run(self, rid, answer):
+        self.send(answer)
+        with self.lock:
+            self.runs.pop(rid, None)
+            self.last_activity = time.monotonic()
+
+    def cancel(self, rid, request):
+        try:
+            a = take_args("cancel", request.args, {
+                "target": Arg("int", required=True, minimum=0),
+                "grace_ms": Arg("int", default=1000, minimum=0, maximum=MAX_GRACE_MS),
+            })
+        except GuestError as exc:
+            self.fail(rid, exc)
+            return
+        with self.lock:
+            run = self.runs.get(a["target"])
+        if run is not None:
+            run.cancel(a["grace_ms"] / 1000.0)
+        self.send({"v": PROTOCOL_VERSION, "id": rid, "result": {"found": run is not None}})
+
+    def file_worker(self):
+        while True:
+            rid, request = self.files.get()
+            with self.lock:
+                self.file_busy = True
+            answer = answer_of(lambda: OPERATIONS[request.op](request))
+            answer["id"] = rid
+            self.send(answer)
+            with self.lock:
+                self.file_busy = False
+                self.last_activity = time.monotonic()
+
+    def watchdog(self):
+        while True:
+            time.sleep(min(5.0, max(self.idle_exit / 4, 0.05)))
+            with self.lock:
+                idle = (not self.runs and not self.file_busy and self.files.empty()
+                        and time.monotonic() - self.last_activity >= self.idle_exit)
+            if idle:
+                self.send({"v": PROTOCOL_VERSION, "bye": "idle"})
+                os._exit(0)
+
+    def shutdown(self):
+        with self.lock:
+            runs = list(self.runs.values())
+        for run in runs:
+            run.cancel(0)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            with self.lock:
+                if not self.runs:
+                    break
+            time.sleep(0.02)
+        self.send({"v": PROTOCOL_VERSION, "bye": "stdin closed"})
+
+
+def serve(stdin, stdout):
+    server = Server(stdout)
+    server.send({"v": PROTOCOL_VERSION, "ready": {"pid": os.getpid(),
+                                                   "python": platform.python_version()}})
+    threading.Thread(target=server.file_worker, daemon=True).start()
+    threading.Thread(target=server.watchdog, daemon=True).start()
+    while True:
+        line = stdin.readline()
+        if not line:
+            break
+        if line.strip():
+            server.dispatch(line)
+    server.shutdown()
+    return 0
+
+
+def write_answer(answer):
     encoded = json.dumps(sanitize(answer), ensure_ascii=False).encode("utf-8")
     try:
         sys.stdout.buffer.write(encoded + b"\n")
@@ -2324,5 +2755,24 @@ def main():
     return 0
 
 
+def main(argv=None):
+    """`cos_guest.py` (one request on stdin), `cos_guest.py once <base64 request>` (the
+    request in argv; stdin is not read) or `cos_guest.py serve` (resident mode)."""
+    argv = [] if argv is None else list(argv)
+    if argv[:1] == ["serve"]:
+        return serve(sys.stdin.buffer, sys.stdout.buffer)
+    if argv[:1] == ["once"] and len(argv) == 2:
+        try:
+            raw = base64.b64decode(argv[1].encode("ascii"), validate=True)
+        except (ValueError, UnicodeEncodeError):
+            return write_answer({"v": PROTOCOL_VERSION, "error": GuestError(
+                "bad_request", "the argv request is not base64").to_json()})
+        return write_answer(answer_for(raw))
+    if argv:
+        sys.stderr.write("cos-guest: unknown mode %r (known: serve, once)\n" % argv[0])
+        return 2
+    return write_answer(answer_for(sys.stdin.buffer.read()))
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -882,5 +882,160 @@ class ManifestTests(GuestCase):
         self.err("manifest", {"path": "nowhere"}, "no_such_file")
 
 
+class ServeCase(unittest.TestCase):
+    """Resident mode: JSON lines over one long-lived helper process."""
+
+    def setUp(self):
+        self.dir = os.path.realpath(tempfile.mkdtemp(prefix="cos-guest-serve-"))
+        self.addCleanup(shutil.rmtree, self.dir, True)
+        self.marker = "sleep %d.%03d" % (300 + os.getpid() % 50, threading.get_ident() % 1000)
+
+    def start(self, env=None):
+        proc = subprocess.Popen([sys.executable, HELPER, "serve"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, env=env or engine_env("python"))
+        self.addCleanup(self.stop, proc)
+        ready = self.recv(proc)
+        self.assertEqual(ready["ready"]["pid"], proc.pid)
+        return proc
+
+    def stop(self, proc):
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=30)
+        for handle in (proc.stdin, proc.stdout):
+            if not handle.closed:
+                handle.close()
+        for pid in self.running():  # what a test left behind on purpose
+            try:
+                os.kill(int(pid), 9)
+            except OSError:
+                pass
+
+    def send(self, proc, rid, op, args=None, cwd=None):
+        line = {"v": 1, "id": rid, "op": op, "cwd": cwd or self.dir, "args": args or {}}
+        proc.stdin.write((json.dumps(line) + "\n").encode())
+        proc.stdin.flush()
+
+    def recv(self, proc):
+        line = proc.stdout.readline()
+        self.assertTrue(line, "the helper ended early")
+        message = json.loads(line)
+        self.assertEqual(message.get("v"), 1, message)
+        return message
+
+    def until_answer(self, proc, rid):
+        """(output chunks by stream, final answer) of request `rid`."""
+        chunks = {"stdout": b"", "stderr": b""}
+        while True:
+            message = self.recv(proc)
+            if message.get("id") != rid:
+                continue
+            if "data" in message:
+                chunks[message["stream"]] += base64.b64decode(message["data"])
+                continue
+            return chunks, message
+
+    def running(self):
+        out = subprocess.run(["pgrep", "-f", self.marker], capture_output=True, text=True)
+        return [line for line in out.stdout.split() if line]
+
+    def test_file_operations_and_commands_share_one_process(self):
+        proc = self.start()
+        self.send(proc, 1, "write", {"path": "a.txt", "content": "hello\n"})
+        self.assertEqual(self.until_answer(proc, 1)[1]["result"]["bytes"], 6)
+        self.send(proc, 2, "exec", {"argv": ["sh", "-c", "cat a.txt; echo err >&2; pwd; exit 3"]})
+        chunks, answer = self.until_answer(proc, 2)
+        self.assertEqual(chunks, {"stdout": ("hello\n%s\n" % self.dir).encode(), "stderr": b"err\n"})
+        result = answer["result"]
+        self.assertEqual((result["exit_code"], result["signal"], result["truncated"]), (3, None, False))
+        self.assertEqual(result["bytes"], {"stdout": 7 + len(self.dir), "stderr": 4})
+        self.send(proc, 3, "read", {"path": "a.txt"})
+        self.assertEqual(self.until_answer(proc, 3)[1]["result"]["content"], "1: hello")
+
+    def test_bad_lines_get_errors_and_the_helper_keeps_serving(self):
+        proc = self.start()
+        proc.stdin.write(b"not json\n{\"v\": 1, \"op\": \"read\"}\n")
+        proc.stdin.flush()
+        first, second = self.recv(proc), self.recv(proc)
+        self.assertEqual((first["id"], first["error"]["code"]), (None, "bad_request"))
+        self.assertEqual((second["id"], second["error"]["code"]), (None, "bad_request"))
+        self.send(proc, 4, "nope")
+        self.assertEqual(self.until_answer(proc, 4)[1]["error"]["code"], "unknown_op")
+        self.send(proc, 5, "exec", {"argv": []})
+        self.assertEqual(self.until_answer(proc, 5)[1]["error"]["code"], "bad_args")
+        self.send(proc, 6, "exec", {"argv": ["true"], "cwd": "missing"})
+        self.assertEqual(self.until_answer(proc, 6)[1]["error"]["code"], "no_such_file")
+        self.send(proc, 7, "ping")
+        self.assertEqual(self.until_answer(proc, 7)[1]["result"]["runs"], 0)
+
+    def test_output_beyond_the_bound_is_counted_not_sent(self):
+        proc = self.start()
+        self.send(proc, 1, "exec", {"argv": ["sh", "-c", "head -c 5000 /dev/zero"], "max_bytes": 1000})
+        chunks, answer = self.until_answer(proc, 1)
+        self.assertEqual(len(chunks["stdout"]), 1000)
+        self.assertTrue(answer["result"]["truncated"])
+        self.assertEqual(answer["result"]["bytes"]["stdout"], 5000)
+
+    def test_a_run_ends_with_its_leader_and_leaves_background_children(self):
+        proc = self.start()
+        self.send(proc, 1, "exec", {"argv": ["sh", "-c", "%s >/dev/null 2>&1 & echo left" % self.marker]})
+        chunks, answer = self.until_answer(proc, 1)
+        self.assertEqual((chunks["stdout"], answer["result"]["exit_code"]), (b"left\n", 0))
+        self.assertEqual(len(self.running()), 1)
+
+    def test_cancel_stops_the_whole_tree(self):
+        proc = self.start()
+        # A child in a session of its own still carries the run's tag.
+        script = "setsid %s & %s & %s; wait" % (self.marker, self.marker, self.marker)
+        self.send(proc, 1, "exec", {"argv": ["sh", "-c", script]})
+        for _ in range(200):
+            if len(self.running()) >= 3:
+                break
+            threading.Event().wait(0.02)
+        self.assertGreaterEqual(len(self.running()), 3)
+        self.send(proc, 2, "cancel", {"target": 1, "grace_ms": 200})
+        self.assertTrue(self.until_answer(proc, 2)[1]["result"]["found"])
+        answer = self.until_answer(proc, 1)[1]["result"]
+        self.assertTrue(answer["cancelled"])
+        self.assertIsNone(answer["exit_code"])
+        self.assertIn(answer["signal"], ("SIGTERM", "SIGKILL"))
+        self.assertEqual(self.running(), [])
+        self.send(proc, 3, "cancel", {"target": 1})
+        self.assertFalse(self.until_answer(proc, 3)[1]["result"]["found"])
+
+    def test_end_of_stdin_stops_runs_and_ends_the_helper(self):
+        proc = self.start()
+        self.send(proc, 1, "exec", {"argv": ["sh", "-c", self.marker]})
+        for _ in range(200):
+            if self.running():
+                break
+            threading.Event().wait(0.02)
+        proc.stdin.close()
+        answer = self.until_answer(proc, 1)[1]["result"]
+        self.assertTrue(answer["cancelled"])
+        self.assertEqual(self.recv(proc)["bye"], "stdin closed")
+        self.assertEqual(proc.wait(timeout=30), 0)
+        self.assertEqual(self.running(), [])
+
+    def test_an_idle_helper_ends_itself(self):
+        env = engine_env("python")
+        env["COS_GUEST_IDLE_EXIT"] = "0.3"
+        proc = self.start(env)
+        self.assertEqual(self.recv(proc)["bye"], "idle")
+        self.assertEqual(proc.wait(timeout=30), 0)
+
+    def test_once_mode_takes_the_request_from_argv(self):
+        request = {"v": 1, "op": "stat", "cwd": self.dir, "args": {"path": "."}}
+        encoded = base64.b64encode(json.dumps(request).encode()).decode()
+        out = subprocess.run([sys.executable, HELPER, "once", encoded], capture_output=True,
+                             stdin=subprocess.DEVNULL, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(json.loads(out.stdout)["result"]["type"], "directory")
+        out = subprocess.run([sys.executable, HELPER, "once", "%%%"], capture_output=True, timeout=60)
+        self.assertEqual(json.loads(out.stdout)["error"]["code"], "bad_request")
+        out = subprocess.run([sys.executable, HELPER, "bogus"], capture_output=True, timeout=60)
+        self.assertEqual(out.returncode, 2)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

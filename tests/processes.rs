@@ -423,10 +423,14 @@ async fn run_collects_output_and_enforces_limits() {
     let env = common::start().await;
     let sb = sandbox(&env).await;
     let procs = sb.processes();
+    env.reset_stats().await;
     let out = procs
         .run(sh("printf hello; printf oops >&2; exit 7"), RunOptions::default())
         .await
         .unwrap();
+    // Start and follow: the exit event answers, no `wait` round trip.
+    assert_eq!((env.requests("createProcess").await, env.requests("connectProcess").await), (1, 1));
+    assert_eq!(env.requests("waitProcess").await, 0);
     assert_eq!(out.exit_code, Some(7));
     assert_eq!(out.signal, None);
     assert_eq!(out.stdout, b"hello");
@@ -439,6 +443,10 @@ async fn run_collects_output_and_enforces_limits() {
         .unwrap();
     assert_eq!(out.stdout.len(), 1000);
     assert!(out.truncated && out.success());
+
+    // Killed by a signal: the exit event carries it.
+    let out = procs.run(sh("kill -TERM $$"), RunOptions::default()).await.unwrap();
+    assert_eq!((out.exit_code, out.signal.as_deref()), (None, Some("SIGTERM")));
 
     let err = procs
         .run(sh("sleep 3031"), RunOptions::default().timeout(Duration::from_millis(300)).stop_grace(Duration::ZERO))

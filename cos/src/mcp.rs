@@ -4,6 +4,11 @@
 //! `tools/call` runs a tool through the session runtime, and `notifications/cancelled`
 //! cancels that call's token, which stops any remote process it started.
 //!
+//! With a `progressToken`, a call sends `notifications/progress` at least every few seconds
+//! until it ends; without one, nothing. Signed out, the server still starts and lists its
+//! tools; calls that need the control plane fail with how to sign in until a credential
+//! appears (`cos mcp --unsafe-host` and the isolation check: `tools::isolation`).
+//!
 //! Sessions: a call's session id is `_meta["createos/session"]` of the `tools/call` request
 //! (what the OpenCode plugin passes), else `_meta["sessionId"]` (a fallback for other clients
 //! that name their session that way), else the server's default session. Each session gets its own sandbox.

@@ -28,6 +28,26 @@ async fn wait_live_processes(env: &common::Env, want_zero: bool) -> u64 {
     live
 }
 
+/// Processes of sandbox `id` whose command line contains `marker` (a unique string), as the
+/// sandbox itself sees them.
+async fn running_in(env: &common::Env, id: &str, marker: &str) -> usize {
+    let out = env.client.sandbox(id).unwrap().exec("pgrep", ["-f", marker]).await.unwrap();
+    out.stdout.lines().filter(|l| !l.trim().is_empty()).count()
+}
+
+/// Wait until `running_in` is zero (`want_zero`) or at least 2, up to 15 s.
+async fn wait_running_in(env: &common::Env, id: &str, marker: &str, want_zero: bool) -> usize {
+    let mut n = 0;
+    for _ in 0..600 {
+        n = running_in(env, id, marker).await;
+        if if want_zero { n == 0 } else { n >= 2 } {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    n
+}
+
 async fn sandbox_status(env: &common::Env, id: &str) -> String {
     env.client.get_sandbox(id).await.unwrap().status().as_str().to_string()
 }
@@ -116,15 +136,17 @@ async fn cancelling_a_call_stops_the_remote_process_tree() {
     let env = common::start().await;
     let dir = tempfile::tempdir().unwrap();
     let mut mcp = Setup::new(&env, dir.path(), dir.path()).start().await;
-    ok_json(&mcp.call_in("sandbox_exec", json!({"command": "true"}), None).await);
-    assert_eq!(wait_live_processes(&env, true).await, 0);
-    let id = mcp.send_request("tools/call", Mcp::call_params("sandbox_exec", json!({"command": "sleep 300 & sleep 300; wait", "timeout": 0}), None)).await;
-    assert!(wait_live_processes(&env, false).await > 0, "the exec never started");
+    let sandbox = sandbox_of(&mcp.call_in("sandbox_exec", json!({"command": "true"}), None).await);
+    // A unique duration marks this test's processes (`sleep` takes fractions).
+    let marker = "sleep 301.25";
+    let command = format!("{marker} & {marker}; wait");
+    let id = mcp.send_request("tools/call", Mcp::call_params("sandbox_exec", json!({"command": command, "timeout": 0}), None)).await;
+    assert!(wait_running_in(&env, &sandbox, marker, false).await >= 2, "the exec never started");
     // Release is refused while the session has a call in flight.
     let refused = mcp.call_in("sandbox_release", json!({}), None).await;
     assert!(error_text(&refused).contains("in flight"), "{refused}");
     mcp.notify("notifications/cancelled", json!({"requestId": id, "reason": "test"})).await;
-    assert_eq!(wait_live_processes(&env, true).await, 0, "the remote tree survived the cancellation");
+    assert_eq!(wait_running_in(&env, &sandbox, marker, true).await, 0, "the remote tree survived the cancellation");
     // The server stays usable.
     ok_json(&mcp.call_in("sandbox_status", json!({}), None).await);
     mcp.stop().await;
@@ -136,9 +158,12 @@ async fn a_timeout_stops_the_remote_process_tree() {
     let env = common::start().await;
     let dir = tempfile::tempdir().unwrap();
     let mut mcp = Setup::new(&env, dir.path(), dir.path()).start().await;
-    let result = mcp.call_in("sandbox_exec", json!({"command": "sleep 300", "timeout": 300}), None).await;
+    let marker = "sleep 302.75";
+    let result = mcp.call_in("sandbox_exec", json!({"command": format!("{marker} & {marker}"), "timeout": 1500}), None).await;
     assert!(error_text(&result).contains("timed out"));
-    assert_eq!(wait_live_processes(&env, true).await, 0);
+    let status = ok_json(&mcp.call_in("sandbox_status", json!({}), None).await);
+    let sandbox = status["sandbox"].as_str().expect("bound").to_string();
+    assert_eq!(wait_running_in(&env, &sandbox, marker, true).await, 0, "the remote tree survived the deadline");
     mcp.stop().await;
     env.shutdown().await;
 }
@@ -344,6 +369,12 @@ async fn sync_once_copies_the_project_once_and_skills_at_every_attach() {
     std::fs::create_dir_all(project.join("src")).unwrap();
     std::fs::write(project.join("src/main.py"), "print(1)\n").unwrap();
     std::fs::write(project.join(".env"), "SECRET=1\n").unwrap();
+    // Dependencies, virtualenvs and tool state stay home, at any depth.
+    for left_out in ["node_modules/pkg/index.js", "src/node_modules/x.js", ".venv/bin/python", ".opencode/state.json", ".createos/cache"] {
+        let path = project.join(left_out);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, "x\n").unwrap();
+    }
     let skill = dir.path().join("skills/review");
     std::fs::create_dir_all(&skill).unwrap();
     std::fs::write(skill.join("SKILL.md"), "v1\n").unwrap();
@@ -354,9 +385,9 @@ async fn sync_once_copies_the_project_once_and_skills_at_every_attach() {
 
     let mut mcp = setup.start().await;
     let skill_md = skill.join("SKILL.md");
-    let script = format!("cat /root/workspace/src/main.py; cat {}; ls -A /root/workspace", skill_md.display());
+    let script = format!("cat /root/workspace/src/main.py; cat {}; ls -A /root/workspace; ls -A /root/workspace/src", skill_md.display());
     let first = mcp.call_in("sandbox_exec", json!({"command": script}), None).await;
-    assert_eq!(ok_json(&first)["stdout"], "print(1)\nv1\nsrc\n", "the project (without .env) and the skill arrived");
+    assert_eq!(ok_json(&first)["stdout"], "print(1)\nv1\nsrc\nmain.py\n", "the project (without .env and the excluded trees) and the skill arrived");
     mcp.stop().await;
 
     // A restart reattaches: the project is not copied again, the skill is refreshed.
@@ -367,7 +398,7 @@ async fn sync_once_copies_the_project_once_and_skills_at_every_attach() {
     assert_eq!(status["stored"], sandbox_of(&first), "the stored binding shows before reattaching: {status}");
     let again = mcp.call_in("sandbox_exec", json!({"command": script}), None).await;
     assert_eq!(sandbox_of(&again), sandbox_of(&first));
-    assert_eq!(ok_json(&again)["stdout"], "print(1)\nv2\nsrc\n");
+    assert_eq!(ok_json(&again)["stdout"], "print(1)\nv2\nsrc\nmain.py\n");
     mcp.stop().await;
     env.shutdown().await;
 }

@@ -284,17 +284,19 @@ async fn a_failing_remote_side_fails_the_routed_call_and_runs_nothing_locally() 
     let marker = project.path().join("marker");
     let mut mcp = start(&env, dir.path(), project.path(), r#"{"mode": "remote"}"#).await;
     ok_json(&mcp.call("native_bash", json!({"command": "true"})).await);
-    // The control plane now refuses to start processes: shell and file tools both fail.
+    // The control plane now refuses process input (the resident helper's requests) and new
+    // processes: shell and file tools both fail.
+    env.add_fault("POST /v1/sandboxes/*/processes/*/input status=500").await;
     env.add_fault("POST /v1/sandboxes/*/processes status=500").await;
-    let (asked, ran) = (env.requests("createProcess").await, env.handled("createProcess").await);
+    let (asked, ran) = (env.requests("writeProcessInput").await, env.handled("writeProcessInput").await);
     let touch = format!("touch {}", marker.display());
     let failed = error_text(&mcp.call("native_bash", json!({"command": touch})).await);
     assert!(failed.contains("500"), "{failed}");
     let failed = error_text(&mcp.call("native_write", json!({"filePath": marker.to_str().unwrap(), "content": "x"})).await);
     assert!(failed.contains("500"), "{failed}");
     // Both calls went to the sandbox (and were refused there); none was run anywhere.
-    assert!(env.requests("createProcess").await >= asked + 2);
-    assert_eq!(env.handled("createProcess").await, ran);
+    assert!(env.requests("writeProcessInput").await >= asked + 2);
+    assert_eq!(env.handled("writeProcessInput").await, ran);
     assert!(!marker.exists(), "a routed call ran on the host");
     env.clear_faults().await;
     // The same calls work again once the remote side does, still without touching the host.

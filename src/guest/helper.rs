@@ -47,7 +47,7 @@ spec = importlib.util.spec_from_file_location("cos_guest", path)
 module = importlib.util.module_from_spec(spec)
 sys.modules["cos_guest"] = module
 spec.loader.exec_module(module)
-sys.exit(module.main())
+sys.exit(module.main(sys.argv[3:]) if len(sys.argv) > 3 else module.main())
 "#;
 
 /// Where one helper version is installed in a sandbox.
@@ -81,7 +81,8 @@ impl Helper {
         Helper::new(Arc::from(EMBEDDED_SOURCE))
     }
 
-    /// The command that runs one operation (request on stdin, answer on stdout).
+    /// The command that runs the helper: one operation with the request on stdin (append
+    /// `once <base64 request>` to pass it in argv instead, or `serve` for resident mode).
     pub fn argv(&self, python: &str) -> Vec<String> {
         vec![
             python.to_string(),

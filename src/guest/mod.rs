@@ -28,6 +28,7 @@ mod helper;
 mod models;
 mod ops;
 mod paths;
+mod resident;
 mod ssh_transport;
 mod transport;
 
@@ -36,6 +37,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
+use base64::Engine;
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -45,6 +47,7 @@ pub use error::{GuestError, GuestErrorCode};
 pub use helper::{HelperLocation, EMBEDDED_SOURCE, INSTALL_ROOT};
 pub use models::*;
 pub use paths::PathMap;
+pub use resident::{CommandOutput, CommandSpec, OutputNote, OutputWatcher, Resident, RunControl};
 pub use ssh_transport::SshTransport;
 pub use transport::{GuestTransport, ProcessTransport, TransportOutput, DEFAULT_MAX_OUTPUT};
 
@@ -56,6 +59,10 @@ use helper::Helper;
 
 /// The helper's protocol version.
 pub const PROTOCOL_VERSION: i64 = 1;
+
+/// Largest request (JSON bytes) passed in argv rather than on stdin; well below Linux's
+/// 128 KiB limit of one argument once base64-encoded.
+const MAX_ARGV_REQUEST: usize = 64 << 10;
 
 /// Default time limit of one operation: 120 s.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
@@ -71,6 +78,9 @@ pub enum GuestChannel {
     Process,
     /// Always SSH, connecting (and preparing the guest's sshd) when needed.
     Ssh,
+    /// The sandbox's [`Resident`] helper: one long-lived helper process per sandbox, so a warm
+    /// operation costs one control-plane request and no interpreter start.
+    Resident,
 }
 
 /// Settings of a [`Guest`].
@@ -169,6 +179,7 @@ pub struct Guest {
     ssh: Option<SshSession>,
     max_output: usize,
     helper: Arc<Helper>,
+    helper_source: Option<Arc<str>>,
     timeout: Option<Duration>,
     python: String,
     slot: Arc<SandboxSlot>,
@@ -198,7 +209,7 @@ impl Sandbox {
 impl Guest {
     /// File operations in `sandbox`, over the channel `options` choose.
     pub fn new(sandbox: Sandbox, paths: PathMap, options: GuestOptions) -> Self {
-        let helper = match options.helper_source {
+        let helper = match options.helper_source.clone() {
             Some(source) => Helper::new(source),
             None => Helper::embedded(),
         };
@@ -213,6 +224,7 @@ impl Guest {
             ssh: options.ssh,
             max_output: options.max_output,
             helper: Arc::new(helper),
+            helper_source: options.helper_source,
             timeout: options.timeout,
             python: options.python,
             slot,
@@ -241,7 +253,7 @@ impl Guest {
     async fn ssh_now(&self) -> Option<SshSession> {
         let pooled = || SshPool::global().existing(self.sandbox.id());
         match self.channel {
-            GuestChannel::Process => None,
+            GuestChannel::Process | GuestChannel::Resident => None,
             GuestChannel::Ssh => self.ssh.clone().or_else(pooled),
             GuestChannel::Auto => {
                 let session = self.ssh.clone().or_else(pooled)?;
@@ -289,13 +301,29 @@ impl Guest {
     }
 
     async fn call_value(&self, op: &str, args: Value) -> Result<Value> {
+        if self.channel == GuestChannel::Resident && self.custom.is_none() {
+            let resident = Resident::with_helper(&self.sandbox, self.helper_source.clone(), &self.python);
+            let _turn = self.slot.turn.lock().await;
+            return resident.call(op, &self.paths.guest_root, args, self.timeout).await;
+        }
         let request = json!({ "v": PROTOCOL_VERSION, "op": op, "cwd": self.paths.guest_root, "args": args });
-        let stdin = serde_json::to_vec(&request).map_err(|e| Error::invalid("arguments", e.to_string()))?;
+        let encoded = serde_json::to_vec(&request).map_err(|e| Error::invalid("arguments", e.to_string()))?;
         let _turn = self.slot.turn.lock().await;
         let transport = self.transport().await?;
+        // A small request travels in argv (the embedded helper's `once` mode): a managed
+        // process then costs its start and its output stream, with no input or stdin-close
+        // requests. A custom helper gets it on stdin, as protocol version 1 has it.
+        let mut argv = self.helper.argv(&self.python);
+        let stdin = if encoded.len() <= MAX_ARGV_REQUEST && self.helper_source.is_none() {
+            argv.push("once".into());
+            argv.push(base64::engine::general_purpose::STANDARD.encode(&encoded));
+            Vec::new()
+        } else {
+            encoded
+        };
         let mut uploaded = false;
         loop {
-            let out = transport.run(self.helper.argv(&self.python), stdin.clone(), self.timeout).await?;
+            let out = transport.run(argv.clone(), stdin.clone(), self.timeout).await?;
             match interpret(op, &out) {
                 Outcome::Answer(answer) => return answer,
                 Outcome::Missing if !uploaded => {

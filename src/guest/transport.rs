@@ -41,7 +41,9 @@ pub struct TransportOutput {
 /// returned future is dropped. `timeout` `None` means no limit.
 pub trait GuestTransport: Send + Sync {
     /// Run `argv` (program and arguments, no shell), write `stdin` to it and close it, and
-    /// collect what it prints until it exits.
+    /// collect what it prints until it exits. An empty `stdin` may be left open instead (the
+    /// managed-process transport then sends nothing): give it only to commands that do not
+    /// read their input, such as the helper's `once` mode.
     fn run(&self, argv: Vec<String>, stdin: Vec<u8>, timeout: Option<Duration>) -> BoxFuture<'_, Result<TransportOutput>>;
 
     /// Store `content` as the helper file at `location.file` (directories mode 0700). The
@@ -80,8 +82,9 @@ fn install_failed(file: &str, code: Option<i32>, stderr: &str) -> Error {
 
 /// Runs commands as managed processes of the control plane (E21–E30) through
 /// [`Processes::run`](crate::api::processes::Processes::run): start, follow the output, feed
-/// stdin and close it, collect until the exit; a timeout or a dropped future stops the
-/// process tree. Installs the helper with the files API plus one exec.
+/// stdin and close it (nothing for an empty stdin), collect until the exit event; a timeout or
+/// a dropped future stops the process tree. Installs the helper with the files API plus one
+/// exec.
 #[derive(Clone, Debug)]
 pub struct ProcessTransport {
     sandbox: Sandbox,
@@ -104,7 +107,10 @@ impl ProcessTransport {
     async fn run_managed(&self, argv: Vec<String>, stdin: Vec<u8>, timeout: Option<Duration>) -> Result<TransportOutput> {
         let (cmd, args) = argv.split_first().ok_or_else(|| Error::invalid("argv", "must name a program"))?;
         let spec = ProcessSpec::new(cmd.clone()).args(args.iter().cloned());
-        let mut options = RunOptions::default().max_output_bytes(self.max_output).stop_grace(self.stop_grace).stdin(stdin);
+        let mut options = RunOptions::default().max_output_bytes(self.max_output).stop_grace(self.stop_grace);
+        if !stdin.is_empty() {
+            options = options.stdin(stdin);
+        }
         if let Some(limit) = timeout.filter(|t| !t.is_zero()) {
             options = options.timeout(limit);
         }

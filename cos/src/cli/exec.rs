@@ -65,8 +65,32 @@ pub struct ExecArgs {
 
 pub async fn exec(ctx: &Ctx, args: ExecArgs) -> Result<ExitCode> {
     let req = args.cmd.request(&args.env)?;
-    let sb = resolve::sandbox(&ctx.client, &args.sandbox).await?;
-    stream_command(ctx, &sb, req).await
+    on_sandbox(ctx, &args.sandbox, |sb| {
+        let req = req.clone();
+        async move { stream_command(ctx, &sb, req).await }
+    })
+    .await
+}
+
+/// Run `work` on the sandbox `reference` names. An id is used as it is, with no lookup
+/// request; only when the control plane answers 404 (the id may be another sandbox's name, or
+/// wrong) is it resolved like a name and `work` run once more — a 404 means nothing ran.
+pub(super) async fn on_sandbox<T, F, Fut>(ctx: &Ctx, reference: &str, work: F) -> Result<T>
+where
+    F: Fn(Sandbox) -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    let reference = reference.trim();
+    // `sb-…` ids, as `resolve` tells them apart from names.
+    if !(reference.starts_with("sb-") || reference.starts_with("sb_")) {
+        return work(resolve::sandbox(&ctx.client, reference).await?).await;
+    }
+    match work(ctx.client.sandbox(reference)?).await {
+        Err(err) if matches!(err.downcast_ref::<createos_sandbox::Error>(), Some(e) if e.is_not_found()) => {
+            work(resolve::sandbox(&ctx.client, reference).await?).await
+        }
+        other => other,
+    }
 }
 
 /// Run `req` in `sb`: stream stdout/stderr through, or with an explicit `-o json` collect them into

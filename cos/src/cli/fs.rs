@@ -14,7 +14,7 @@ use createos_sandbox::guest::{
 };
 
 use super::output::table;
-use super::{resolve, Ctx};
+use super::Ctx;
 
 #[derive(Debug, Args)]
 pub struct FsArgs {
@@ -30,7 +30,7 @@ pub struct FsArgs {
     pub cmd: FsCmd,
 }
 
-#[derive(Debug, Subcommand)]
+#[derive(Clone, Debug, Subcommand)]
 pub enum FsCmd {
     /// Print a UTF-8 text file (≤ 1 MiB) with line numbers, or a directory's names.
     Read {
@@ -155,12 +155,21 @@ pub async fn fs(ctx: &Ctx, args: FsArgs) -> Result<ExitCode> {
         FsCmd::Write { file, .. } | FsCmd::Patch { file } => Some(read_text(file.as_deref()).await?),
         _ => None,
     };
-    let sandbox = resolve::sandbox(&ctx.client, &args.sandbox).await?;
-    let options = GuestOptions::new().timeout(Duration::from_secs(args.timeout));
-    let guest = Guest::new(sandbox, paths, options);
     let input = input.unwrap_or_default();
+    let (cmd, input, paths) = (&args.cmd, &input, &paths);
+    let options = GuestOptions::new().timeout(Duration::from_secs(args.timeout));
+    super::exec::on_sandbox(ctx, &args.sandbox, |sandbox| {
+        let guest = Guest::new(sandbox, paths.clone(), options.clone());
+        async move { run(ctx, &guest, cmd, input).await }
+    })
+    .await
+}
+
+/// One operation (its result printed); the exit status says whether a search matched.
+async fn run(ctx: &Ctx, guest: &Guest, cmd: &FsCmd, input: &str) -> Result<ExitCode> {
+    let input = input.to_string();
     let out = &ctx.out;
-    match args.cmd {
+    match cmd.clone() {
         FsCmd::Read { path, offset, limit } => {
             let result = guest.read(&path, ReadOptions { offset, limit }).await?;
             out.show(&result, || result.content().to_string());

@@ -7,8 +7,10 @@ use anyhow::{Context as _, Result};
 use clap::Args;
 use serde_json::{Map, Value};
 
+use crate::tools::runtime::SignIn;
 use crate::tools::store::BindingStore;
 use crate::tools::{Runtime, ToolsConfig};
+use createos_sandbox::Client;
 
 use super::Ctx;
 
@@ -28,6 +30,15 @@ pub struct McpArgs {
     /// Environment variables (CREATEOS_SHAPE, …) override them; unknown keys are refused.
     #[arg(long, value_name = "JSON", default_value = "{}")]
     options: String,
+    /// Allow sandbox_exec and the routed native tools against a local emulator that cannot
+    /// isolate its sandboxes (their commands then run on this machine as you).
+    #[arg(long)]
+    unsafe_host: bool,
+}
+
+/// Whether building the client failed only because no credential exists yet.
+pub fn signed_out(err: &anyhow::Error) -> bool {
+    matches!(err.downcast_ref(), Some(createos_sandbox::Error::NotSignedIn(_)))
 }
 
 /// Run the server. Errors go to stderr, never stdout, which belongs to the protocol (even with
@@ -58,7 +69,20 @@ async fn serve(ctx: &Ctx, args: McpArgs) -> Result<()> {
         Some(dir) => dir,
         None => BindingStore::default_state_dir().context("no state or data directory for this user; pass --state-dir")?,
     };
-    let runtime = Runtime::new(ctx.client.clone(), config, state_dir, project);
+    // Signed out is a state, not a failure: the tools are listed, and each call that needs
+    // the control plane says how to sign in until a credential appears (read again before
+    // each use, so `createos login` in another terminal is picked up without a restart).
+    let sign_in: Option<SignIn> = ctx.client.credentials().is_none().then(|| {
+        let base = ctx.client.base_url().to_string();
+        Box::new(move || Client::builder().base_url(&base).build()) as SignIn
+    });
+    if sign_in.is_some() {
+        tracing::warn!("not signed in: tools that need the control plane fail until you run `createos login` or set CREATEOS_API_KEY");
+    }
+    let runtime = Runtime::with_sign_in(ctx.client.clone(), sign_in, config, state_dir, project);
+    if args.unsafe_host {
+        runtime.allow_unsafe_host();
+    }
     crate::mcp::serve_stdio(runtime, args.session).await?;
     Ok(())
 }

@@ -336,7 +336,11 @@ async fn run(cli: Cli, out: Out) -> Result<ExitCode> {
         #[cfg(not(feature = "local"))]
         anyhow::bail!("this build of cos has no embedded emulator (feature `local`)");
     } else {
-        remote_client(&cli)?
+        match remote_client(&cli) {
+            // `cos mcp` starts signed out and picks up a later sign-in (see cli/mcp.rs).
+            Err(e) if matches!(cli.command, Command::Mcp(_)) && mcp::signed_out(&e) => remote_client_with(&cli, true)?,
+            other => other?,
+        }
     };
     let ctx = Ctx { client, out };
     let result = dispatch(&ctx, cli.command).await;
@@ -349,7 +353,15 @@ async fn run(cli: Cli, out: Out) -> Result<ExitCode> {
 
 /// The client `--endpoint` / `--region` / `--api-key` (or their environment) point at.
 fn remote_client(cli: &Cli) -> Result<Client> {
+    remote_client_with(cli, false)
+}
+
+/// [`remote_client`]; `anonymous`: without a credential.
+fn remote_client_with(cli: &Cli, anonymous: bool) -> Result<Client> {
     let mut builder = Client::builder();
+    if anonymous {
+        builder = builder.anonymous();
+    }
     if let Some(url) = &cli.endpoint {
         builder = builder.base_url(url);
     } else if let Some(region) = &cli.region {

@@ -6,6 +6,10 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+/// Left out of the `sync: "once"` project copy at any depth, on top of the snapshot rules (the
+/// OpenCode V2 plugin's always-on excludes: dependencies, virtualenvs and tool state).
+pub const SYNC_ONCE_EXCLUDES: [&str; 4] = ["**/node_modules", "**/.venv", "**/.opencode", "**/.createos"];
+
 /// Longest deadline a call may ask for (1 h).
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
 

@@ -8,6 +8,8 @@ pub mod calls;
 pub mod catalog;
 pub mod config;
 pub mod confine;
+pub mod isolation;
+pub mod progress;
 pub mod runtime;
 pub mod staging;
 pub mod store;

@@ -26,7 +26,8 @@ pub async fn stage_project(sandbox: &Sandbox, config: &ToolsConfig, project: &Pa
     if config.sync != ProjectSync::Once {
         return Ok(None);
     }
-    let snapshot = match Snapshot::scan_async(project.to_path_buf(), SnapshotOptions::new()).await {
+    let options = super::config::SYNC_ONCE_EXCLUDES.iter().fold(SnapshotOptions::new(), |o, p| o.exclude(*p));
+    let snapshot = match Snapshot::scan_async(project.to_path_buf(), options).await {
         Ok(snapshot) => snapshot,
         // An empty project (or one whose every file is filtered out) has nothing to copy;
         // refusals such as the home directory still fail below.

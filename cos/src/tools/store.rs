@@ -1,8 +1,10 @@
-//! Persisted session bindings: which sandbox a (project directory, session id) pair uses.
+//! Persisted session bindings: which sandbox a (control plane, account, project directory,
+//! session id) tuple uses.
 //!
-//! One small JSON file per binding under `<state dir>/createos-sandbox/bindings/<sha256(project)>/
-//! <hex(session)>.json`, written atomically (temp file + rename) so a crash never leaves half a
-//! record.
+//! One small JSON file per binding under `<state dir>/bindings/<sha256(endpoint, account,
+//! project)>/<hex(session)>.json`, written atomically (temp file + rename) so a crash never
+//! leaves half a record. Keying by endpoint and account means a binding made against one
+//! control plane (or one account) is never reused against another.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -36,10 +38,16 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 impl BindingStore {
-    /// Bindings of `project` under `state_dir`.
-    pub fn new(state_dir: &Path, project: &Path) -> Self {
-        let digest = Sha256::digest(project.to_string_lossy().as_bytes());
-        BindingStore { dir: state_dir.join("bindings").join(hex(&digest)) }
+    /// Bindings of `project` made by `account` against the control plane at `endpoint`,
+    /// under `state_dir`.
+    pub fn new(state_dir: &Path, endpoint: &str, account: &str, project: &Path) -> Self {
+        let mut digest = Sha256::new();
+        // Length-prefixed parts: no two tuples give the same input.
+        for part in [endpoint.as_bytes(), account.as_bytes(), project.to_string_lossy().as_bytes()] {
+            digest.update((part.len() as u64).to_be_bytes());
+            digest.update(part);
+        }
+        BindingStore { dir: state_dir.join("bindings").join(hex(&digest.finalize())) }
     }
 
     /// The default state directory: `dirs::state_dir()` (else the data dir) + `createos-sandbox`.
@@ -121,12 +129,18 @@ mod tests {
     #[test]
     fn round_trip_and_isolation() {
         let dir = tempfile::tempdir().unwrap();
-        let a = BindingStore::new(dir.path(), Path::new("/proj/a"));
-        let b = BindingStore::new(dir.path(), Path::new("/proj/b"));
+        let a = BindingStore::new(dir.path(), "https://a.example/", "u1", Path::new("/proj/a"));
+        let b = BindingStore::new(dir.path(), "https://a.example/", "u1", Path::new("/proj/b"));
+        let other_endpoint = BindingStore::new(dir.path(), "http://127.0.0.1:9/", "u1", Path::new("/proj/a"));
+        let other_account = BindingStore::new(dir.path(), "https://a.example/", "u2", Path::new("/proj/a"));
+        assert_ne!(a.dir(), other_endpoint.dir());
+        assert_ne!(a.dir(), other_account.dir());
         let rec = BindingRecord { id: "sb-1".into(), cwd: "/w".into(), source: "s|r".into(), owned: true, initialized: false };
         a.save("../evil/session", &rec).unwrap();
         assert_eq!(a.load("../evil/session").unwrap(), Some(rec.clone()));
         assert_eq!(b.load("../evil/session").unwrap(), None);
+        assert_eq!(other_endpoint.load("../evil/session").unwrap(), None);
+        assert_eq!(other_account.load("../evil/session").unwrap(), None);
         assert_eq!(a.all().unwrap(), vec![("../evil/session".to_string(), rec)]);
         a.remove("../evil/session").unwrap();
         a.remove("../evil/session").unwrap();

@@ -52,11 +52,15 @@ pub struct Setup<'a> {
     pub project: &'a Path,
     pub options: &'a str,
     pub extra_env: Vec<(&'static str, String)>,
+    /// Start without any credential in the environment (HOME is `state`).
+    pub signed_out: bool,
+    /// More arguments of `cos mcp` (e.g. `--unsafe-host`).
+    pub extra_args: Vec<&'static str>,
 }
 
 impl<'a> Setup<'a> {
     pub fn new(env: &'a Env, state: &'a Path, project: &'a Path) -> Self {
-        Setup { env, state, project, options: "{}", extra_env: Vec::new() }
+        Setup { env, state, project, options: "{}", extra_env: Vec::new(), signed_out: false, extra_args: Vec::new() }
     }
 
     /// The command line, not started (for runs that must fail before the protocol starts).
@@ -69,12 +73,18 @@ impl<'a> Setup<'a> {
             .arg(self.project)
             .arg("--options")
             .arg(self.options)
+            .args(&self.extra_args)
             .env("CREATEOS_SANDBOX_BASE_URL", self.env.base_url())
             .env("CREATEOS_API_KEY", self.env.mock.api_key())
             .env("HOME", self.state)
             .env("RUST_LOG", "warn");
         for var in CONFIG_VARS.into_iter().chain(cos::tools::config::env_vars()) {
             cmd.env_remove(var);
+        }
+        if self.signed_out {
+            for var in createos_sandbox::auth::API_KEY_ENV_VARS {
+                cmd.env_remove(var);
+            }
         }
         for (k, v) in &self.extra_env {
             cmd.env(k, v);

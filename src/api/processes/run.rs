@@ -1,5 +1,6 @@
-//! [`Processes::run`]: start → follow the output → wait → result, with a timeout and
-//! cancellation that take the whole remote process tree down with them.
+//! [`Processes::run`]: start → follow the output → result (a `wait` only when the stream did
+//! not carry the exit), with a timeout and cancellation that take the whole remote process
+//! tree down with them.
 
 use std::time::Duration;
 
@@ -148,7 +149,8 @@ impl Drop for StopOnDrop {
 }
 
 impl Processes {
-    /// Run a process to completion and collect its output (start → follow → wait).
+    /// Run a process to completion and collect its output: start, then follow the output until
+    /// its exit event (two requests; a `wait` follows only when the stream ended without one).
     ///
     /// stdout and stderr are kept apart. The output stream reconnects by itself, so a flaky
     /// network costs nothing that the server still retains. When the run ends early — the
@@ -250,11 +252,19 @@ async fn follow(process: &Process, cap: usize, stdin: Option<&[u8]>) -> Result<R
             }
         }
     }
-    // The exit event told us the leader is gone; the wait answer is the authoritative record.
-    let details = process.wait(WaitScope::Leader, None).await?;
-    let (event_code, event_signal) = exit.unwrap_or((None, None));
-    output.signal = details.signal.or(event_signal);
-    output.exit_code = if output.signal.is_some() { details.exit_code } else { details.exit_code.or(event_code) };
+    match exit {
+        // The exit event already says how the leader ended: no `wait` round trip.
+        Some((code, signal)) if code.is_some() || signal.is_some() => {
+            output.exit_code = if signal.is_some() { None } else { code };
+            output.signal = signal;
+        }
+        // The stream ended without saying how: the `wait` answer is the record.
+        _ => {
+            let details = process.wait(WaitScope::Leader, None).await?;
+            output.signal = details.signal;
+            output.exit_code = if output.signal.is_some() { None } else { details.exit_code };
+        }
+    }
     Ok(output)
 }
 

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::{named, to_json, ToolOutput};
 use createos_sandbox::api::disks::DiskCreate;
+use createos_sandbox::guest::Resident;
 use crate::tools::args::Args;
 use crate::tools::runtime::Runtime;
 use crate::tools::ToolError;
@@ -63,6 +64,11 @@ pub(super) async fn attach(rt: &Arc<Runtime>, args: &Args, attach: bool) -> Resu
     } else {
         to_json(sandbox.detach_disk(&disk.id, mount).await?)?
     };
+    // The resident helper may see the mounts as they were when it started (the emulator gives
+    // each process its own view): the next command starts a new one.
+    let resident = Resident::of(&sandbox);
+    resident.shutdown().await;
+    Resident::forget(&sandbox);
     Ok(ToolOutput::json(answer).with("sandboxId", sandbox.id()))
 }
 

@@ -17,14 +17,17 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::{named, run_error, sleep_or_forever};
-use createos_sandbox::api::files::{UploadBody, UploadOptions};
-use createos_sandbox::guest::{GlobOptions, GrepOptions, Guest, GuestOptions, PatchAction, PathMap, ReadOptions, ReadResult};
+use createos_sandbox::api::files::{ProgressFn, UploadBody, UploadOptions};
+use createos_sandbox::guest::{GlobOptions, GrepOptions, Guest, GuestChannel, GuestOptions, PatchAction, PathMap, ReadOptions, ReadResult};
 use createos_sandbox::snapshot::{Snapshot, SnapshotOptions};
 use crate::tools::args::Args;
 use crate::tools::runtime::Runtime;
-use crate::tools::{CallCtx, Part, ToolError, ToolOutput};
+use crate::tools::{progress, CallCtx, Part, ToolError, ToolOutput};
 use createos_sandbox::transfer::{self, ApiRemote};
 use createos_sandbox::{validate, Error};
+
+/// How much longer than the guest's own deadline a file call may take before it is abandoned.
+const BACKSTOP: Duration = Duration::from_secs(10);
 
 /// Deadline of a push or pull (the plugin's transfer budget).
 const TRANSFER_TIMEOUT: Duration = Duration::from_secs(600);
@@ -67,8 +70,8 @@ pub(super) async fn call(rt: &Arc<Runtime>, short: &str, args: &Args, ctx: &Call
                 limit: args.opt_u64("limit"),
             },
         },
-        "push" => return transfer_call(ctx, push(rt, args)).await,
-        "pull" => return transfer_call(ctx, pull(rt, args)).await,
+        "push" => return transfer_call(ctx, push(rt, args, ctx)).await,
+        "pull" => return transfer_call(ctx, pull(rt, args, ctx)).await,
         other => return Err(ToolError::UnknownTool(format!("{}{other}", crate::tools::catalog::PREFIX))),
     };
     run(rt, op, ctx).await
@@ -124,9 +127,9 @@ impl FileOp {
     }
 
     /// Run it and render the result as text plus metadata.
-    async fn run(self, guest: &Guest) -> Result<ToolOutput, Error> {
+    async fn run(&self, guest: &Guest) -> Result<ToolOutput, Error> {
         Ok(match self {
-            FileOp::Read { path, options } => match guest.read(&path, options).await? {
+            FileOp::Read { path, options } => match guest.read(path, options.clone()).await? {
                 ReadResult::File(file) => {
                     let mut text = file.content.clone();
                     if let Some(next) = file.next_offset {
@@ -154,7 +157,7 @@ impl FileOp {
                 }
             },
             FileOp::Write { path, content } => {
-                let done = guest.write(&path, &content).await?;
+                let done = guest.write(path, content).await?;
                 let verb = if done.created { "Created" } else { "Wrote" };
                 text_output(format!("{verb} {} ({} bytes)", done.path, done.bytes))
                     .with("path", done.path)
@@ -162,14 +165,14 @@ impl FileOp {
                     .with("created", done.created)
             }
             FileOp::Edit { path, old, new, all } => {
-                let done = guest.edit(&path, &old, &new, all).await?;
+                let done = guest.edit(path, old, new, *all).await?;
                 let times = if done.replacements == 1 { "1 occurrence".to_string() } else { format!("{} occurrences", done.replacements) };
                 text_output(format!("Edited {}: replaced {times}", done.path))
                     .with("path", done.path)
                     .with("replacements", done.replacements)
             }
             FileOp::Patch { text } => {
-                let changes = guest.patch(&text).await?;
+                let changes = guest.patch(text).await?;
                 let mut lines = vec![format!("Patch applied to {} file(s):", changes.len())];
                 for change in &changes {
                     lines.push(match (&change.action, &change.from) {
@@ -183,11 +186,11 @@ impl FileOp {
                 text_output(lines.join("\n")).with("files", json!(files))
             }
             FileOp::Glob { pattern, options } => {
-                let found = guest.glob(&pattern, options).await?;
+                let found = guest.glob(pattern, options.clone()).await?;
                 text_output(found.text).with("count", found.files.len()).with("truncated", found.truncated)
             }
             FileOp::Grep { pattern, options } => {
-                let found = guest.grep(&pattern, options).await?;
+                let found = guest.grep(pattern, options.clone()).await?;
                 text_output(found.text).with("count", found.matches.len()).with("truncated", found.truncated)
             }
         })
@@ -220,15 +223,21 @@ fn project_dir(rt: &Runtime) -> PathBuf {
 pub(super) async fn run(rt: &Arc<Runtime>, op: FileOp, ctx: &CallCtx) -> Result<ToolOutput, ToolError> {
     let map = path_map(rt)?;
     op.check(&map)?;
-    let sandbox = rt.session_sandbox(&ctx.session, &ctx.cancel).await?;
     let limit = rt.config().timeout;
-    let guest = Guest::new(sandbox.clone(), map, GuestOptions::new().timeout(limit.unwrap_or(Duration::ZERO)));
-    let output = tokio::select! {
-        result = op.run(&guest) => result.map_err(file_error)?,
-        _ = ctx.cancel.cancelled() => return Err(ToolError::Cancelled),
-        _ = sleep_or_forever(limit) => return Err(ToolError::Timeout(limit.unwrap_or_default())),
-    };
-    Ok(output.with("sandboxId", sandbox.id()))
+    let (op, map) = (&op, &map);
+    rt.with_session(ctx, |sandbox| async move {
+        let options = GuestOptions::new().channel(GuestChannel::Resident).timeout(limit.unwrap_or(Duration::ZERO));
+        let guest = Guest::new(sandbox.clone(), map.clone(), options);
+        // The guest enforces the deadline (stopping a helper whose operation overran); this
+        // is only the backstop.
+        let output = tokio::select! {
+            result = op.run(&guest) => result.map_err(file_error)?,
+            _ = ctx.cancel.cancelled() => return Err(ToolError::Cancelled),
+            _ = sleep_or_forever(limit.map(|l| l + BACKSTOP)) => return Err(ToolError::Timeout(limit.unwrap_or_default())),
+        };
+        Ok(output.with("sandboxId", sandbox.id()))
+    })
+    .await
 }
 
 /// Guest refusals of the arguments stay argument errors; the rest keep the library's error.
@@ -248,6 +257,12 @@ async fn transfer_call(ctx: &CallCtx, work: impl std::future::Future<Output = Re
     }
 }
 
+/// A transfer's byte counts as progress of `reporter`'s call.
+fn bytes_progress(reporter: &Option<progress::Reporter>) -> Option<ProgressFn> {
+    let reporter = reporter.clone()?;
+    Some(Arc::new(move |done, total| reporter.bytes(done, total)))
+}
+
 /// `local_path`, resolved and confined to the project directory (see [`local`]).
 fn local_path(rt: &Runtime, raw: &str) -> Result<PathBuf, ToolError> {
     local::resolve(rt.project_dir(), "local_path", std::path::Path::new(raw))
@@ -258,7 +273,7 @@ fn remote_path(raw: &str) -> Result<&str, ToolError> {
     Ok(raw)
 }
 
-async fn push(rt: &Arc<Runtime>, args: &Args) -> Result<ToolOutput, ToolError> {
+async fn push(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOutput, ToolError> {
     let remote = remote_path(args.str("remote_path")?)?;
     let given = args.str("local_path")?;
     let local = local_path(rt, given)?;
@@ -270,7 +285,8 @@ async fn push(rt: &Arc<Runtime>, args: &Args) -> Result<ToolOutput, ToolError> {
     if meta.is_dir() {
         let dest = createos_sandbox::sync::safety::check_remote(remote).map_err(invalid)?;
         let snapshot = Snapshot::scan_async(local.clone(), SnapshotOptions::new()).await.map_err(file_error)?;
-        let sent = transfer::upload_snapshot(&ApiRemote::new(sandbox.clone()), &snapshot, &dest, None).await.map_err(run_error)?;
+        let reporter = progress::announce(ctx, format!("pushing {} to {}:{dest}", local.display(), sandbox.id()));
+        let sent = transfer::upload_snapshot(&ApiRemote::new(sandbox.clone()), &snapshot, &dest, bytes_progress(&reporter)).await.map_err(run_error)?;
         let left_out = snapshot.dropped().len();
         let text = format!(
             "Pushed {} to {}:{} ({} files, {} bytes; {left_out} paths left out by the snapshot filters)",
@@ -297,13 +313,17 @@ async fn push(rt: &Arc<Runtime>, args: &Args) -> Result<ToolOutput, ToolError> {
     } else {
         remote.to_string()
     };
-    let options = UploadOptions::new().allow_large(true);
+    let reporter = progress::announce(ctx, format!("pushing {} to {}:{dest}", local.display(), sandbox.id()));
+    let mut options = UploadOptions::new().allow_large(true);
+    if let Some(report) = bytes_progress(&reporter) {
+        options = options.progress(move |done, total| report(done, total));
+    }
     sandbox.upload_with(&dest, UploadBody::file(&local), options).await.map_err(run_error)?;
     let text = format!("Pushed {} to {}:{dest} ({} bytes)", local.display(), sandbox.id(), meta.len());
     Ok(text_output(text).with("sandboxId", sandbox.id()).with("path", dest).with("bytes", meta.len()))
 }
 
-async fn pull(rt: &Arc<Runtime>, args: &Args) -> Result<ToolOutput, ToolError> {
+async fn pull(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOutput, ToolError> {
     let remote = remote_path(args.str("remote_path")?)?;
     let local = local_path(rt, args.str("local_path")?)?;
     let target = if local.is_dir() {
@@ -328,7 +348,8 @@ async fn pull(rt: &Arc<Runtime>, args: &Args) -> Result<ToolOutput, ToolError> {
         Ok(download) => download,
         // The files API refuses directories: those come back as one archive.
         Err(Error::Validation(_)) => {
-            let got = transfer::download_dir(&ApiRemote::new(sandbox.clone()), remote, &target, None).await.map_err(run_error)?;
+            let reporter = progress::announce(ctx, format!("pulling {}:{remote}", sandbox.id()));
+            let got = transfer::download_dir(&ApiRemote::new(sandbox.clone()), remote, &target, bytes_progress(&reporter)).await.map_err(run_error)?;
             let files = got.unpacked.files + got.unpacked.symlinks;
             let text = format!("Pulled {}:{remote} to {} ({files} files, {} bytes)", sandbox.id(), target.display(), got.bytes);
             return Ok(text_output(text)
@@ -339,6 +360,11 @@ async fn pull(rt: &Arc<Runtime>, args: &Args) -> Result<ToolOutput, ToolError> {
                 .with("bytes", got.bytes));
         }
         Err(e) => return Err(run_error(e)),
+    };
+    let reporter = progress::announce(ctx, format!("pulling {}:{remote}", sandbox.id()));
+    let download = match bytes_progress(&reporter) {
+        Some(report) => download.progress(move |done, total| report(done, total)),
+        None => download,
     };
     let bytes = download.save_to(&target).await.map_err(run_error)?;
     let text = format!("Pulled {}:{remote} to {} ({bytes} bytes)", sandbox.id(), target.display());

@@ -22,11 +22,18 @@ use serde_json::{Map, Value};
 use super::args::Args;
 use super::catalog::{self, PREFIX};
 use super::runtime::Runtime;
-use super::{CallCtx, ToolError, ToolOutput};
+use super::{progress, CallCtx, ToolError, ToolOutput};
 use createos_sandbox::Sandbox;
 
-/// Run tool `name` with `arguments` for the caller described by `ctx`.
+/// Run tool `name` with `arguments` for the caller described by `ctx`. The first result after
+/// the session's sandbox was replaced says so.
 pub async fn call(rt: &Arc<Runtime>, name: &str, arguments: Option<Map<String, Value>>, ctx: CallCtx) -> Result<ToolOutput, ToolError> {
+    let session = ctx.session.clone();
+    let result = call_inner(rt, name, arguments, ctx).await;
+    result.map(|output| rt.with_notice(&session, output))
+}
+
+async fn call_inner(rt: &Arc<Runtime>, name: &str, arguments: Option<Map<String, Value>>, ctx: CallCtx) -> Result<ToolOutput, ToolError> {
     // Routed native tools (remote mode) have their own names and argument shapes.
     if let Some(id) = routed::resolve(name) {
         return routed::call(rt, id, name, arguments, ctx).await;
@@ -35,13 +42,16 @@ pub async fn call(rt: &Arc<Runtime>, name: &str, arguments: Option<Map<String, V
     let args = Args::check(&def.input_schema, arguments)?;
     let short = &def.name[PREFIX.len()..];
     if short == "status" {
-        return Ok(ToolOutput::json(rt.status(&ctx.session)));
+        return Ok(ToolOutput::json(rt.status(&ctx.session).await));
     }
     if short == "release" {
         // Not counted as in flight: release is refused while *other* calls run.
         return lifecycle::release(rt, &args, &ctx).await;
     }
     let _in_flight = rt.begin(&ctx.session)?;
+    // Any call may take long (allocation, transfers, jobs): with a progress token the client
+    // hears from it at least every few seconds until it ends.
+    let (ctx, _heartbeat) = progress::heartbeat(ctx, &format!("{} is running", def.name));
     // exec and process_start handle cancellation themselves, so the remote process is
     // stopped (awaited) rather than abandoned.
     if short == "exec" {
@@ -113,7 +123,7 @@ async fn dispatch(rt: &Arc<Runtime>, short: &str, args: &Args, ctx: &CallCtx) ->
 async fn target(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<(Sandbox, bool), ToolError> {
     match args.opt_str("sandbox_id") {
         Some(id) => Ok((rt.client().sandbox(id)?, false)),
-        None => Ok((rt.session_sandbox(&ctx.session, &ctx.cancel).await?, true)),
+        None => Ok((rt.session_sandbox(&ctx.session, ctx).await?, true)),
     }
 }
 

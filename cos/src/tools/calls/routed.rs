@@ -20,7 +20,7 @@
 //! Paths (`filePath`, `path`, `workdir`, patch headers) go through the guest [`PathMap`]:
 //! relative under the guest cwd, absolute paths inside the host project onto it, other
 //! absolute paths as guest paths. The shell command string is passed unchanged. Results: the
-//! shell gives the JSON `{stdout, stderr, code, signal, truncated, processId}` with metadata
+//! shell gives the JSON `{stdout, stderr, code, signal, truncated}` with metadata
 //! `{sandboxId, exitCode, truncated}` (the same as `sandbox_exec`); a `background` command
 //! answers at once with `{processId, pid, state, sandboxId, next}` and keeps running as a
 //! managed process of the session sandbox (`sandbox_process_output`/`_stop` follow it); file
@@ -94,7 +94,7 @@ const FILE_PATH: &str = "Path: relative to the sandbox working directory, absolu
 pub fn tools() -> Vec<ToolDef> {
     let max_ms = MAX_TIMEOUT.as_millis() as u64;
     vec![
-        def("bash", "Remote mode: run a shell command (bash -lc) in this session's sandbox, from the sandbox working directory, and return {stdout, stderr, code, truncated, processId}. Cancelling or timing out stops the remote process tree. With `background` (servers, watchers) it returns at once with the processId of a managed process that keeps running.",
+        def("bash", "Remote mode: run a shell command (bash -lc) in this session's sandbox, from the sandbox working directory, and return {stdout, stderr, code, signal, truncated}. Cancelling or timing out stops the remote process tree. With `background` (servers, watchers) it returns at once with the processId of a managed process that keeps running.",
             vec![("command", text("Shell command line, passed unchanged.")),
                  ("timeout", integer("Deadline in milliseconds; 0 = none. Default: the configured timeout.", 0, max_ms)),
                  ("workdir", text("Working directory (mapped like file paths). Default: the sandbox working directory.")),
@@ -139,7 +139,9 @@ pub(super) async fn call(rt: &Arc<Runtime>, id: &str, name: &str, arguments: Opt
     }
     let def = tools().into_iter().find(|d| d.name[NATIVE_PREFIX.len()..] == *id).ok_or_else(|| ToolError::UnknownTool(name.to_string()))?;
     let args = Args::check(&def.input_schema, arguments)?;
+    rt.require_isolation(name).await?;
     let _in_flight = rt.begin(&ctx.session)?;
+    let (ctx, _heartbeat) = crate::tools::progress::heartbeat(ctx, &format!("{name} is running"));
     let op = match id {
         "bash" => return bash(rt, &args, &ctx).await,
         "read" => FileOp::Read {
@@ -190,11 +192,14 @@ async fn bash(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOutpu
         ));
     }
     let limit = deadline(rt, args);
-    let sandbox = rt.session_sandbox(&ctx.session, &ctx.cancel).await?;
-    if background {
-        return start_background(&sandbox, command, &cwd, ctx).await;
-    }
-    run_shell(&sandbox, command, &cwd, limit, ctx).await
+    let cwd = &cwd;
+    rt.with_session(ctx, |sandbox| async move {
+        if background {
+            return start_background(&sandbox, command, cwd, ctx).await;
+        }
+        run_shell(&sandbox, command, cwd, limit, ctx).await
+    })
+    .await
 }
 
 /// Start `command` as a managed process of the session sandbox that outlives the call (stdin
