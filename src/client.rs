@@ -51,6 +51,12 @@ impl Client {
         &self.transport.base
     }
 
+    /// The HTTP client requests go through, with its TLS roots (extra CAs included): for a
+    /// request outside the typed API, such as an emulator's own `/_mock` routes.
+    pub fn http_client(&self) -> &reqwest::Client {
+        &self.transport.http
+    }
+
     /// The credential in use, if any.
     pub fn credentials(&self) -> Option<&Credentials> {
         self.transport.credentials.as_ref()

@@ -100,9 +100,10 @@ async fn ask(client: &Client) -> Result<Option<IsolationReport>, ToolError> {
         ))
     };
     let credentials = client.credentials().ok_or_else(|| failed("not signed in".into()))?;
-    let http = reqwest::Client::builder().timeout(ASK_TIMEOUT).build().map_err(|e| failed(e.to_string()))?;
-    let (name, value) = credentials.header(&http).await?;
-    let response = http.get(url).header(name, value).send().await.map_err(|e| failed(e.without_url().to_string()))?;
+    // The client's own HTTP stack, so the CAs it trusts (`--ca-file`, `CREATEOS_CA_FILE`) apply.
+    let http = client.http_client();
+    let (name, value) = credentials.header(http).await?;
+    let response = http.get(url).header(name, value).timeout(ASK_TIMEOUT).send().await.map_err(|e| failed(e.without_url().to_string()))?;
     match response.status().as_u16() {
         404 => Ok(None),
         200 => {
