@@ -8,8 +8,8 @@
 //! (a create-time env, and `~/.bashrc` for what the guest's OpenSSH runs). They are written
 //! through exec, so the sandbox's own commands see them whatever the emulator's isolation mode. `tar -c` prints `<H>/archive.tar` (and records the
 //! names asked for in `<H>/requested.list`); `tar -x` is the real tar. `python3` answers the
-//! helper's `manifest` with the real answer plus the entries of `<H>/manifest.json`; every
-//! other request goes to the real helper. `find` prints crafted names before the real listing.
+//! file helper's `manifest` (one-shot or resident) with the real answer plus the entries of
+//! `<H>/manifest.json`; everything else goes to the real helper. `find` prints crafted names before the real listing.
 //! `git diff` prints `<H>/patch`, `git write-tree`/`commit-tree` print a fixed id, the rest of
 //! `git` does nothing.
 #![allow(dead_code)]
@@ -48,33 +48,105 @@ if [ "$file" = "-" ]; then cat -- "$H/archive.tar"; else cat -- "$H/archive.tar"
 "#;
 
 const PYTHON: &str = r#"#!/bin/sh
-# hostile python3: the helper's manifest gains crafted entries
+# hostile python3: the file helper's manifests gain crafted entries (wrap.py); anything else
+# is the real python3
 H=@H@
 real() ( IFS=:; for d in $PATH; do [ "$d" = "$H/bin" ] && continue; [ -x "$d/$1" ] && { printf '%s\n' "$d/$1"; exit 0; }; done; exit 1 )
 py=$(real python3)
-req=$(cat)
-case "$req" in
-  *'"op": "manifest"'*|*'"op":"manifest"'*)
-    if [ -f "$H/manifest.json" ]; then
-      out=$(printf '%s' "$req" | "$py" "$@"); status=$?
-      # a missing helper (the bootstrap's own exit status) is answered as it is
-      if [ "$status" != 0 ] || [ -z "$out" ]; then printf '%s' "$out"; exit "$status"; fi
-      echo manifest >> "$H/python.calls"
-      printf '%s\n' "$out" | "$py" "$H/inject.py" "$H/manifest.json"
-      exit $?
-    fi ;;
-esac
-printf '%s' "$req" | "$py" "$@"
+exec "$py" "$H/wrap.py" "$py" "$@"
 "#;
 
-const INJECT: &str = r#"import json, sys
-answer = json.load(sys.stdin)
-extra = json.load(open(sys.argv[1]))
-result = answer.get("result")
-if isinstance(result, dict) and isinstance(result.get("entries"), list):
-    result["entries"].extend(extra)
+/// The hostile python3's body. The helper runs as `python3 -I -c BOOTSTRAP FILE SHA [MODE]`
+/// in three modes: one request on stdin, `once <base64 request>`, and `serve` (the resident
+/// helper: JSON lines both ways, answers matched to requests by id). In each, an answer to a
+/// `manifest` request gains the entries of `<H>/manifest.json` (when it exists).
+const WRAP: &str = r#"import base64, json, os, subprocess, sys, threading
+real, args = sys.argv[1], sys.argv[2:]
+H = os.path.dirname(os.path.abspath(__file__))
+if not (len(args) >= 5 and args[0] == "-I" and args[1] == "-c"):
+    os.execv(real, [real] + args)
+mode = args[5:]
+
+def extra():
+    try:
+        with open(os.path.join(H, "manifest.json")) as f:
+            return json.load(f)
+    except OSError:
+        return None
+
+def inject(line):
+    entries = extra()
+    if entries is None:
+        return line
+    try:
+        answer = json.loads(line)
+    except ValueError:
+        return line
+    result = answer.get("result") if isinstance(answer, dict) else None
+    if not (isinstance(result, dict) and isinstance(result.get("entries"), list)):
+        return line
+    result["entries"].extend(entries)
     result["count"] = len(result["entries"])
-sys.stdout.write(json.dumps(answer) + "\n")
+    with open(os.path.join(H, "python.calls"), "a") as f:
+        f.write("manifest\n")
+    return (json.dumps(answer) + "\n").encode()
+
+def is_manifest(raw):
+    try:
+        request = json.loads(raw)
+    except ValueError:
+        return False
+    return isinstance(request, dict) and request.get("op") == "manifest"
+
+def once(raw, stdin):
+    done = subprocess.run([real] + args, input=stdin, stdout=subprocess.PIPE)
+    out = done.stdout
+    if done.returncode == 0 and out.strip() and is_manifest(raw):
+        out = inject(out)
+    sys.stdout.buffer.write(out)
+    sys.stdout.buffer.flush()
+    sys.exit(done.returncode)
+
+if mode == ["serve"]:
+    child = subprocess.Popen([real] + args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+    wanted, lock = set(), threading.Lock()
+    def forward():
+        for line in iter(sys.stdin.buffer.readline, b""):
+            if is_manifest(line):
+                with lock:
+                    wanted.add(json.loads(line).get("id"))
+            try:
+                child.stdin.write(line)
+                child.stdin.flush()
+            except OSError:
+                break
+        try:
+            child.stdin.close()
+        except OSError:
+            pass
+    threading.Thread(target=forward, daemon=True).start()
+    for line in iter(child.stdout.readline, b""):
+        try:
+            rid = json.loads(line).get("id")
+        except (ValueError, AttributeError):
+            rid = None
+        with lock:
+            mine = rid in wanted and rid is not None
+        if mine:
+            line = inject(line)
+        sys.stdout.buffer.write(line)
+        sys.stdout.buffer.flush()
+    sys.exit(child.wait())
+elif mode[:1] == ["once"] and len(mode) == 2:
+    try:
+        raw = base64.b64decode(mode[1])
+    except ValueError:
+        raw = b""
+    once(raw, None)
+elif not mode:
+    raw = sys.stdin.buffer.read()
+    once(raw, raw)
+os.execv(real, [real] + args)
 "#;
 
 const FIND: &str = r#"#!/bin/sh
@@ -116,7 +188,7 @@ impl Guest {
             let text = text.replace("@H@", &guest.dir).replace("@TREE@", TREE);
             guest.put(&format!("bin/{name}"), text.as_bytes(), true).await;
         }
-        guest.put("inject.py", INJECT.as_bytes(), false).await;
+        guest.put("wrap.py", WRAP.as_bytes(), false).await;
         // over SSH the guest's sshd sets PATH itself; root's shell (bash) reads ~/.bashrc for
         // commands sshd runs, and the guest owns that file (`$HOME`: the sandbox's own home in
         // every isolation mode, never the host's)
