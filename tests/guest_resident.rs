@@ -117,7 +117,8 @@ async fn a_file_call_past_its_deadline_spares_the_commands_still_running() {
     });
     tokio::time::sleep(Duration::from_millis(200)).await;
     let hurried = guest(&sb, GuestOptions::new().timeout(Duration::from_millis(1)));
-    let err = hurried.write("late.txt", "x").await.unwrap_err();
+    // Large enough that sending it alone outlasts the 1 ms deadline, however fast the machine.
+    let err = hurried.write("late.txt", "x".repeat(256 * 1024).as_str()).await.unwrap_err();
     assert!(matches!(err, Error::Timeout { .. }), "{err:?}");
     assert_eq!(running.await.unwrap().unwrap().stdout, b"survived\n");
     // Later calls go to a new helper; the retired one ends once its command is done.

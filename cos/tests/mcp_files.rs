@@ -371,15 +371,53 @@ async fn bad_input_is_refused_before_anything_is_created() {
     env.shutdown().await;
 }
 
+/// Live processes once they settle, each as its argv.
+async fn settled_processes(env: &common::Env) -> Vec<String> {
+    use createos_sandbox::api::sandboxes::ListSandboxes;
+    use futures::TryStreamExt as _;
+    let mut previous = u64::MAX;
+    for _ in 0..600 {
+        let live = env.stats().await["live_processes"].as_u64().unwrap_or(0);
+        if live == previous {
+            break;
+        }
+        previous = live;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let views: Vec<_> = env.client.list_sandboxes(ListSandboxes::default()).try_collect().await.unwrap();
+    let mut running = Vec::new();
+    for view in views.into_iter().filter(|v| !v.status.is_terminal()) {
+        let sandbox = env.client.sandbox(&view.id).unwrap();
+        for p in sandbox.processes().list().await.unwrap() {
+            if !p.state.is_finished() {
+                running.push(format!("{} {}", p.cmd.unwrap_or_default(), p.args.join(" ")));
+            }
+        }
+    }
+    running
+}
+
+/// A call past its deadline fails; what it started is either stopped or is the session's one
+/// resident helper, which the next call reuses (never one more per call), and which ends with
+/// the session.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_file_call_past_its_deadline_fails_and_leaves_no_helper_running() {
+async fn a_file_call_past_its_deadline_fails_and_leaves_only_the_resident_helper() {
     let env = common::start().await;
     let dir = tempfile::tempdir().unwrap();
     let project = tempfile::tempdir().unwrap();
     let mut mcp = start(&env, dir.path(), project.path(), r#"{"timeout": 1}"#).await;
     // The sandbox is allocated outside the call's deadline; the operation itself cannot finish in 1 ms.
-    let late = error_text(&mcp.call("sandbox_write", json!({"path": "a.txt", "content": "x"})).await);
-    assert!(late.contains("timed out"), "{late}");
+    for round in 0..3 {
+        let late = error_text(&mcp.call("sandbox_write", json!({"path": "a.txt", "content": "x"})).await);
+        assert!(late.contains("timed out"), "{late}");
+        let running = settled_processes(&env).await;
+        assert!(running.len() <= 1, "round {round}: processes outlived their calls: {running:?}");
+        assert!(
+            running.iter().all(|p| p.contains("python3") && p.ends_with(" serve")),
+            "round {round}: only the resident helper may stay: {running:?}"
+        );
+    }
+    mcp.stop().await;
     let mut live = u64::MAX;
     for _ in 0..600 {
         live = env.stats().await["live_processes"].as_u64().unwrap_or(0);
@@ -388,7 +426,6 @@ async fn a_file_call_past_its_deadline_fails_and_leaves_no_helper_running() {
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
-    assert_eq!(live, 0, "a helper process outlived its call");
-    mcp.stop().await;
+    assert_eq!(live, 0, "the resident helper outlived its session: {:?}", settled_processes(&env).await);
     env.shutdown().await;
 }

@@ -83,6 +83,14 @@ struct State {
     exit: Option<Exit>,
 }
 
+impl State {
+    /// Forget requests whose caller is gone (dropped mid-send or past its deadline): nothing
+    /// waits for their answers, so they must not keep the stream open or a retired helper alive.
+    fn prune_abandoned(&mut self) {
+        self.pending.retain(|_, tx| !tx.is_closed());
+    }
+}
+
 /// A running helper process.
 pub(super) struct Link {
     pub process: Process,
@@ -149,7 +157,9 @@ impl Link {
 
     /// Requests still waiting for an answer.
     pub fn pending(&self) -> usize {
-        self.lock().pending.len()
+        let mut st = self.lock();
+        st.prune_abandoned();
+        st.pending.len()
     }
 
     /// The helper's exit, once it is known.
@@ -244,6 +254,7 @@ impl Link {
                 _ = tick.tick() => {
                     let mut st = self.lock();
                     let idle = st.active.is_none_or(|t| t.elapsed() >= linger());
+                    st.prune_abandoned();
                     if st.pending.is_empty() && idle {
                         st.last_seq = st.last_seq.max(events.last_seq());
                         st.reading = false;

@@ -59,6 +59,8 @@ pub struct Resident {
     python: String,
     /// The running helper; the async lock makes starting it single-flight.
     live: tokio::sync::Mutex<Option<Arc<Link>>>,
+    /// Retired helpers still finishing their commands: [`shutdown`](Self::shutdown) ends them too.
+    retiring: Arc<Mutex<Vec<Arc<Link>>>>,
     next_id: AtomicU64,
 }
 
@@ -108,6 +110,7 @@ impl Resident {
                     helper,
                     python: python.to_string(),
                     live: tokio::sync::Mutex::new(None),
+                    retiring: Arc::default(),
                     next_id: AtomicU64::new(READY_ID + 1),
                 })
             })
@@ -133,14 +136,19 @@ impl Resident {
         futures::future::join_all(closing).await;
     }
 
-    /// Close this helper's stdin (it stops its commands and exits).
+    /// Close this helper's stdin (it stops its commands and exits), and that of every retired
+    /// helper still finishing commands.
     pub async fn shutdown(&self) {
-        let link = self.live.lock().await.take();
-        if let Some(link) = link.filter(|l| !l.dead.is_cancelled()) {
+        let mut links: Vec<Arc<Link>> = std::mem::take(&mut *self.retiring.lock().unwrap_or_else(|e| e.into_inner()));
+        links.extend(self.live.lock().await.take());
+        let closing = links.into_iter().filter(|l| !l.dead.is_cancelled()).map(|link| async move {
             if let Err(err) = link.process.close_stdin().await {
-                tracing::debug!(sandbox = %self.sandbox.id(), error = %err, "closing the resident helper failed");
+                tracing::debug!(sandbox = %self.sandbox.id(), error = %err, "closing the resident helper failed; stopping it");
+                let _ = link.process.stop(Some(Duration::ZERO)).await;
             }
-        }
+            link.mark_dead(link::Exit { stderr: "shut down".into(), ..Default::default() });
+        });
+        futures::future::join_all(closing).await;
     }
 
     /// The sandbox.
@@ -239,7 +247,7 @@ impl Resident {
             let mut argv = self.helper.argv(&self.python);
             argv.push("serve".into());
             let (cmd, args) = argv.split_first().ok_or_else(|| Error::invalid("argv", "empty"))?;
-            let process = self.sandbox.processes().start(ProcessSpec::new(cmd.clone()).args(args.iter().cloned())).await?;
+            let process = start_owned(&self.sandbox, ProcessSpec::new(cmd.clone()).args(args.iter().cloned())).await?;
             let link = Link::new(process);
             // A caller that gives up before the helper is ready must not leave it running.
             let mut unready = StopUnready(Some(link.clone()));
@@ -302,6 +310,8 @@ impl Resident {
     /// for it any more.
     async fn retire(&self) {
         let Some(link) = self.live.lock().await.take() else { return };
+        self.retiring.lock().unwrap_or_else(|e| e.into_inner()).push(link.clone());
+        let retiring = self.retiring.clone();
         tokio::spawn(async move {
             while link.pending() > 0 && !link.dead.is_cancelled() {
                 tokio::time::sleep(RETIRE_POLL).await;
@@ -313,6 +323,7 @@ impl Resident {
                 }
             }
             link.mark_dead(link::Exit { stderr: "retired".into(), ..Default::default() });
+            retiring.lock().unwrap_or_else(|e| e.into_inner()).retain(|l| !Arc::ptr_eq(l, &link));
         });
     }
 
@@ -341,6 +352,22 @@ impl Drop for StopUnready {
             });
         }
     }
+}
+
+/// Start `spec` in a task of its own: a caller that gives up (its deadline, a cancelled tool
+/// call) while the create request is in flight would otherwise leave a helper that nobody
+/// knows of. The task stops what it started when nobody is left to take it.
+async fn start_owned(sandbox: &Sandbox, spec: ProcessSpec) -> Result<crate::api::processes::Process> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let sandbox = sandbox.clone();
+    tokio::spawn(async move {
+        let started = sandbox.processes().start(spec).await;
+        if let Err(Ok(orphan)) = tx.send(started) {
+            tracing::debug!(sandbox = %sandbox.id(), process = %orphan.id(), "the helper's caller gave up; stopping it");
+            let _ = orphan.stop(Some(Duration::ZERO)).await;
+        }
+    });
+    rx.await.map_err(|_| guest_error(GuestErrorCode::HelperFailed, "the task starting the helper ended without an answer".into()))?
 }
 
 fn guest_error(code: GuestErrorCode, message: String) -> Error {
