@@ -1,15 +1,14 @@
 //! Credentials: tenants (one per API key), OAuth access/refresh tokens and delegated
-//! sandbox tokens (`skp_sb_…`); the `Caller` extractor every authenticated route uses.
+//! sandbox tokens (`skp_sb_…`); the `Caller` every authenticated route gets (its
+//! extractor, over the shared state, is in `extract`).
 
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::RwLock;
 use std::time::{Duration, Instant};
 
-use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 
-use crate::app::AppState;
 use crate::envelope::ApiError;
 use crate::ids;
 
@@ -270,8 +269,7 @@ fn header<'a>(parts: &'a Parts, name: &str) -> Option<&'a str> {
 
 /// Resolves the credential headers. Session tokens (`X-Auth-Token`, `X-Access-Token`)
 /// are looked at before `X-Api-Key`, as the server does. `Authorization` is ignored.
-pub fn authenticate(state: &AppState, parts: &Parts) -> Result<Caller, ApiError> {
-    let tenants = &state.tenants;
+pub fn authenticate(tenants: &Tenants, parts: &Parts) -> Result<Caller, ApiError> {
     for name in ["x-auth-token", "x-access-token"] {
         if let Some(token) = header(parts, name) {
             return match tenants.tenant_for_access_token(token) {
@@ -294,19 +292,6 @@ pub fn authenticate(state: &AppState, parts: &Parts) -> Result<Caller, ApiError>
     match tenants.tenant_for_key(key) {
         Some(tenant) => Ok(Caller { user_id: tenant.0.clone(), tenant, delegated_for: None }),
         None => Err(ApiError::unauthorized("invalid api key")),
-    }
-}
-
-impl FromRequestParts<AppState> for Caller {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        if let Some(caller) = parts.extensions.get::<Caller>() {
-            return Ok(caller.clone());
-        }
-        let caller = authenticate(state, parts)?;
-        parts.extensions.insert(caller.clone());
-        Ok(caller)
     }
 }
 

@@ -8,10 +8,10 @@ use axum::Router;
 use serde::Serialize;
 use serde_json::json;
 
-use crate::app::AppState;
+use crate::state::AppState;
 use crate::auth::Caller;
 use crate::envelope::{ok, paginate, ApiError, PageQuery};
-use crate::routes::{op, Operation};
+use crate::operation::{op, Operation};
 
 pub const OPERATIONS: &[Operation] = &[
     op("healthz", "GET", "/healthz", "catalog::healthz"),

@@ -14,11 +14,11 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::Child;
 
-use crate::app::AppState;
+use crate::state::AppState;
 use crate::auth::Caller;
 use crate::envelope::{ok, ApiError, JsonBody};
 use crate::ndjson::{channel_response, Utf8Carry};
-use crate::routes::{op, Operation};
+use crate::operation::{op, Operation};
 use crate::sandbox::SandboxRef;
 
 pub const OPERATIONS: &[Operation] = &[op("exec", "POST", "/v1/sandboxes/{id}/exec", "exec::exec")];

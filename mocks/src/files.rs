@@ -15,12 +15,12 @@ use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
 use tokio::io::AsyncWriteExt;
 
-use crate::app::AppState;
+use crate::state::AppState;
 use crate::auth::Caller;
 use crate::envelope::{ok, ApiError};
 use crate::guest_fs::{normalize, Entry, GuestFs};
 use crate::isolation::as_sandbox_root;
-use crate::routes::{op, Operation};
+use crate::operation::{op, Operation};
 use crate::sandbox::SandboxRef;
 
 pub const OPERATIONS: &[Operation] = &[

@@ -9,6 +9,7 @@ pub mod computer;
 pub mod config;
 pub mod envelope;
 pub mod exec;
+mod extract;
 pub mod faults;
 pub mod files;
 pub mod fsutil;
@@ -20,6 +21,7 @@ pub mod middleware;
 pub mod ndjson;
 pub mod mock_api;
 pub mod oauth;
+pub mod operation;
 pub mod process;
 pub mod resources;
 pub mod routes;
@@ -27,6 +29,7 @@ pub mod sandbox;
 pub mod server;
 pub mod ssh_common;
 pub mod ssh_gateway;
+pub mod state;
 pub mod stats;
 pub mod tls;
 mod lifecycle_tasks;
@@ -38,7 +41,7 @@ use std::sync::Arc;
 
 use tokio::task::JoinHandle;
 
-pub use app::{AppState, Mock};
+pub use state::{AppState, Mock};
 pub use config::{GuestSshd, IsolationMode, Latencies, MockConfig};
 pub use isolation::IsolationReport;
 

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::app::AppState;
+use crate::state::AppState;
 use crate::sandbox::Status;
 
 /// How often usage samples are taken for the timeseries.
@@ -31,7 +31,7 @@ pub fn spawn_background(state: &AppState) {
                 _ = s.shutdown.cancelled() => return,
                 _ = interval.tick() => {
                     let s2 = s.clone();
-                    let _ = tokio::task::spawn_blocking(move || s2.resources.metrics.sample_all(&s2)).await;
+                    let _ = tokio::task::spawn_blocking(move || s2.resources.metrics.sample_all(&s2.sandboxes)).await;
                 }
             }
         }

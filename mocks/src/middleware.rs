@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use http_body::Frame;
 use serde_json::json;
 
-use crate::app::AppState;
+use crate::state::AppState;
 use crate::envelope::ApiError;
 use crate::server::ConnectionKill;
 
@@ -36,7 +36,7 @@ pub async fn traffic(State(state): State<AppState>, req: Request, next: Next) ->
         .get::<MatchedPath>()
         .map(|m| m.as_str().to_string())
         .unwrap_or_else(|| req.uri().path().to_string());
-    let operation = state.operation_id(&method, &template);
+    let operation = crate::routes::operation_id(&method, &template);
     state.stats.request(&operation);
 
     let plan = state.faults.plan(&method, req.uri().path());

@@ -14,7 +14,7 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::app::AppState;
+use crate::state::AppState;
 use crate::sandbox::{apply_status, Status};
 
 pub fn routes() -> Router<AppState> {

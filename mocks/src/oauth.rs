@@ -11,9 +11,9 @@ use axum::routing::post;
 use axum::{Json, Router};
 use serde_json::json;
 
-use crate::app::AppState;
+use crate::state::AppState;
 use crate::auth::RefreshError;
-use crate::routes::Operation;
+use crate::operation::Operation;
 
 /// Not a control-plane operation (kept out of the operation table on purpose).
 pub const OPERATIONS: &[Operation] = &[];

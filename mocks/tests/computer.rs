@@ -565,7 +565,7 @@ async fn operation_table_matches_the_spec_and_feeds_stats() {
         }
     }
     assert_eq!(expected.len(), 34);
-    let mut ours: Vec<(String, String, String)> = createos_mock::computer::OPERATIONS
+    let mut ours: Vec<(String, String, String)> = createos_mock::computer::routes::OPERATIONS
         .iter()
         .map(|o| (o.operation_id.to_string(), o.method.to_string(), o.path.to_string()))
         .collect();

@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::model::{parse_screen_id, DesktopError};
 use super::{lock_desktop, DesktopCell};
-use crate::app::AppState;
+use crate::state::AppState;
 use crate::auth::Caller;
 use crate::envelope::ApiError;
 use crate::sandbox::{SandboxRef, Status};

@@ -15,7 +15,7 @@ use super::keys::{parse_key, Key};
 use super::layout::Rect;
 use super::model::{Button, DesktopError, Screen};
 use super::{apps, screenshot, seed};
-use crate::app::AppState;
+use crate::state::AppState;
 use crate::auth::Caller;
 use crate::envelope::{ok, ApiError, JsonBody};
 

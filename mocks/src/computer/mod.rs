@@ -19,7 +19,7 @@ mod input_routes;
 pub mod keys;
 pub mod layout;
 pub mod model;
-mod routes;
+pub mod routes;
 mod screen_routes;
 pub mod screenshot;
 mod seed;
@@ -30,7 +30,6 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-pub use routes::{routes, OPERATIONS};
 
 use desktop::Desktop;
 

@@ -4,8 +4,8 @@ use axum::routing::{get, post};
 use axum::Router;
 
 use super::{input_routes as input, screen_routes as screens, window_routes as windows};
-use crate::app::AppState;
-use crate::routes::{op, Operation};
+use crate::state::AppState;
+use crate::operation::{op, Operation};
 
 const C: &str = "/v1/sandboxes/{id}/computer";
 

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use super::access;
 use super::model::{check_screen_dim, parse_screen_id, Connection, Screen, DEFAULT_SCREEN_SIZE};
-use crate::app::AppState;
+use crate::state::AppState;
 use crate::auth::Caller;
 use crate::clock;
 use crate::envelope::{ok, ApiError, JsonBody};

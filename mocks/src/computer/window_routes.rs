@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use super::access::{self, query, required, screen_number, ScreenQuery};
 use super::model::{DesktopError, Screen, Window};
-use crate::app::AppState;
+use crate::state::AppState;
 use crate::auth::Caller;
 use crate::envelope::{ok, ApiError, JsonBody};
 

@@ -10,10 +10,11 @@
 //!
 //! `/_mock/sandboxes/{id}/guest-sshd` shows the embedded server's state and
 //! `…/guest-sshd/restart` restarts it (optionally with a new host key), like restarting
-//! sshd in a real guest.
+//! sshd in a real guest (module [`routes`]; the rest imports no route module).
 
 mod channel;
 mod gate;
+pub mod routes;
 mod server;
 mod session;
 mod sftp;
@@ -22,15 +23,8 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use axum::extract::{Path as UrlPath, State};
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
-use serde::Deserialize;
-use serde_json::json;
+use tokio_util::sync::CancellationToken;
 
-use crate::app::AppState;
 use crate::config::GuestSshd;
 use crate::isolation::IsolationKind;
 use crate::sandbox::SandboxRef;
@@ -75,11 +69,12 @@ impl GuestSshds {
         self.servers().get(id).cloned()
     }
 
-    /// Prepares port 22 of a new sandbox (created or forked) as the mode says. Failures are
-    /// logged: the sandbox works, only SSH into it does not.
-    pub fn boot(&self, state: &AppState, sandbox: &SandboxRef) {
+    /// Prepares port 22 of a new sandbox (created or forked) as the mode says; the server
+    /// stops with `shutdown` (the emulator's). Failures are logged: the sandbox works, only
+    /// SSH into it does not.
+    pub fn boot(&self, shutdown: &CancellationToken, sandbox: &SandboxRef) {
         match self.mode() {
-            GuestSshd::Embedded => match GuestServer::start(sandbox.clone(), state.shutdown.child_token()) {
+            GuestSshd::Embedded => match GuestServer::start(sandbox.clone(), shutdown.child_token()) {
                 Ok(server) => {
                     self.servers().insert(sandbox.id.clone(), server);
                 }
@@ -132,57 +127,4 @@ fn hide_sshd(sandbox: &SandboxRef) {
     if let Err(err) = runtime.add_mount(Path::new(&empty), SSHD_DIR) {
         tracing::warn!(sandbox = %sandbox.id, "cannot hide {SSHD_DIR}: {err}");
     }
-}
-
-/// `/_mock/sandboxes/{id}/guest-sshd` routes (emulator control API).
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/_mock/sandboxes/{id}/guest-sshd", get(show))
-        .route("/_mock/sandboxes/{id}/guest-sshd/restart", post(restart))
-}
-
-fn not_found(what: &str) -> Response {
-    (StatusCode::NOT_FOUND, Json(json!({"error": what}))).into_response()
-}
-
-fn key_line(key: &russh::keys::PublicKey) -> String {
-    key.to_openssh().unwrap_or_default()
-}
-
-async fn show(State(state): State<AppState>, UrlPath(id): UrlPath<String>) -> Response {
-    if state.sandboxes.get(&id).is_none() {
-        return not_found("sandbox not found");
-    }
-    let mode = format!("{:?}", state.guest_sshd.mode()).to_ascii_lowercase();
-    match state.guest_sshd.server(&id) {
-        Some(server) => Json(json!({
-            "mode": mode,
-            "listening": server.is_running(),
-            "host_key": key_line(&server.host_key()),
-        }))
-        .into_response(),
-        None => Json(json!({"mode": mode, "listening": false, "host_key": null})).into_response(),
-    }
-}
-
-#[derive(Debug, Default, Deserialize)]
-struct RestartRequest {
-    #[serde(default)]
-    new_host_key: bool,
-}
-
-async fn restart(State(state): State<AppState>, UrlPath(id): UrlPath<String>, body: axum::body::Bytes) -> Response {
-    let req: RestartRequest = if body.iter().all(u8::is_ascii_whitespace) {
-        RestartRequest::default()
-    } else {
-        match serde_json::from_slice(&body) {
-            Ok(req) => req,
-            Err(err) => return (StatusCode::BAD_REQUEST, Json(json!({"error": format!("invalid JSON: {err}")}))).into_response(),
-        }
-    };
-    let Some(server) = state.guest_sshd.server(&id) else {
-        return not_found("no embedded sshd runs in this sandbox");
-    };
-    let key = server.restart(req.new_host_key);
-    Json(json!({"host_key": key_line(&key)})).into_response()
 }

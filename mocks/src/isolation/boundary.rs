@@ -12,7 +12,7 @@ use super::enter::{self, JoinFds, PidNamespaceGuard};
 use super::holder::{self, Holder, HolderSpec};
 use super::layers::{self, BaseLayers};
 use super::seccomp::Filters;
-use super::ExtraMount;
+use super::paths::ExtraMount;
 
 /// Emulator-wide state of the boundary.
 #[derive(Debug)]
@@ -69,7 +69,7 @@ impl Boundary {
         let place = Place { dir, cgroup: Some(cg), netns: None, hostname: "probe", mounts: &[] };
         let mut cmd = Command::new("/bin/sh");
         cmd.args(["-c", "test \"$(id -u)\" = 0 && test -d /proc/1 && test -d /var/tmp"]);
-        cmd.env_clear().env("PATH", super::SANDBOX_PATH);
+        cmd.env_clear().env("PATH", super::paths::SANDBOX_PATH);
         side.configure(self, &place, &mut cmd, "/").map_err(|e| format!("probe sandbox: {e}"))?;
         let status = {
             let _scope = side.pid_namespace(self);

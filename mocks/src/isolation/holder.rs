@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use nix::libc;
 
 use super::layers::{self, BaseLayers, LAYERS, SANDBOX_ID_BASE, SANDBOX_ID_COUNT};
-use super::ExtraMount;
+use super::paths::ExtraMount;
 
 /// How long a holder may take to come up.
 const START_TIMEOUT: Duration = Duration::from_secs(20);
@@ -126,7 +126,7 @@ pub fn start(spec: &HolderSpec<'_>) -> io::Result<Holder> {
         "--dir".into(),
         "/run/lock".into(),
     ];
-    for (i, guest) in super::PRIVATE_DIRS.iter().enumerate() {
+    for (i, guest) in super::paths::PRIVATE_DIRS.iter().enumerate() {
         let staged = format!("{STAGING}/p{i}");
         stages.push(Stage {
             source: Some(layers::cstring(&spec.dir.join(guest.trim_start_matches('/')))),

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use nix::libc;
 
-use super::{paths, ExtraMount, PRIVATE_DIRS};
+use super::paths::{self, ExtraMount, PRIVATE_DIRS};
 
 /// Finds the cgroup2 mount point in /proc/mounts.
 fn cgroup2_mount() -> Option<PathBuf> {
@@ -58,7 +58,7 @@ fn run_probe(state_dir: &Path, parent: &Path) -> Result<(), String> {
     std::fs::create_dir_all(&cg).map_err(|e| format!("probe cgroup: {e}"))?;
     let mut cmd = Command::new("/bin/sh");
     cmd.args(["-c", "test -d /root && test -d /workspace"]);
-    cmd.env_clear().env("PATH", super::SANDBOX_PATH);
+    cmd.env_clear().env("PATH", paths::SANDBOX_PATH);
     configure(&mut cmd, &dir, Some(&cg), &[], "probe", "/root");
     let outcome = cmd.status();
     remove_cgroup(&cg);

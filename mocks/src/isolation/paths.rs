@@ -2,8 +2,17 @@
 
 use std::path::{Path, PathBuf};
 
-use super::ExtraMount;
 use crate::envelope::ApiError;
+
+/// The PATH every sandbox command gets.
+pub const SANDBOX_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// An extra bind mount of an attached disk: host directory shown at a guest path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtraMount {
+    pub host: PathBuf,
+    pub guest: String,
+}
 
 /// Guest directories every sandbox owns privately (bind-mounted over the host's).
 pub const PRIVATE_DIRS: &[&str] = &["/root", "/work", "/workspace", "/tmp", "/home", "/var/tmp"];

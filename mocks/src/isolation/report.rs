@@ -3,6 +3,13 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The isolation actually in effect after startup probing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IsolationKind {
+    Namespaces,
+    Fallback,
+}
+
 /// The isolation in effect. `isolated` is true only when sandboxes are a boundary: their
 /// own user, PID, mount and network namespaces, the host's root read-only, seccomp.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

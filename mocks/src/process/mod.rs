@@ -15,7 +15,7 @@ mod journal;
 mod managed;
 pub mod netns;
 mod pty;
-mod routes;
+pub mod routes;
 mod shell;
 mod spawn;
 mod tasks;
@@ -30,7 +30,6 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 pub use managed::{ManagedProcess, ProcessDetails};
-pub use routes::{routes, OPERATIONS};
 
 /// Exited processes kept per sandbox (oldest dropped first); running ones are never dropped.
 pub const MAX_RETAINED_EXITED: usize = 64;

@@ -21,10 +21,10 @@ use super::managed::{ControlError, Kind, Launch, ManagedProcess, ALLOWED_SIGNALS
 use super::pty::{self, DEFAULT_COLS, DEFAULT_ROWS, MAX_DIMENSION};
 use super::shell::{self, ShellProcess};
 use super::{connect, netns, tasks, tunnel};
-use crate::app::AppState;
+use crate::state::AppState;
 use crate::auth::Caller;
 use crate::envelope::{ok, ApiError, JsonBody};
-use crate::routes::{op, Operation};
+use crate::operation::{op, Operation};
 use crate::sandbox::SandboxRef;
 
 /// E21–E33 as served by this module.

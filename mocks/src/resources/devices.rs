@@ -1,6 +1,5 @@
 //! Devices and VPN sessions (E98–E107): WireGuard peers joining private networks.
 
-use std::sync::RwLock;
 use std::time::Instant;
 
 use axum::extract::{Path, Query, State};
@@ -12,11 +11,12 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use time::OffsetDateTime;
 
-use crate::app::AppState;
-use crate::auth::{Caller, TenantId};
+use super::store::devices::{Attachment, DeviceRecord, Session};
+use crate::state::AppState;
+use crate::auth::Caller;
 use crate::clock::{now, rfc3339};
 use crate::envelope::{ok, paginate, ApiError, JsonBody, PageQuery};
-use crate::routes::{op, Operation};
+use crate::operation::{op, Operation};
 
 pub const OPERATIONS: &[Operation] = &[
     op("registerDevice", "POST", "/v1/devices", "resources::devices::register_device"),
@@ -57,87 +57,6 @@ pub fn routes() -> Router<AppState> {
             "/v1/devices/{device_id}/sessions/{session_id}",
             put(renew_device_session).delete(close_device_session),
         )
-}
-
-#[derive(Debug, Clone)]
-struct Attachment {
-    network_id: String,
-    attached_at: OffsetDateTime,
-}
-
-#[derive(Debug, Clone)]
-struct Session {
-    id: String,
-    expires: Instant,
-    expires_at: OffsetDateTime,
-}
-
-#[derive(Debug, Clone)]
-struct DeviceRecord {
-    id: String,
-    tenant: TenantId,
-    name: String,
-    client_ip: String,
-    pubkey: String,
-    hostname: Option<String>,
-    os: Option<String>,
-    created_at: OffsetDateTime,
-    last_seen_at: Option<OffsetDateTime>,
-    networks: Vec<Attachment>,
-    sessions: Vec<Session>,
-}
-
-/// Every registered device plus the relay's identity.
-#[derive(Debug)]
-pub struct Devices {
-    rows: RwLock<Vec<DeviceRecord>>,
-    next_ip: RwLock<u32>,
-    /// The relay's WireGuard public key (random per emulator).
-    relay_pubkey: String,
-}
-
-impl Default for Devices {
-    fn default() -> Self {
-        let mut key = [0u8; 32];
-        rand::Rng::fill(&mut rand::thread_rng(), &mut key);
-        Devices {
-            rows: RwLock::default(),
-            next_ip: RwLock::new(2),
-            relay_pubkey: base64::engine::general_purpose::STANDARD.encode(key),
-        }
-    }
-}
-
-impl Devices {
-    /// Drops every attachment to a deleted network.
-    pub fn forget_network(&self, network_id: &str) {
-        for d in self.rows.write().unwrap_or_else(|e| e.into_inner()).iter_mut() {
-            d.networks.retain(|a| a.network_id != network_id);
-        }
-    }
-
-    /// Next address of 100.64.0.0/10 (100.64.0.1 is the relay).
-    fn allocate_ip(&self) -> String {
-        let mut next = self.next_ip.write().unwrap_or_else(|e| e.into_inner());
-        let n = *next;
-        *next += 1;
-        let host = n % (1 << 22);
-        format!("100.{}.{}.{}", 64 + (host >> 16), (host >> 8) & 0xff, host & 0xff)
-    }
-
-    fn with_device<R>(
-        &self,
-        tenant: &TenantId,
-        id: &str,
-        f: impl FnOnce(&mut DeviceRecord) -> Result<R, ApiError>,
-    ) -> Result<R, ApiError> {
-        let mut rows = self.rows.write().unwrap_or_else(|e| e.into_inner());
-        let d = rows
-            .iter_mut()
-            .find(|d| &d.tenant == tenant && d.id == id)
-            .ok_or_else(|| ApiError::not_found("device", "device not found"))?;
-        f(d)
-    }
 }
 
 fn view(d: &DeviceRecord) -> Value {

@@ -3,7 +3,7 @@
 //! the bucket, never returns credentials, and hot-mounts disks into sandboxes.
 
 use std::path::PathBuf;
-use std::sync::{OnceLock, RwLock};
+use std::sync::OnceLock;
 
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
@@ -13,13 +13,13 @@ use regex::Regex;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
-use time::OffsetDateTime;
 
-use crate::app::AppState;
-use crate::auth::{Caller, TenantId};
+use super::store::disks::{DiskConfig, DiskCredentials, DiskRecord};
+use crate::state::AppState;
+use crate::auth::Caller;
 use crate::clock::{now, rfc3339};
 use crate::envelope::{ok, paginate, ApiError, JsonBody, PageQuery};
-use crate::routes::{op, Operation};
+use crate::operation::{op, Operation};
 use crate::sandbox::{DiskMount, SandboxRef};
 
 pub const OPERATIONS: &[Operation] = &[
@@ -39,67 +39,6 @@ pub fn routes() -> Router<AppState> {
         .route("/v1/disks/{disk}", get(get_disk).patch(update_disk_credentials).delete(delete_disk))
         .route("/v1/sandboxes/{id}/disks", get(list_sandbox_disks).post(attach_disk))
         .route("/v1/sandboxes/{id}/disks/{disk_id}", delete(detach_disk))
-}
-
-#[derive(Debug, Clone, Default, Deserialize, serde::Serialize)]
-pub struct DiskConfig {
-    #[serde(default)]
-    pub bucket: String,
-    #[serde(default)]
-    pub endpoint: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub region: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub use_path_style: Option<bool>,
-}
-
-#[derive(Clone, Default, Deserialize)]
-pub struct DiskCredentials {
-    pub access_key: Option<String>,
-    pub secret_key: Option<String>,
-}
-
-impl std::fmt::Debug for DiskCredentials {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("DiskCredentials(<redacted>)")
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct DiskRecord {
-    pub id: String,
-    pub tenant: TenantId,
-    pub name: String,
-    pub config: DiskConfig,
-    /// Stored like the real service does (write-only); the emulator never contacts a
-    /// bucket, so nothing reads them back.
-    #[allow(dead_code)]
-    credentials: DiskCredentials,
-    pub created_at: OffsetDateTime,
-}
-
-#[derive(Debug, Default)]
-pub struct Disks {
-    rows: RwLock<Vec<DiskRecord>>,
-}
-
-impl Disks {
-    fn find(&self, tenant: &TenantId, id_or_name: &str) -> Option<DiskRecord> {
-        let rows = self.rows.read().unwrap_or_else(|e| e.into_inner());
-        rows.iter()
-            .find(|d| &d.tenant == tenant && d.id == id_or_name)
-            .or_else(|| rows.iter().find(|d| &d.tenant == tenant && d.name == id_or_name))
-            .cloned()
-    }
-
-    /// The id of the caller's disk `id_or_name`.
-    pub fn resolve(&self, tenant: &TenantId, id_or_name: &str) -> Option<String> {
-        self.find(tenant, id_or_name).map(|d| d.id)
-    }
-
-    fn by_id(&self, id: &str) -> Option<DiskRecord> {
-        self.rows.read().unwrap_or_else(|e| e.into_inner()).iter().find(|d| d.id == id).cloned()
-    }
 }
 
 fn name_re() -> &'static Regex {

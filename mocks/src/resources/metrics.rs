@@ -2,8 +2,6 @@
 //! `SandboxMetricsView`, `UsageMetrics` and a usage timeseries (see decisions.md).
 //! Numbers are real: CPU time and resident memory of the sandbox's processes.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
 use std::time::Instant;
 
 use axum::extract::{Path, Query, State};
@@ -14,12 +12,12 @@ use serde::Deserialize;
 use serde_json::json;
 use time::OffsetDateTime;
 
-use crate::app::AppState;
-use crate::auth::{Caller, TenantId};
+use super::store::metrics::Sample;
+use crate::state::AppState;
+use crate::auth::Caller;
 use crate::clock::{now, parse_rfc3339, rfc3339};
 use crate::envelope::{ok, ApiError};
-use crate::routes::{op, Operation};
-use crate::sandbox::Status;
+use crate::operation::{op, Operation};
 
 pub const OPERATIONS: &[Operation] = &[
     op("getSandboxMetrics", "GET", "/v1/sandboxes/{id}/metrics", "resources::metrics::get_sandbox_metrics"),
@@ -32,102 +30,6 @@ pub fn routes() -> Router<AppState> {
         .route("/v1/sandboxes/{id}/metrics", get(get_sandbox_metrics))
         .route("/v1/metrics", get(get_usage_metrics))
         .route("/v1/metrics/timeseries", get(get_usage_timeseries))
-}
-
-/// Samples kept per tenant for the timeseries (one per sampling tick).
-const MAX_SAMPLES: usize = 10_000;
-
-#[derive(Debug, Default, Clone)]
-struct TenantUsage {
-    created_total: u64,
-    exec_total: u64,
-    /// CPU seconds of sandboxes already destroyed.
-    cpu_seconds_destroyed: f64,
-}
-
-#[derive(Debug, Clone)]
-struct Sample {
-    at: OffsetDateTime,
-    cpu_seconds_total: f64,
-    sandboxes_running: usize,
-    exec_total: u64,
-}
-
-#[derive(Debug)]
-pub struct Metrics {
-    period_start: OffsetDateTime,
-    usage: Mutex<HashMap<TenantId, TenantUsage>>,
-    samples: Mutex<HashMap<TenantId, VecDeque<Sample>>>,
-    /// Per sandbox: (instant, cpu seconds) of the previous metrics read.
-    last_cpu: Mutex<HashMap<String, (Instant, f64)>>,
-}
-
-impl Default for Metrics {
-    fn default() -> Self {
-        Metrics {
-            period_start: now(),
-            usage: Mutex::default(),
-            samples: Mutex::default(),
-            last_cpu: Mutex::default(),
-        }
-    }
-}
-
-impl Metrics {
-    fn with_usage<R>(&self, tenant: &TenantId, f: impl FnOnce(&mut TenantUsage) -> R) -> R {
-        let mut map = self.usage.lock().unwrap_or_else(|e| e.into_inner());
-        f(map.entry(tenant.clone()).or_default())
-    }
-
-    pub fn sandbox_created(&self, tenant: &TenantId) {
-        self.with_usage(tenant, |u| u.created_total += 1);
-    }
-
-    pub fn sandbox_destroyed(&self, tenant: &TenantId, cpu_seconds: f64) {
-        self.with_usage(tenant, |u| u.cpu_seconds_destroyed += cpu_seconds);
-    }
-
-    pub fn exec_started(&self, tenant: &TenantId) {
-        self.with_usage(tenant, |u| u.exec_total += 1);
-    }
-
-    /// Records one timeseries sample for every tenant that has sandboxes.
-    pub fn sample_all(&self, state: &AppState) {
-        let mut tenants: Vec<TenantId> = state.sandboxes.all().iter().map(|s| s.tenant.clone()).collect();
-        tenants.sort();
-        tenants.dedup();
-        for tenant in tenants {
-            let sample = self.live_sample(state, &tenant);
-            let mut samples = self.samples.lock().unwrap_or_else(|e| e.into_inner());
-            let series = samples.entry(tenant).or_default();
-            series.push_back(sample);
-            while series.len() > MAX_SAMPLES {
-                series.pop_front();
-            }
-        }
-    }
-
-    fn live_sample(&self, state: &AppState, tenant: &TenantId) -> Sample {
-        let usage = self.with_usage(tenant, |u| u.clone());
-        let mut live_cpu = 0.0;
-        let mut running = 0;
-        for s in state.sandboxes.of_tenant(tenant) {
-            let status = s.status();
-            if status.is_terminal() {
-                continue;
-            }
-            if status == Status::Running {
-                running += 1;
-            }
-            live_cpu += s.runtime().resource_usage().cpu_seconds;
-        }
-        Sample {
-            at: now(),
-            cpu_seconds_total: usage.cpu_seconds_destroyed + live_cpu,
-            sandboxes_running: running,
-            exec_total: usage.exec_total,
-        }
-    }
 }
 
 pub async fn get_sandbox_metrics(
@@ -175,7 +77,7 @@ pub async fn get_sandbox_metrics(
 pub async fn get_usage_metrics(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
     caller.require_owner()?;
     let metrics = &state.resources.metrics;
-    let sample = metrics.live_sample(&state, &caller.tenant);
+    let sample = metrics.live_sample(&state.sandboxes, &caller.tenant);
     let usage = metrics.with_usage(&caller.tenant, |u| u.clone());
     let (running, paused, other, total) = state.sandboxes.stats_of(&caller.tenant);
     Ok(ok(json!({
@@ -236,7 +138,7 @@ pub async fn get_usage_timeseries(
         return Err(ApiError::validation("step_seconds", format!("too many points ({points_n} > {MAX_POINTS})")));
     }
     let metrics = &state.resources.metrics;
-    let live = metrics.live_sample(&state, &caller.tenant);
+    let live = metrics.live_sample(&state.sandboxes, &caller.tenant);
     let series: Vec<Sample> = metrics
         .samples
         .lock()

@@ -1,68 +1,14 @@
 //! Tenant-scoped resources beside sandboxes: networks, disks, templates, delegated
-//! access tokens, metrics and devices/VPN.
+//! access tokens, metrics and devices/VPN. The stores the shared state holds are in
+//! [`store`]; the kind modules hold the handlers, and [`routes`] gathers their routes.
 
 pub mod devices;
 pub mod disks;
 pub mod metrics;
 pub mod networks;
+pub mod routes;
+pub mod store;
 pub mod templates;
 pub mod tokens;
 
-use axum::Router;
-
-use crate::app::AppState;
-use crate::routes::Operation;
-
-/// Stores of every resource kind.
-#[derive(Debug, Default)]
-pub struct Resources {
-    pub networks: networks::Networks,
-    pub disks: disks::Disks,
-    pub templates: templates::Templates,
-    pub metrics: metrics::Metrics,
-    pub devices: devices::Devices,
-}
-
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .merge(networks::routes())
-        .merge(disks::routes())
-        .merge(templates::routes())
-        .merge(tokens::routes())
-        .merge(metrics::routes())
-        .merge(devices::routes())
-}
-
-/// Operations of every resource module, concatenated at compile time.
-pub const OPERATIONS: &[Operation] = &concat_ops();
-
-const fn concat_ops() -> [Operation; OPS_LEN] {
-    let tables: [&[Operation]; 6] = [
-        networks::OPERATIONS,
-        disks::OPERATIONS,
-        templates::OPERATIONS,
-        tokens::OPERATIONS,
-        metrics::OPERATIONS,
-        devices::OPERATIONS,
-    ];
-    let mut out = [crate::routes::op("", "", "", ""); OPS_LEN];
-    let mut n = 0;
-    let mut t = 0;
-    while t < tables.len() {
-        let mut i = 0;
-        while i < tables[t].len() {
-            out[n] = tables[t][i];
-            n += 1;
-            i += 1;
-        }
-        t += 1;
-    }
-    out
-}
-
-const OPS_LEN: usize = networks::OPERATIONS.len()
-    + disks::OPERATIONS.len()
-    + templates::OPERATIONS.len()
-    + tokens::OPERATIONS.len()
-    + metrics::OPERATIONS.len()
-    + devices::OPERATIONS.len();
+pub use store::Resources;

@@ -1,20 +1,18 @@
 //! Private networks (E38–E43): tenant-scoped, members are sandboxes, addressed by id or name.
 
-use std::sync::RwLock;
-
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
 use axum::routing::{delete, get, post};
 use axum::Router;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use time::OffsetDateTime;
 
-use crate::app::AppState;
+use super::store::networks::NetworkRecord;
+use crate::state::AppState;
 use crate::auth::{Caller, TenantId};
 use crate::clock::{now, rfc3339};
 use crate::envelope::{ok, paginate, ApiError, JsonBody, PageQuery};
-use crate::routes::{op, Operation};
+use crate::operation::{op, Operation};
 use crate::sandbox::Status;
 
 pub const OPERATIONS: &[Operation] = &[
@@ -32,44 +30,6 @@ pub fn routes() -> Router<AppState> {
         .route("/v1/networks/{network}", get(get_network).delete(delete_network))
         .route("/v1/sandboxes/{id}/networks", post(attach_network))
         .route("/v1/sandboxes/{id}/networks/{network}", delete(detach_network))
-}
-
-#[derive(Debug, Clone)]
-pub struct NetworkRecord {
-    pub id: String,
-    pub tenant: TenantId,
-    pub name: String,
-    pub created_at: OffsetDateTime,
-}
-
-#[derive(Debug, Default)]
-pub struct Networks {
-    rows: RwLock<Vec<NetworkRecord>>,
-}
-
-impl Networks {
-    fn find(&self, tenant: &TenantId, id_or_name: &str) -> Option<NetworkRecord> {
-        let rows = self.rows.read().unwrap_or_else(|e| e.into_inner());
-        rows.iter()
-            .find(|n| &n.tenant == tenant && n.id == id_or_name)
-            .or_else(|| rows.iter().find(|n| &n.tenant == tenant && n.name == id_or_name))
-            .cloned()
-    }
-
-    /// The id of the caller's network `id_or_name`.
-    pub fn resolve(&self, tenant: &TenantId, id_or_name: &str) -> Option<String> {
-        self.find(tenant, id_or_name).map(|n| n.id)
-    }
-
-    /// `(id, name)` of a network by id or name.
-    pub fn lookup(&self, tenant: &TenantId, id_or_name: &str) -> Option<(String, String)> {
-        self.find(tenant, id_or_name).map(|n| (n.id, n.name))
-    }
-
-    fn of_tenant(&self, tenant: &TenantId) -> Vec<NetworkRecord> {
-        let rows = self.rows.read().unwrap_or_else(|e| e.into_inner());
-        rows.iter().filter(|n| &n.tenant == tenant).cloned().collect()
-    }
 }
 
 fn not_found() -> ApiError {

@@ -7,11 +7,11 @@ use axum::routing::post;
 use axum::Router;
 use serde_json::{json, Value};
 
-use crate::app::AppState;
+use crate::state::AppState;
 use crate::auth::{Caller, DelegatedToken};
 use crate::clock::now_rfc3339;
 use crate::envelope::{ok, ApiError};
-use crate::routes::{op, Operation};
+use crate::operation::{op, Operation};
 
 pub const OPERATIONS: &[Operation] = &[
     op("createAccessToken", "POST", "/v1/sandboxes/{id}/access-token", "resources::tokens::create_access_token"),

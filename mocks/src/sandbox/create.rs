@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 use super::model::{DiskMount, SandboxEntry, SandboxRecord, SandboxRef, Status};
 use super::validate;
-use crate::app::AppState;
+use crate::state::AppState;
 use crate::auth::{Caller, TenantId};
 use crate::catalog;
 use crate::envelope::{ok, ApiError, JsonBody};
@@ -208,7 +208,7 @@ pub async fn create_sandbox(
     let entry = new_entry(&state, id, caller.tenant.clone(), &name, envs, record)?;
     super::handlers::write_authorized_keys(&entry, &keys);
     state.sandboxes.insert(Arc::clone(&entry));
-    state.guest_sshd.boot(&state, &entry);
+    state.guest_sshd.boot(&state.shutdown, &entry);
     state.stats.sandbox_created();
     state.resources.metrics.sandbox_created(&caller.tenant);
 

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::model::{view_of, SandboxRecord, SandboxRef, Status};
 use super::validate;
-use crate::app::AppState;
+use crate::state::AppState;
 use crate::auth::Caller;
 use crate::envelope::{ok, paginate, ApiError, JsonBody, PageQuery};
 

@@ -14,7 +14,7 @@ use serde_json::json;
 use super::create::{dedup, new_entry};
 use super::model::{apply_status, SandboxRef, Status};
 use super::validate;
-use crate::app::AppState;
+use crate::state::AppState;
 use crate::auth::Caller;
 use crate::envelope::{ok, ok_with, ApiError, JsonBody};
 
@@ -220,7 +220,7 @@ pub async fn fork_sandbox(
     state.computer.copy_for_fork(&source.id, &child_id);
 
     state.sandboxes.insert(Arc::clone(&child));
-    state.guest_sshd.boot(&state, &child);
+    state.guest_sshd.boot(&state.shutdown, &child);
     state.stats.sandbox_created();
     state.resources.metrics.sandbox_created(&caller.tenant);
     let view = child.view();

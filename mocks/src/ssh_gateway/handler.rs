@@ -7,7 +7,7 @@ use russh::keys::PublicKey;
 use russh::server::{Auth, ChannelOpenHandle, Handler, Msg, PublicKeyOffer, Session, VerifiedPublicKey};
 use russh::{Channel, ChannelOpenFailure};
 
-use crate::app::AppState;
+use crate::state::AppState;
 use crate::guest_sshd::GUEST_SSH_PORT;
 use crate::sandbox::{SandboxRef, Status};
 use crate::ssh_common::{connect_forward, line_lists_key, pipe_forward};

@@ -15,7 +15,7 @@ use russh::keys::PublicKey;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
-use crate::app::AppState;
+use crate::state::AppState;
 use crate::ssh_common::{generate_host_key, server_config};
 
 pub use handler::GatewayHandler;

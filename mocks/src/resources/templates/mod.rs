@@ -5,7 +5,7 @@
 
 mod dockerfile;
 
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
@@ -15,15 +15,17 @@ use axum::routing::get;
 use axum::Router;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use time::OffsetDateTime;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::app::AppState;
-use crate::auth::{Caller, TenantId};
+use crate::resources::store::templates::{
+    BuildStatus, LogLine, TemplateEntry, TemplateState, MAX_CONCURRENT_BUILDS,
+};
+use crate::state::AppState;
+use crate::auth::Caller;
 use crate::clock::{now, rfc3339};
 use crate::envelope::{ok, paginate, ApiError, JsonBody, PageQuery};
-use crate::routes::{op, Operation};
+use crate::operation::{op, Operation};
 
 pub use dockerfile::{ALLOWED_FROM, MAX_DOCKERFILE_BYTES};
 
@@ -40,155 +42,6 @@ pub fn routes() -> Router<AppState> {
         .route("/v1/templates", get(list_templates).post(create_template))
         .route("/v1/templates/{template}", get(get_template).delete(delete_template))
         .route("/v1/templates/{template}/logs", get(get_template_logs))
-}
-
-/// Builds one tenant may run at once.
-pub const MAX_CONCURRENT_BUILDS: usize = 2;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BuildStatus {
-    Pending,
-    Building,
-    Ready,
-    Failed,
-    Cancelled,
-}
-
-impl BuildStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            BuildStatus::Pending => "pending",
-            BuildStatus::Building => "building",
-            BuildStatus::Ready => "ready",
-            BuildStatus::Failed => "failed",
-            BuildStatus::Cancelled => "cancelled",
-        }
-    }
-
-    fn finished(self) -> bool {
-        matches!(self, BuildStatus::Ready | BuildStatus::Failed | BuildStatus::Cancelled)
-    }
-}
-
-#[derive(Debug, Clone)]
-struct LogLine {
-    ts: OffsetDateTime,
-    level: &'static str,
-    line: String,
-    attempt: u32,
-}
-
-#[derive(Debug)]
-struct TemplateState {
-    status: BuildStatus,
-    ext4_size_bytes: i64,
-    built_at: Option<OffsetDateTime>,
-    log: Vec<LogLine>,
-}
-
-#[derive(Debug)]
-pub struct TemplateEntry {
-    pub id: String,
-    pub tenant: TenantId,
-    pub name: String,
-    pub base: String,
-    pub dockerfile: String,
-    pub created_at: OffsetDateTime,
-    state: Mutex<TemplateState>,
-    /// Wakes log followers on every new line and at the end.
-    changed: Notify,
-    cancel: CancellationToken,
-}
-
-impl TemplateEntry {
-    fn lock(&self) -> MutexGuard<'_, TemplateState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    pub fn status(&self) -> BuildStatus {
-        self.lock().status
-    }
-
-    fn log(&self, level: &'static str, line: impl Into<String>) {
-        self.lock().log.push(LogLine { ts: now(), level, line: line.into(), attempt: 1 });
-        self.changed.notify_waiters();
-    }
-
-    fn set_status(&self, status: BuildStatus) {
-        {
-            let mut s = self.lock();
-            if s.status.finished() {
-                return;
-            }
-            s.status = status;
-            if status == BuildStatus::Ready {
-                s.built_at = Some(now());
-            }
-        }
-        self.changed.notify_waiters();
-    }
-
-    fn view(&self, with_dockerfile: bool) -> Value {
-        let s = self.lock();
-        let status = if s.status == BuildStatus::Cancelled { BuildStatus::Failed } else { s.status };
-        let mut v = json!({
-            "id": self.id,
-            "name": self.name,
-            "base": self.base,
-            "status": status.as_str(),
-            "ext4_size_bytes": s.ext4_size_bytes,
-            "created_at": rfc3339(self.created_at),
-        });
-        if let Some(t) = s.built_at {
-            v["built_at"] = json!(rfc3339(t));
-        }
-        if with_dockerfile {
-            v["dockerfile"] = json!(self.dockerfile);
-        }
-        v
-    }
-}
-
-#[derive(Debug, Default)]
-pub struct Templates {
-    rows: RwLock<Vec<Arc<TemplateEntry>>>,
-}
-
-impl Templates {
-    fn of_tenant(&self, tenant: &TenantId) -> Vec<Arc<TemplateEntry>> {
-        self.rows.read().unwrap_or_else(|e| e.into_inner()).iter().filter(|t| &t.tenant == tenant).cloned().collect()
-    }
-
-    /// By id, or the newest version of a name.
-    fn find(&self, tenant: &TenantId, id_or_name: &str) -> Option<Arc<TemplateEntry>> {
-        let mine = self.of_tenant(tenant);
-        mine.iter()
-            .find(|t| t.id == id_or_name)
-            .cloned()
-            .or_else(|| mine.iter().rev().find(|t| t.name == id_or_name).cloned())
-    }
-
-    /// For `rootfs` at create: `Some(Ok(template id))` when usable, `Some(Err(status))`
-    /// when it exists but is not ready, `None` when unknown. A name selects its newest
-    /// ready version.
-    pub fn ready_rootfs(&self, tenant: &TenantId, id_or_name: &str) -> Option<Result<String, String>> {
-        let mine = self.of_tenant(tenant);
-        if let Some(t) = mine.iter().find(|t| t.id == id_or_name) {
-            return Some(match t.status() {
-                BuildStatus::Ready => Ok(t.id.clone()),
-                other => Err(other.as_str().to_string()),
-            });
-        }
-        let versions: Vec<&Arc<TemplateEntry>> = mine.iter().filter(|t| t.name == id_or_name).collect();
-        if let Some(ready) = versions.iter().rev().find(|t| t.status() == BuildStatus::Ready) {
-            return Some(Ok(ready.id.clone()));
-        }
-        versions.last().map(|t| Err(t.status().as_str().to_string()))
-    }
-
-    fn remove(&self, ids: &[String]) {
-        self.rows.write().unwrap_or_else(|e| e.into_inner()).retain(|t| !ids.contains(&t.id));
-    }
 }
 
 fn not_found() -> ApiError {
