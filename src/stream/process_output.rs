@@ -30,8 +30,8 @@ use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
 use serde::{Deserialize, Serialize};
 
-use crate::api::open_enum;
 use crate::error::{Error, Result};
+use crate::macros::open_enum;
 
 open_enum! {
     /// Which output a chunk came from.
