@@ -448,7 +448,7 @@ async fn a_lost_create_answer_is_found_by_name_and_destroyed() {
     let err = jobs::offload(&env.client, OffloadRequest::new(dir.path(), "true"), &options(), &cancel, None).await.unwrap_err();
     let JobError::Create(failed) = &err else { panic!("{err:?}") };
     let reclaim = failed.reclaim.as_ref().unwrap_or_else(|| panic!("no lookup after a lost answer: {err}"));
-    assert_eq!(err.created(), Created::LostCreate(reclaim.clone()), "a lost create may have made one");
+    assert_eq!(err.created(), Created::LostCreate(reclaim.clone()), "a lost create made one");
     assert!(reclaim.name.starts_with("cos-job-"), "{reclaim:?}");
     assert_eq!(reclaim.destroyed.len(), 1, "{err}");
     assert!(reclaim.is_clean() && failed.left_nothing());
@@ -474,37 +474,49 @@ async fn errors_after_the_create_say_what_was_created() {
     let dir = project();
     let cancel = CancellationToken::new();
     let offload = |command: &str| OffloadRequest::new(dir.path(), command);
-    let run = |request| async { bounded("offload", jobs::offload(&env.client, request, &options(), &cancel, None)).await };
+    let run = |request| async {
+        let options = options();
+        bounded("offload", jobs::offload(&env.client, request, &options, &cancel, None)).await
+    };
 
     // Preparing fails: the sandbox existed and was destroyed; the command never started.
     env.add_fault("POST /v1/sandboxes/*/exec status=400 count=1").await;
     let err = run(offload("true")).await.unwrap_err();
     assert!(matches!(err, JobError::Failed { .. }), "{err:?}");
-    let Created::Sandbox { fate: Fate::Destroyed(id), command: CommandStart::NotStarted } = err.created() else {
-        panic!("{:?} for {err}", err.created())
+    let created = err.created();
+    let Created::Sandbox { fate: Fate::Destroyed(id), command: CommandStart::NotStarted } = created
+    else {
+        panic!("{created:?} for {err}")
     };
     assert!(err.to_string().contains(&id), "{err}");
     let source = std::error::Error::source(&err).expect("the library error is the source");
-    assert!(source.downcast_ref::<createos_sandbox::Error>().is_some_and(|e| e.status() == Some(400)), "{source:?}");
+    let library = source.downcast_ref::<createos_sandbox::Error>();
+    assert!(library.is_some_and(|e| e.status() == Some(400)), "{source:?}");
     env.clear_faults().await;
 
     // The output cannot be followed: kept, and the command may have run.
     env.add_fault("GET /v1/sandboxes/*/processes/*/connect* status=403").await;
     let err = run(offload("echo started")).await.unwrap_err();
-    let Created::Sandbox { fate: Fate::Kept(id, KeepReason::UncertainExecution), command: CommandStart::Uncertain } =
-        err.created()
+    let created = err.created();
+    let Created::Sandbox {
+        fate: Fate::Kept(id, KeepReason::UncertainExecution),
+        command: CommandStart::Uncertain,
+    } = created
     else {
-        panic!("{:?} for {err}", err.created())
+        panic!("{created:?} for {err}")
     };
     env.clear_faults().await;
     env.client.sandbox(&id).unwrap().destroy().await.unwrap();
 
     // The artifact is missing: kept, and the process that ran is named.
     let err = run(offload("true").out("missing.txt")).await.unwrap_err();
-    let Created::Sandbox { fate: Fate::Kept(id, KeepReason::ArtifactFailed), command: CommandStart::Finished(pid) } =
-        err.created()
+    let created = err.created();
+    let Created::Sandbox {
+        fate: Fate::Kept(id, KeepReason::ArtifactFailed),
+        command: CommandStart::Finished(pid),
+    } = created
     else {
-        panic!("{:?} for {err}", err.created())
+        panic!("{created:?} for {err}")
     };
     assert!(!pid.is_empty());
     env.client.sandbox(&id).unwrap().destroy().await.unwrap();

@@ -217,10 +217,13 @@ impl JobError {
 
     /// What the job had created, and what became of it: every error after a create says so.
     pub fn created(&self) -> Created {
-        let sandbox = |fate: &Fate, command: CommandStart| Created::Sandbox { fate: fate.clone(), command };
+        let sandbox =
+            |fate: &Fate, command: CommandStart| Created::Sandbox { fate: fate.clone(), command };
         match self {
             JobError::Invalid(_) => Created::Nothing,
-            JobError::Create(failed) => failed.reclaim.clone().map_or(Created::Nothing, Created::LostCreate),
+            JobError::Create(failed) => {
+                failed.reclaim.clone().map_or(Created::Nothing, Created::LostCreate)
+            }
             JobError::Failed { fate, command, .. } => sandbox(fate, command.clone()),
             JobError::MissingRuntime { fate, .. } => sandbox(fate, CommandStart::NotStarted),
             JobError::TimedOut { fate, .. } => sandbox(fate, CommandStart::Uncertain),
@@ -230,7 +233,8 @@ impl JobError {
                 if destroyed.is_empty() && allocated.is_empty() {
                     Created::Nothing
                 } else {
-                    Created::Sandboxes { destroyed: destroyed.clone(), allocated: allocated.clone() }
+                    let (destroyed, allocated) = (destroyed.clone(), allocated.clone());
+                    Created::Sandboxes { destroyed, allocated }
                 }
             }
             JobError::Cleanup { fate, result } => {

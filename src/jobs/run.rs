@@ -187,7 +187,8 @@ pub(crate) async fn run_job(
             None => return Err(js.cancelled(CommandStart::Finished(out.process_id.clone())).await),
             Some(Ok(artifact)) => result.artifact = Some(artifact),
             Some(Err(err)) => {
-                let (keep, ran) = (Some(KeepReason::ArtifactFailed), CommandStart::Finished(out.process_id.clone()));
+                let ran = CommandStart::Finished(out.process_id.clone());
+                let keep = Some(KeepReason::ArtifactFailed);
                 return Err(js.failed("retrieving the artifact", err, keep, ran).await);
             }
         }

@@ -199,7 +199,8 @@ mod tests {
     #[test]
     fn the_core_error_gives_the_ssh_error_back() {
         let err = crate::Error::from(SshError::protocol("handshake", "reset"));
-        assert!(matches!(err.ssh(), Some(SshError::Protocol { context, .. }) if context == "handshake"));
+        let ssh = err.ssh();
+        assert!(matches!(ssh, Some(SshError::Protocol { context, .. }) if context == "handshake"));
         assert_eq!(err.to_string(), "SSH handshake: reset");
         assert!(format!("{err:?}").starts_with("Ssh(Protocol {"), "{err:?}");
         assert!(crate::Error::Cancelled.ssh().is_none());

@@ -200,7 +200,8 @@ struct Shared {
 }
 
 /// The output of a managed process as a `Stream` of [`OutputEvent`]s; from
-/// [`crate::api::processes::Process::connect`]. Ends after [`OutputEvent::Exit`], or after yielding an error once
+/// [`crate::api::processes::Process::connect`], or [`OutputStream::open`] with any
+/// [`OutputSource`]. Ends after [`OutputEvent::Exit`], or after yielding an error once
 /// reconnecting is hopeless. Dropping it closes the connection; the process keeps running.
 pub struct OutputStream {
     inner: BoxStream<'static, Result<OutputEvent>>,
@@ -219,7 +220,11 @@ impl std::fmt::Debug for OutputStream {
 impl OutputStream {
     /// Connect (the first connection is made here, so a wrong id or a paused sandbox fails
     /// now) and return the stream.
-    pub async fn open(source: impl OutputSource, after: u64, options: OutputOptions) -> Result<Self> {
+    pub async fn open(
+        source: impl OutputSource,
+        after: u64,
+        options: OutputOptions,
+    ) -> Result<Self> {
         let shared = Arc::new(Shared::default());
         shared.last_seq.store(after, Ordering::Relaxed);
         let mut follower = Follower {
@@ -480,7 +485,8 @@ impl Follower {
             // Nothing is actually missing; a server that keeps saying so must not loop forever.
             self.failures += 1;
             let next = self.last_seq + 1;
-            self.last_error = Some(self.lost(&format!("output offset expired, but seq {next} is retained")));
+            let reason = format!("output offset expired, but seq {next} is retained");
+            self.last_error = Some(self.lost(&reason));
             return;
         }
         // Exact when the server said where the oldest retained chunk starts, or when a window
@@ -563,7 +569,9 @@ mod tests {
             for (i, chunk) in self.chunks.iter().enumerate().skip(from) {
                 let data = base64::engine::general_purpose::STANDARD.encode(chunk);
                 let seq = i + 1;
-                let line = format!("{{\"type\":\"data\",\"seq\":{seq},\"data_base64\":\"{data}\"}}\n");
+                let line = format!(
+                    "{{\"type\":\"data\",\"seq\":{seq},\"data_base64\":\"{data}\"}}\n"
+                );
                 lines.push(Ok(Bytes::from(line)));
             }
             lines.push(Ok(Bytes::from_static(b"{\"type\":\"exit\",\"exit_code\":0}\n")));
@@ -586,7 +594,8 @@ mod tests {
             breaks: vec![2, 0, 3],
             opened: std::sync::Mutex::new(Vec::new()),
         };
-        let options = OutputOptions { backoff_initial: Duration::from_millis(1), ..Default::default() };
+        let options =
+            OutputOptions { backoff_initial: Duration::from_millis(1), ..Default::default() };
         let mut stream = OutputStream::open(source, 0, options).await.unwrap();
         let mut out = String::new();
         let mut seqs = Vec::new();

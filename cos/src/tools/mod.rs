@@ -49,7 +49,7 @@ pub enum ToolError {
     /// A job failed after its checks; the text names its sandbox and what became of it, and
     /// the library error stays its source.
     #[error(transparent)]
-    Job(createos_sandbox::jobs::JobError),
+    Job(Box<createos_sandbox::jobs::JobError>),
     /// Reading or writing the binding store failed.
     #[error("session binding store: {0}")]
     Store(#[from] std::io::Error),

@@ -81,7 +81,7 @@ fn job_error(err: JobError) -> ToolError {
         JobError::Cancelled { fate: None | Some(Fate::Destroyed(_)), .. } => ToolError::Cancelled,
         JobError::FanoutCancelled { ref allocated, .. } if allocated.is_empty() => ToolError::Cancelled,
         // Everything else names the sandbox and what became of it.
-        other => ToolError::Job(other),
+        other => ToolError::Job(Box::new(other)),
     }
 }
 
