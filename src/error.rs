@@ -151,14 +151,14 @@ pub enum Error {
         #[source]
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
-    /// A file operation inside the sandbox failed (see [`crate::guest`]); match on
-    /// [`crate::guest::GuestError::code`].
+    /// A file operation inside the sandbox failed (see `guest`): [`Error::guest`] gives the
+    /// `GuestError` (match on its `code`, or use [`Error::guest_code`]).
     #[error("{0}")]
-    Guest(Box<crate::guest::GuestError>),
+    Guest(Detail),
     /// SSH to a sandbox failed: connecting, the guest sshd, host-key verification, a command
-    /// channel or SFTP. Match on [`crate::ssh::SshError`] for the details.
+    /// channel or SFTP. [`Error::ssh`] gives the `SshError` with the details.
     #[error(transparent)]
-    Ssh(Box<crate::ssh::SshError>),
+    Ssh(Detail),
     /// Something a sandbox sent was not written here: a protected local path (VCS metadata,
     /// the credential deny-list, `~/.createos`; see [`crate::transfer::protect`]) or an
     /// entry that would leave its destination.
@@ -178,6 +178,42 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// The payload of an [`Error`] variant whose type lives in a module above this one (the guest
+/// helper's `GuestError`, SSH's `SshError`): this module names no such type, and the typed
+/// accessors ([`Error::guest`], [`Error::ssh`]) give it back. Display, `Debug` and
+/// `source()` are the payload's own.
+pub struct Detail(Box<dyn std::error::Error + Send + Sync>);
+
+impl Detail {
+    /// Wrap `error`; only the module that owns the type builds one (through its `From`).
+    pub(crate) fn new(error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Detail(Box::new(error))
+    }
+
+    /// The payload as `T`, when it is one.
+    pub fn downcast_ref<T: std::error::Error + 'static>(&self) -> Option<&T> {
+        self.0.downcast_ref::<T>()
+    }
+}
+
+impl fmt::Debug for Detail {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl fmt::Display for Detail {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl std::error::Error for Detail {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
 }
 
 /// The `ApiError` of an HTTP-mapped variant, by shared or mutable reference (one list of the
@@ -267,5 +303,31 @@ impl Error {
 
     pub(crate) fn credentials(message: impl Into<String>) -> Self {
         Error::Credentials { message: message.into(), source: None }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stand-in for an error type of a module above this one, with a cause of its own.
+    #[derive(Debug, thiserror::Error)]
+    #[error("upper failed")]
+    struct Upper(#[source] std::io::Error);
+
+    #[test]
+    fn a_detail_is_its_payload_in_display_debug_source_and_type() {
+        let err = Error::Ssh(Detail::new(Upper(std::io::Error::other("cause"))));
+        assert_eq!(err.to_string(), "upper failed");
+        assert_eq!(format!("{err:?}"), r#"Ssh(Upper(Custom { kind: Other, error: "cause" }))"#);
+        let source = std::error::Error::source(&err).expect("the payload's cause");
+        assert_eq!(source.to_string(), "cause");
+        let Error::Ssh(detail) = &err else { unreachable!() };
+        assert!(detail.downcast_ref::<Upper>().is_some());
+        assert!(detail.downcast_ref::<std::io::Error>().is_none());
+        // `Guest` shows its payload but names no source, as before.
+        let err = Error::Guest(Detail::new(Upper(std::io::Error::other("cause"))));
+        assert_eq!(err.to_string(), "upper failed");
+        assert!(std::error::Error::source(&err).is_none());
     }
 }

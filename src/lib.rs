@@ -31,6 +31,7 @@ pub mod error;
 pub mod fuzzing;
 pub mod guest;
 pub mod jobs;
+mod macros;
 pub mod pty;
 pub mod snapshot;
 pub mod shell;

@@ -14,6 +14,7 @@ use std::time::Duration;
 use createos_sandbox::jobs::{
     self, Fate, FanoutRequest, JobError, JobOptions, KeepReason, Language, OffloadRequest, RunCodeRequest,
 };
+use createos_sandbox::jobs::{CommandStart, Created};
 use createos_sandbox::{ListSandboxes, Sandbox, SandboxStatus};
 use futures::TryStreamExt;
 use serde_json::Value;
@@ -200,7 +201,7 @@ async fn timeout_cancellation_and_drop_destroy_the_sandbox() {
     wait_started(&env, 1).await;
     cancel.cancel();
     let err = bounded("cancelled offload", job).await.unwrap().unwrap_err();
-    assert!(matches!(err, JobError::Cancelled { fate: Some(Fate::Destroyed(_)) }), "{err}");
+    assert!(matches!(err, JobError::Cancelled { fate: Some(Fate::Destroyed(_)), .. }), "{err}");
     assert_eq!(env.settled_live_sandboxes().await, 0);
 
     // the future dropped mid-run (no token): the sandbox goes all the same
@@ -265,7 +266,7 @@ async fn fanout_cancellation_stops_dispatch_and_destroys_everything() {
         cancel.cancel();
         let err = bounded("cancelled fanout", job).await.unwrap().unwrap_err();
         match &err {
-            JobError::FanoutCancelled { finished: 0, total: 4, allocated } if allocated.is_empty() => {}
+            JobError::FanoutCancelled { finished: 0, total: 4, allocated, .. } if allocated.is_empty() => {}
             other => panic!("unexpected: {other}"),
         }
         assert_eq!(creates(&env).await - before, 2, "dispatch stopped at the cancellation");
@@ -426,7 +427,10 @@ async fn bad_input_is_refused_before_anything_is_created() {
     ];
     for (what, outcome) in cases {
         match outcome {
-            Err(JobError::Invalid(e)) => eprintln!("{what}: {e}"),
+            Err(err @ JobError::Invalid(_)) => {
+                assert_eq!(err.created(), Created::Nothing, "{what}");
+                eprintln!("{what}: {err}");
+            }
             other => panic!("{what}: expected a refusal, got {other:?}"),
         }
     }
@@ -444,6 +448,7 @@ async fn a_lost_create_answer_is_found_by_name_and_destroyed() {
     let err = jobs::offload(&env.client, OffloadRequest::new(dir.path(), "true"), &options(), &cancel, None).await.unwrap_err();
     let JobError::Create(failed) = &err else { panic!("{err:?}") };
     let reclaim = failed.reclaim.as_ref().unwrap_or_else(|| panic!("no lookup after a lost answer: {err}"));
+    assert_eq!(err.created(), Created::LostCreate(reclaim.clone()), "a lost create made one");
     assert!(reclaim.name.starts_with("cos-job-"), "{reclaim:?}");
     assert_eq!(reclaim.destroyed.len(), 1, "{err}");
     assert!(reclaim.is_clean() && failed.left_nothing());
@@ -458,6 +463,63 @@ async fn a_lost_create_answer_is_found_by_name_and_destroyed() {
     let JobError::Create(failed) = &err else { panic!("{err:?}") };
     assert!(failed.reclaim.is_none(), "{err}");
     assert_eq!(env.requests("listSandboxes").await, 0);
+    assert_eq!(env.settled_live_sandboxes().await, 0);
+}
+
+/// Every error after the create names the sandbox, what became of it and how far the command
+/// got: none of them may read "nothing was created" (the old `?` conversion said that of all).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn errors_after_the_create_say_what_was_created() {
+    let env = common::start().await;
+    let dir = project();
+    let cancel = CancellationToken::new();
+    let offload = |command: &str| OffloadRequest::new(dir.path(), command);
+    let run = |request| async {
+        let options = options();
+        bounded("offload", jobs::offload(&env.client, request, &options, &cancel, None)).await
+    };
+
+    // Preparing fails: the sandbox existed and was destroyed; the command never started.
+    env.add_fault("POST /v1/sandboxes/*/exec status=400 count=1").await;
+    let err = run(offload("true")).await.unwrap_err();
+    assert!(matches!(err, JobError::Failed { .. }), "{err:?}");
+    let created = err.created();
+    let Created::Sandbox { fate: Fate::Destroyed(id), command: CommandStart::NotStarted } = created
+    else {
+        panic!("{created:?} for {err}")
+    };
+    assert!(err.to_string().contains(&id), "{err}");
+    let source = std::error::Error::source(&err).expect("the library error is the source");
+    let library = source.downcast_ref::<createos_sandbox::Error>();
+    assert!(library.is_some_and(|e| e.status() == Some(400)), "{source:?}");
+    env.clear_faults().await;
+
+    // The output cannot be followed: kept, and the command may have run.
+    env.add_fault("GET /v1/sandboxes/*/processes/*/connect* status=403").await;
+    let err = run(offload("echo started")).await.unwrap_err();
+    let created = err.created();
+    let Created::Sandbox {
+        fate: Fate::Kept(id, KeepReason::UncertainExecution),
+        command: CommandStart::Uncertain,
+    } = created
+    else {
+        panic!("{created:?} for {err}")
+    };
+    env.clear_faults().await;
+    env.client.sandbox(&id).unwrap().destroy().await.unwrap();
+
+    // The artifact is missing: kept, and the process that ran is named.
+    let err = run(offload("true").out("missing.txt")).await.unwrap_err();
+    let created = err.created();
+    let Created::Sandbox {
+        fate: Fate::Kept(id, KeepReason::ArtifactFailed),
+        command: CommandStart::Finished(pid),
+    } = created
+    else {
+        panic!("{created:?} for {err}")
+    };
+    assert!(!pid.is_empty());
+    env.client.sandbox(&id).unwrap().destroy().await.unwrap();
     assert_eq!(env.settled_live_sandboxes().await, 0);
 }
 

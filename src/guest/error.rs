@@ -106,7 +106,7 @@ impl std::error::Error for GuestError {}
 
 impl From<GuestError> for Error {
     fn from(e: GuestError) -> Self {
-        Error::Guest(Box::new(e))
+        Error::Guest(crate::error::Detail::new(e))
     }
 }
 
@@ -114,7 +114,7 @@ impl Error {
     /// The guest failure, for [`Error::Guest`].
     pub fn guest(&self) -> Option<&GuestError> {
         match self {
-            Error::Guest(g) => Some(g),
+            Error::Guest(g) => g.downcast_ref::<GuestError>(),
             _ => None,
         }
     }
@@ -150,5 +150,21 @@ impl WireError {
             }
             .into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_core_error_gives_the_guest_error_back() {
+        let guest = GuestError::new("edit", GuestErrorCode::Ambiguous, "found twice");
+        let err = Error::from(guest.clone());
+        assert_eq!(err.guest(), Some(&guest));
+        assert_eq!(err.guest_code(), Some(&GuestErrorCode::Ambiguous));
+        assert_eq!(err.to_string(), "guest edit failed: found twice [ambiguous]");
+        assert!(format!("{err:?}").starts_with("Guest(GuestError {"), "{err:?}");
+        assert!(Error::Cancelled.guest().is_none());
     }
 }

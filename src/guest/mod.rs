@@ -464,7 +464,8 @@ mod tests {
         }
         let err = r#"{"v":1,"error":{"code":"ambiguous","message":"twice","details":{"count":2}}}"#;
         match interpret("edit", &output(err, Some(0))) {
-            Outcome::Answer(Err(Error::Guest(g))) => {
+            Outcome::Answer(Err(e)) if e.guest().is_some() => {
+                let g = e.guest().unwrap().clone();
                 assert_eq!(g.code, GuestErrorCode::Ambiguous);
                 assert_eq!(g.details.unwrap()["count"], 2);
                 assert_eq!(g.op, "edit");

@@ -70,7 +70,9 @@ impl CreateFailed {
 }
 
 /// Create `request` (named `<prefix>-…` unless it has a name) so that its sandbox is never
-/// lost; see the [module docs](self).
+/// lost: the request runs in a task of its own (a dropped caller does not abort it; a sandbox
+/// nobody waits for is destroyed), and a lost answer is looked up by the name and what it
+/// found destroyed ([`CreateFailed::reclaim`]). A refusal looks nothing up.
 pub async fn create_reclaimable(client: &Client, mut request: CreateSandbox, prefix: &str) -> Result<Sandbox, CreateFailed> {
     let name = match &request.name {
         Some(name) => name.clone(),

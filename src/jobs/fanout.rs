@@ -168,9 +168,9 @@ pub async fn fanout(
     cancel: &CancellationToken,
     progress: Option<JobProgress>,
 ) -> Result<FanoutResult, JobError> {
-    request.validate()?;
-    options.create_request()?;
-    let snapshot = scan(&request.dir, &request.excludes).await?;
+    request.validate().map_err(JobError::Invalid)?;
+    options.create_request().map_err(JobError::Invalid)?;
+    let snapshot = scan(&request.dir, &request.excludes).await.map_err(JobError::Invalid)?;
     let total = request.commands.len();
     let runs = futures::stream::iter(request.commands.into_iter().enumerate())
         .map(|(index, command)| {
@@ -200,7 +200,15 @@ pub async fn fanout(
                 Err(e) => e.fate().filter(|f| f.is_allocated()).cloned(),
             })
             .collect();
-        return Err(JobError::FanoutCancelled { finished, total, allocated });
+        let destroyed = done
+            .iter()
+            .filter_map(|(_, _, r)| match r {
+                Ok(result) if !result.kept => Some(result.sandbox_id.clone()),
+                Ok(_) => None,
+                Err(e) => e.fate().filter(|f| !f.is_allocated()).map(|f| f.sandbox().to_string()),
+            })
+            .collect();
+        return Err(JobError::FanoutCancelled { finished, total, destroyed, allocated });
     }
     let results: Vec<FanoutEntry> = done
         .into_iter()

@@ -72,15 +72,11 @@ pub(crate) async fn scan(dir: &std::path::Path, excludes: &[String]) -> Result<S
     Snapshot::scan_async(dir.to_path_buf(), options).await
 }
 
-/// Run an offload job. Everything is checked before the sandbox is created; see the
-/// [module docs](super) for what happens to the sandbox.
-pub async fn offload(
-    client: &Client,
-    request: OffloadRequest,
+/// Everything checked before the sandbox is created: the project and the artifact's paths.
+async fn check(
+    request: &OffloadRequest,
     options: &JobOptions,
-    cancel: &CancellationToken,
-    progress: Option<JobProgress>,
-) -> Result<JobResult, JobError> {
+) -> Result<(Snapshot, Option<(ArtifactPath, PathBuf)>), Error> {
     check_command("command", &request.command)?;
     options.create_request()?;
     let artifact = request.out.as_deref().map(ArtifactPath::parse).transpose()?;
@@ -92,6 +88,19 @@ pub async fn offload(
         }
         None => None,
     };
+    Ok((snapshot, artifact))
+}
+
+/// Run an offload job. Everything is checked before the sandbox is created; see the
+/// [module docs](super) for what happens to the sandbox.
+pub async fn offload(
+    client: &Client,
+    request: OffloadRequest,
+    options: &JobOptions,
+    cancel: &CancellationToken,
+    progress: Option<JobProgress>,
+) -> Result<JobResult, JobError> {
+    let (snapshot, artifact) = check(&request, options).await.map_err(JobError::Invalid)?;
     let plan = JobPlan {
         job: 0,
         script: script(&request.command),

@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::artifact::{self, Artifact, ArtifactPath};
-use super::error::{Fate, JobError, KeepReason};
+use super::error::{CommandStart, Fate, JobError, KeepReason};
 use super::options::{report, JobOptions, JobProgress, JobStage, WORK_DIR};
 use super::sandbox::JobSandbox;
 use crate::api::processes::{ProcessSpec, RunOptions};
@@ -112,9 +112,11 @@ pub(crate) async fn run_job(
         _ = cancel.cancelled() => None,
     };
     match prepared {
-        None => return Err(js.cancelled().await),
+        None => return Err(js.cancelled(CommandStart::NotStarted).await),
         Some(Ok(())) => {}
-        Some(Err(SetupError::Step(step, err))) => return Err(js.failed(step, err, None).await),
+        Some(Err(SetupError::Step(step, err))) => {
+            return Err(js.failed(step, err, None, CommandStart::NotStarted).await)
+        }
         Some(Err(SetupError::Missing(language, program))) => {
             let fate = js.finish(None).await;
             return Err(JobError::MissingRuntime { language, program, fate });
@@ -141,14 +143,21 @@ pub(crate) async fn run_job(
     }
     let out = match ran {
         Ok(out) => out,
-        Err(crate::Error::Cancelled) if cancel.is_cancelled() => return Err(js.cancelled().await),
+        Err(crate::Error::Cancelled) if cancel.is_cancelled() => {
+            return Err(js.cancelled(CommandStart::Uncertain).await)
+        }
         Err(crate::Error::Cancelled) => {
             let keep = options.keep_on_fail.then_some(KeepReason::KeepOnFail);
             let fate = js.finish(keep).await;
             return Err(JobError::TimedOut { after: deadline.unwrap_or(Duration::ZERO), fate });
         }
-        Err(err) if refused_before_start(&err) => return Err(js.failed("starting the command", err, None).await),
-        Err(err) => return Err(js.failed("running the command", err, Some(KeepReason::UncertainExecution)).await),
+        Err(err) if refused_before_start(&err) => {
+            return Err(js.failed("starting the command", err, None, CommandStart::NotStarted).await)
+        }
+        Err(err) => {
+            let keep = Some(KeepReason::UncertainExecution);
+            return Err(js.failed("running the command", err, keep, CommandStart::Uncertain).await);
+        }
     };
     report(&progress, job, JobStage::Exited(out.exit_code));
 
@@ -175,9 +184,13 @@ pub(crate) async fn run_job(
             _ = cancel.cancelled() => None,
         };
         match fetched {
-            None => return Err(js.cancelled().await),
+            None => return Err(js.cancelled(CommandStart::Finished(out.process_id.clone())).await),
             Some(Ok(artifact)) => result.artifact = Some(artifact),
-            Some(Err(err)) => return Err(js.failed("retrieving the artifact", err, Some(KeepReason::ArtifactFailed)).await),
+            Some(Err(err)) => {
+                let ran = CommandStart::Finished(out.process_id.clone());
+                let keep = Some(KeepReason::ArtifactFailed);
+                return Err(js.failed("retrieving the artifact", err, keep, ran).await);
+            }
         }
     }
 

@@ -186,8 +186,8 @@ pub async fn run_code(
     cancel: &CancellationToken,
     progress: Option<JobProgress>,
 ) -> Result<JobResult, JobError> {
-    request.validate()?;
-    options.create_request()?;
+    request.validate().map_err(JobError::Invalid)?;
+    options.create_request().map_err(JobError::Invalid)?;
     let lang = request.language;
     let mut files = vec![(format!("{WORK_DIR}/{}", lang.file()), request.code.into_bytes())];
     let input = match request.stdin {

@@ -6,7 +6,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::create::{create_reclaimable, destroy_logged};
-use super::error::{Fate, JobError, KeepReason};
+use super::error::{CommandStart, Fate, JobError, KeepReason};
 use super::options::{report, JobOptions, JobProgress, JobStage, WORK_DIR};
 use crate::api::exec::ExecRequest;
 use crate::{Client, Sandbox};
@@ -35,21 +35,23 @@ impl JobSandbox {
         progress: Option<JobProgress>,
     ) -> Result<JobSandbox, JobError> {
         if cancel.is_cancelled() {
-            return Err(JobError::Cancelled { fate: None });
+            return Err(JobError::Cancelled { fate: None, command: CommandStart::NotStarted });
         }
-        let request = options.create_request()?;
+        let request = options.create_request().map_err(JobError::Invalid)?;
         report(&progress, job, JobStage::Creating);
         let sandbox = match create_reclaimable(client, request, "cos-job").await {
             Ok(sandbox) => sandbox,
             // Cancelled meanwhile, and nothing is left: the create's failure is moot.
-            Err(failed) if cancel.is_cancelled() && failed.left_nothing() => return Err(JobError::Cancelled { fate: None }),
+            Err(failed) if cancel.is_cancelled() && failed.left_nothing() => {
+                return Err(JobError::Cancelled { fate: None, command: CommandStart::NotStarted })
+            }
             Err(failed) => return Err(JobError::Create(failed)),
         };
         tracing::info!(sandbox = %sandbox.id(), job, "created a job sandbox");
         report(&progress, job, JobStage::Created(sandbox.id().to_string()));
         let this = JobSandbox { sandbox, armed: true, job, progress };
         if cancel.is_cancelled() {
-            return Err(this.cancelled().await);
+            return Err(this.cancelled(CommandStart::NotStarted).await);
         }
         Ok(this)
     }
@@ -111,15 +113,21 @@ impl JobSandbox {
         fate
     }
 
-    /// Destroy and answer the cancellation error.
-    pub(crate) async fn cancelled(self) -> JobError {
-        JobError::Cancelled { fate: Some(self.finish(None).await) }
+    /// Destroy and answer the cancellation error (`command`: how far the command had got).
+    pub(crate) async fn cancelled(self, command: CommandStart) -> JobError {
+        JobError::Cancelled { fate: Some(self.finish(None).await), command }
     }
 
     /// Destroy (or keep) and answer `step` failed with `source`.
-    pub(crate) async fn failed(self, step: &str, source: crate::Error, keep: Option<KeepReason>) -> JobError {
+    pub(crate) async fn failed(
+        self,
+        step: &str,
+        source: crate::Error,
+        keep: Option<KeepReason>,
+        command: CommandStart,
+    ) -> JobError {
         let fate = self.finish(keep).await;
-        JobError::Failed { step: step.to_string(), source, fate }
+        JobError::Failed { step: step.to_string(), source, fate, command }
     }
 }
 

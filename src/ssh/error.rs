@@ -147,7 +147,7 @@ impl SshError {
 
 impl From<SshError> for crate::Error {
     fn from(err: SshError) -> Self {
-        crate::Error::Ssh(Box::new(err))
+        crate::Error::Ssh(crate::error::Detail::new(err))
     }
 }
 
@@ -155,7 +155,7 @@ impl crate::Error {
     /// The SSH failure, for [`crate::Error::Ssh`].
     pub fn ssh(&self) -> Option<&SshError> {
         match self {
-            crate::Error::Ssh(e) => Some(e),
+            crate::Error::Ssh(e) => e.downcast_ref::<SshError>(),
             _ => None,
         }
     }
@@ -190,4 +190,19 @@ pub(crate) fn sftp_error(op: &'static str, path: &str, err: russh_sftp::client::
         E::Limited(m) => (SftpErrorKind::Failure, m),
     };
     SshError::Sftp { op, path: path.to_string(), kind, message }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_core_error_gives_the_ssh_error_back() {
+        let err = crate::Error::from(SshError::protocol("handshake", "reset"));
+        let ssh = err.ssh();
+        assert!(matches!(ssh, Some(SshError::Protocol { context, .. }) if context == "handshake"));
+        assert_eq!(err.to_string(), "SSH handshake: reset");
+        assert!(format!("{err:?}").starts_with("Ssh(Protocol {"), "{err:?}");
+        assert!(crate::Error::Cancelled.ssh().is_none());
+    }
 }

@@ -236,7 +236,7 @@ impl SshSession {
     pub async fn exists(&self, path: &str) -> Result<bool> {
         match self.stat(path).await {
             Ok(_) => Ok(true),
-            Err(Error::Ssh(e)) if e.is_not_found() => Ok(false),
+            Err(e) if e.ssh().is_some_and(SshError::is_not_found) => Ok(false),
             Err(e) => Err(e),
         }
     }

@@ -234,7 +234,7 @@ impl SshSession {
             }
         };
         let result = finish_write(&sftp, path, open, source).await;
-        if let Err(Error::Ssh(e)) = &result {
+        if let Some(e) = result.as_ref().err().and_then(Error::ssh) {
             if e.is_connection_lost() {
                 self.sftp_failed(&sftp, &conn).await;
             }
@@ -263,7 +263,7 @@ fn io_to_error(context: &str, err: io::Error) -> Error {
     if err.get_ref().is_some_and(|inner| inner.is::<SshError>()) {
         if let Some(inner) = err.into_inner() {
             if let Ok(ssh) = inner.downcast::<SshError>() {
-                return Error::Ssh(ssh);
+                return Error::from(*ssh);
             }
         }
         return Error::io(context, io::Error::other("SFTP read failed"));

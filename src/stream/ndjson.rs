@@ -111,10 +111,26 @@ pub fn decode_response<T: DeserializeOwned + Send + 'static>(
     endpoint: String,
     response: reqwest::Response,
 ) -> impl Stream<Item = Result<T, Error>> + Send + 'static {
-    let label = endpoint.clone();
-    let bytes = response
+    decode_bytes(endpoint, body_bytes(response))
+}
+
+/// The body of a streaming HTTP answer as bytes; a broken connection is an
+/// [`std::io::ErrorKind::ConnectionAborted`] error (the URL left out: it may carry a token).
+pub fn body_bytes(
+    response: reqwest::Response,
+) -> impl Stream<Item = std::io::Result<bytes::Bytes>> + Send + Unpin + 'static {
+    response
         .bytes_stream()
-        .map_err(move |e| std::io::Error::new(std::io::ErrorKind::ConnectionAborted, e.without_url()));
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::ConnectionAborted, e.without_url()))
+}
+
+/// Decode a byte stream of NDJSON into items. A read error surfaces as
+/// [`Error::Connection`] so callers can resume.
+pub fn decode_bytes<T: DeserializeOwned + Send + 'static>(
+    endpoint: String,
+    bytes: impl Stream<Item = std::io::Result<bytes::Bytes>> + Send + Unpin + 'static,
+) -> impl Stream<Item = Result<T, Error>> + Send + 'static {
+    let label = endpoint.clone();
     let reader = StreamReader::new(bytes);
     FramedRead::new(reader, NdjsonDecoder::<T>::new(endpoint)).map_err(move |e| match e {
         Error::Io { source, .. } => Error::Connection { endpoint: label.clone(), source: Box::new(source) },

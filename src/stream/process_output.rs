@@ -25,14 +25,13 @@ use std::time::Duration;
 
 use base64::Engine;
 use bytes::Bytes;
+use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-use crate::api::endpoints as ep;
-use crate::api::open_enum;
-use crate::api::processes::{OutputWindow, Process};
 use crate::error::{Error, Result};
+use crate::macros::open_enum;
 
 open_enum! {
     /// Which output a chunk came from.
@@ -72,7 +71,8 @@ pub enum OutputEvent {
     /// known. Sequence numbers count chunks, not bytes, so the count needs byte offsets: this
     /// project's emulator sends each data event's `offset` and the expired error's
     /// `oldest_available_offset` (an extension; see `api-spec/openapi.yaml`), and a server that
-    /// reports the window's `total_bytes` allows the same computation from [`Process::info`].
+    /// reports the window's `total_bytes` allows the same computation from
+    /// [`OutputSource::window`].
     /// Without either (or when resuming from an arbitrary `after` before any byte arrived),
     /// the gap still names the exact sequence range.
     Gap {
@@ -85,6 +85,46 @@ pub enum OutputEvent {
     },
     /// An `error` event other than an expired offset, passed on as the server worded it.
     Error(String),
+}
+
+/// Bounds of the output the server still retains for a process.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputWindow {
+    /// Sequence of the oldest retained chunk (0 before any output).
+    #[serde(default)]
+    pub oldest_seq: u64,
+    /// Sequence of the newest chunk (0 before any output).
+    #[serde(default)]
+    pub newest_seq: u64,
+    /// Payload bytes retained (`oldest_seq..=newest_seq`).
+    #[serde(default)]
+    pub bytes: u64,
+    /// Bytes ever written by the process. NOT in the spec yet (a proposed extension): when a
+    /// server sends it, an [`OutputEvent::Gap`] can say exactly how many bytes were lost.
+    /// `None` from servers that do not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_bytes: Option<u64>,
+}
+
+/// The raw NDJSON body of one output connection.
+pub type ByteStream = BoxStream<'static, std::io::Result<Bytes>>;
+
+/// Where an [`OutputStream`] gets its connections from: the caller (the managed process in
+/// [`crate::api::processes`]) supplies it, so this module knows no resource type.
+pub trait OutputSource: Send + Sync + 'static {
+    /// Method and path template of the connection endpoint; labels this stream's errors.
+    fn endpoint(&self) -> String;
+
+    /// The process followed, for log lines.
+    fn process_id(&self) -> &str;
+
+    /// Open one connection that delivers the chunks with `seq > after` and then live output.
+    /// An HTTP refusal is the matching [`Error`] variant (an expired offset is recognised from
+    /// its [`crate::ApiError`]).
+    fn reopen(&self, after: u64) -> BoxFuture<'_, Result<ByteStream>>;
+
+    /// The window the server retains now; asked after an expired offset.
+    fn window(&self) -> BoxFuture<'_, Result<OutputWindow>>;
 }
 
 /// Reconnect and liveness settings of an [`OutputStream`].
@@ -160,7 +200,8 @@ struct Shared {
 }
 
 /// The output of a managed process as a `Stream` of [`OutputEvent`]s; from
-/// [`Process::connect`]. Ends after [`OutputEvent::Exit`], or after yielding an error once
+/// [`crate::api::processes::Process::connect`], or [`OutputStream::open`] with any
+/// [`OutputSource`]. Ends after [`OutputEvent::Exit`], or after yielding an error once
 /// reconnecting is hopeless. Dropping it closes the connection; the process keeps running.
 pub struct OutputStream {
     inner: BoxStream<'static, Result<OutputEvent>>,
@@ -179,11 +220,16 @@ impl std::fmt::Debug for OutputStream {
 impl OutputStream {
     /// Connect (the first connection is made here, so a wrong id or a paused sandbox fails
     /// now) and return the stream.
-    pub(crate) async fn open(process: Process, after: u64, options: OutputOptions) -> Result<Self> {
+    pub async fn open(
+        source: impl OutputSource,
+        after: u64,
+        options: OutputOptions,
+    ) -> Result<Self> {
         let shared = Arc::new(Shared::default());
         shared.last_seq.store(after, Ordering::Relaxed);
         let mut follower = Follower {
-            process,
+            label: source.endpoint(),
+            source: Box::new(source),
             options,
             last_seq: after,
             offset: (after == 0).then_some(0),
@@ -226,7 +272,9 @@ impl Stream for OutputStream {
 
 /// The reconnecting state machine behind [`OutputStream`].
 struct Follower {
-    process: Process,
+    source: Box<dyn OutputSource>,
+    /// [`OutputSource::endpoint`], labelling errors.
+    label: String,
     options: OutputOptions,
     /// Newest sequence delivered (or declared lost).
     last_seq: u64,
@@ -241,10 +289,6 @@ struct Follower {
     pending: VecDeque<OutputEvent>,
     done: bool,
     shared: Arc<Shared>,
-}
-
-fn label() -> String {
-    ep::CONNECT_PROCESS.label()
 }
 
 /// Whether an error (an `error` event's text or an HTTP refusal) means "output offset expired"
@@ -273,8 +317,9 @@ fn is_transient(err: &Error) -> bool {
     }
 }
 
-fn lost(reason: &str) -> Error {
-    Error::Connection { endpoint: label(), source: Box::new(std::io::Error::other(reason.to_string())) }
+fn lost(label: &str, reason: &str) -> Error {
+    let source = Box::new(std::io::Error::other(reason.to_string()));
+    Error::Connection { endpoint: label.to_string(), source }
 }
 
 impl Follower {
@@ -292,8 +337,13 @@ impl Follower {
             }
             let Some(frames) = self.frames.as_mut() else { continue };
             match tokio::time::timeout(self.options.idle_timeout, frames.next()).await {
-                Err(_) => self.connection_lost(Error::Timeout { endpoint: label(), after: self.options.idle_timeout }),
-                Ok(None) => self.connection_lost(lost("the output stream ended without an exit event")),
+                Err(_) => {
+                    let after = self.options.idle_timeout;
+                    self.connection_lost(Error::Timeout { endpoint: self.label.clone(), after })
+                }
+                Ok(None) => {
+                    self.connection_lost(self.lost("the output stream ended without an exit event"))
+                }
                 Ok(Some(Err(err))) if is_transient(&err) => self.connection_lost(err),
                 Ok(Some(Err(err))) => {
                     self.done = true;
@@ -306,7 +356,7 @@ impl Follower {
 
     /// Forget the current connection; the next loop turn reconnects.
     fn connection_lost(&mut self, err: Error) {
-        tracing::debug!(process = %self.process.id(), last_seq = self.last_seq, error = %err, "output connection lost");
+        tracing::debug!(process = %self.source.process_id(), last_seq = self.last_seq, error = %err, "output connection lost");
         if self.progressed {
             self.failures = 0;
         } else {
@@ -321,16 +371,17 @@ impl Follower {
     async fn ensure_connected(&mut self) -> Result<()> {
         while self.frames.is_none() && self.pending.is_empty() {
             if self.failures > self.options.max_failures {
-                return Err(self.last_error.take().unwrap_or_else(|| lost("too many failed reconnects")));
+                let last = self.last_error.take();
+                return Err(last.unwrap_or_else(|| self.lost("too many failed reconnects")));
             }
             let delay = self.options.backoff(self.failures);
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;
             }
-            match self.process.open_output(self.last_seq).await {
-                Ok(response) => {
+            match self.source.reopen(self.last_seq).await {
+                Ok(body) => {
                     self.shared.connections.fetch_add(1, Ordering::Relaxed);
-                    let events = crate::stream::ndjson::decode_response::<WireEvent>(label(), response);
+                    let events = super::ndjson::decode_bytes::<WireEvent>(self.label.clone(), body);
                     self.frames = Some(events.boxed());
                     self.progressed = false;
                 }
@@ -362,7 +413,7 @@ impl Follower {
                     self.frames = None;
                     self.expired(event.oldest_available_seq, event.oldest_available_offset).await;
                 } else {
-                    self.last_error = Some(lost(&format!("server error event: {message}")));
+                    self.last_error = Some(self.lost(&format!("server error event: {message}")));
                     self.pending.push_back(OutputEvent::Error(message));
                 }
             }
@@ -373,7 +424,7 @@ impl Follower {
 
     fn data(&mut self, event: WireEvent) {
         let Some(seq) = event.seq else {
-            self.connection_lost(Error::decode(label(), "a data event without seq"));
+            self.connection_lost(Error::decode(&self.label, "a data event without seq"));
             return;
         };
         if seq <= self.last_seq {
@@ -382,7 +433,8 @@ impl Follower {
         let bytes = match base64::engine::general_purpose::STANDARD.decode(event.data_base64.unwrap_or_default()) {
             Ok(b) => Bytes::from(b),
             Err(e) => {
-                self.connection_lost(Error::decode(label(), format!("data event {seq} is not base64: {e}")));
+                let message = format!("data event {seq} is not base64: {e}");
+                self.connection_lost(Error::decode(&self.label, message));
                 return;
             }
         };
@@ -399,6 +451,10 @@ impl Follower {
         self.pending.push_back(OutputEvent::Data { seq, stream, bytes });
     }
 
+    fn lost(&self, reason: &str) -> Error {
+        lost(&self.label, reason)
+    }
+
     fn advance(&mut self, seq: u64) {
         self.last_seq = seq;
         self.shared.last_seq.store(seq, Ordering::Relaxed);
@@ -407,10 +463,10 @@ impl Follower {
     /// The server no longer has the chunks after `last_seq`: yield a gap and resume from the
     /// oldest retained chunk (the newer of the server's hint and a fresh window).
     async fn expired(&mut self, hint: Option<u64>, hint_offset: Option<u64>) {
-        let window: Option<OutputWindow> = match self.process.info().await {
-            Ok(details) => Some(details.output),
+        let window: Option<OutputWindow> = match self.source.window().await {
+            Ok(window) => Some(window),
             Err(err) => {
-                tracing::debug!(process = %self.process.id(), error = %err, "window lookup after an expired offset failed");
+                tracing::debug!(process = %self.source.process_id(), error = %err, "window lookup after an expired offset failed");
                 if hint.is_none() {
                     self.failures += 1;
                     self.last_error = Some(err);
@@ -428,7 +484,9 @@ impl Follower {
         if oldest <= self.last_seq + 1 {
             // Nothing is actually missing; a server that keeps saying so must not loop forever.
             self.failures += 1;
-            self.last_error = Some(lost(&format!("output offset expired, but seq {} is retained", self.last_seq + 1)));
+            let next = self.last_seq + 1;
+            let reason = format!("output offset expired, but seq {next} is retained");
+            self.last_error = Some(self.lost(&reason));
             return;
         }
         // Exact when the server said where the oldest retained chunk starts, or when a window
@@ -482,6 +540,82 @@ mod tests {
         assert_eq!(expired_answer(&err), Some(None));
         assert_eq!(expired_answer(&refusal(404, br#"{"status":"fail","data":{"process":"process not found"}}"#)), None);
         assert_eq!(expired_answer(&refusal(503, b"output offset expired")), None, "5xx is not an expiry");
+    }
+
+    /// A process whose output is `chunks` (seq 1..), served over connections that break after
+    /// `breaks[n]` lines of connection `n`.
+    struct Flaky {
+        chunks: Vec<&'static str>,
+        breaks: Vec<usize>,
+        opened: std::sync::Mutex<Vec<u64>>,
+    }
+
+    impl OutputSource for Flaky {
+        fn endpoint(&self) -> String {
+            "GET /connect".into()
+        }
+
+        fn process_id(&self) -> &str {
+            "proc-test"
+        }
+
+        fn reopen(&self, after: u64) -> BoxFuture<'_, Result<ByteStream>> {
+            let mut opened = self.opened.lock().unwrap();
+            let cut = self.breaks.get(opened.len()).copied();
+            opened.push(after);
+            // A reconnect replays one chunk already delivered: it must not come out twice.
+            let from = after.saturating_sub(1) as usize;
+            let mut lines: Vec<std::io::Result<Bytes>> = Vec::new();
+            for (i, chunk) in self.chunks.iter().enumerate().skip(from) {
+                let data = base64::engine::general_purpose::STANDARD.encode(chunk);
+                let seq = i + 1;
+                let line = format!(
+                    "{{\"type\":\"data\",\"seq\":{seq},\"data_base64\":\"{data}\"}}\n"
+                );
+                lines.push(Ok(Bytes::from(line)));
+            }
+            lines.push(Ok(Bytes::from_static(b"{\"type\":\"exit\",\"exit_code\":0}\n")));
+            if let Some(cut) = cut {
+                lines.truncate(cut);
+                lines.push(Err(std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "cut")));
+            }
+            Box::pin(async move { Ok(futures::stream::iter(lines).boxed()) })
+        }
+
+        fn window(&self) -> BoxFuture<'_, Result<OutputWindow>> {
+            Box::pin(async { Ok(OutputWindow::default()) })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_caller_supplied_source_resumes_without_loss_or_repeats() {
+        let source = Flaky {
+            chunks: vec!["a", "b", "c", "d", "e"],
+            breaks: vec![2, 0, 3],
+            opened: std::sync::Mutex::new(Vec::new()),
+        };
+        let options =
+            OutputOptions { backoff_initial: Duration::from_millis(1), ..Default::default() };
+        let mut stream = OutputStream::open(source, 0, options).await.unwrap();
+        let mut out = String::new();
+        let mut seqs = Vec::new();
+        let mut exit = None;
+        while let Some(event) = stream.next().await {
+            match event.unwrap() {
+                OutputEvent::Data { seq, bytes, .. } => {
+                    seqs.push(seq);
+                    out.push_str(std::str::from_utf8(&bytes).unwrap());
+                }
+                OutputEvent::Exit { code, .. } => exit = Some(code),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(out, "abcde");
+        assert_eq!(seqs, vec![1, 2, 3, 4, 5]);
+        assert_eq!(exit, Some(Some(0)));
+        assert_eq!(stream.last_seq(), 5);
+        // 2 lines, then nothing, then 3 lines (one a replay), then the rest.
+        assert_eq!(stream.connections(), 4);
     }
 
     #[test]

@@ -64,7 +64,7 @@ impl Out {
 /// Stable error codes of the JSON error envelope (a guest file operation's own code, e.g.
 /// `ambiguous`, passes through).
 pub fn error_code(err: &anyhow::Error) -> String {
-    if let Some(Error::Guest(g)) = err.downcast_ref::<Error>() {
+    if let Some(g) = err.downcast_ref::<Error>().and_then(Error::guest) {
         return g.code.to_string();
     }
     let code = match err.downcast_ref::<Error>() {

@@ -46,6 +46,10 @@ pub enum ToolError {
     /// The control plane or the transport failed.
     #[error(transparent)]
     Api(#[from] createos_sandbox::Error),
+    /// A job failed after its checks; the text names its sandbox and what became of it, and
+    /// the library error stays its source.
+    #[error(transparent)]
+    Job(Box<createos_sandbox::jobs::JobError>),
     /// Reading or writing the binding store failed.
     #[error("session binding store: {0}")]
     Store(#[from] std::io::Error),

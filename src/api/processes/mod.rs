@@ -22,7 +22,7 @@ use crate::api::endpoints as ep;
 use crate::api::sandboxes::Sandbox;
 use crate::api::OkResponse;
 use crate::error::{Error, Result};
-use crate::stream::process_output::{OutputOptions, OutputStream};
+use crate::stream::process_output::{ByteStream, OutputOptions, OutputSource, OutputStream};
 use crate::transport::retry::{self, Verdict};
 use crate::transport::{jsend, Call, CallBody};
 use crate::validate;
@@ -322,17 +322,40 @@ impl Process {
     /// # Ok(()) }
     /// ```
     pub async fn connect(&self, after: u64) -> Result<OutputStream> {
-        OutputStream::open(self.clone(), after, OutputOptions::default()).await
+        OutputStream::open(OutputOf(self.clone()), after, OutputOptions::default()).await
     }
 
     /// [`Self::connect`] with explicit reconnect and idle-timeout settings.
     pub async fn connect_with(&self, after: u64, options: OutputOptions) -> Result<OutputStream> {
-        OutputStream::open(self.clone(), after, options).await
+        OutputStream::open(OutputOf(self.clone()), after, options).await
     }
 
     /// One `connect` request; the response is the unread NDJSON body.
-    pub(crate) async fn open_output(&self, after: u64) -> Result<reqwest::Response> {
+    async fn open_output(&self, after: u64) -> Result<ByteStream> {
         let call = self.call(&ep::CONNECT_PROCESS).query("after", after).accept("application/x-ndjson");
-        self.sandbox.client.transport.response(call).await
+        let response = self.sandbox.client.transport.response(call).await?;
+        Ok(Box::pin(crate::stream::ndjson::body_bytes(response)))
+    }
+}
+
+/// What the resumable output stream of a process reopens: its `connect` (E25), and its
+/// details (E23) for the retained window.
+struct OutputOf(Process);
+
+impl OutputSource for OutputOf {
+    fn endpoint(&self) -> String {
+        ep::CONNECT_PROCESS.label()
+    }
+
+    fn process_id(&self) -> &str {
+        self.0.id()
+    }
+
+    fn reopen(&self, after: u64) -> futures::future::BoxFuture<'_, Result<ByteStream>> {
+        Box::pin(self.0.open_output(after))
+    }
+
+    fn window(&self) -> futures::future::BoxFuture<'_, Result<OutputWindow>> {
+        Box::pin(async move { Ok(self.0.info().await?.output) })
     }
 }

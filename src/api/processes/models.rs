@@ -47,24 +47,7 @@ impl ProcessState {
     }
 }
 
-/// Bounds of the output the server still retains for a process.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OutputWindow {
-    /// Sequence of the oldest retained chunk (0 before any output).
-    #[serde(default)]
-    pub oldest_seq: u64,
-    /// Sequence of the newest chunk (0 before any output).
-    #[serde(default)]
-    pub newest_seq: u64,
-    /// Payload bytes retained (`oldest_seq..=newest_seq`).
-    #[serde(default)]
-    pub bytes: u64,
-    /// Bytes ever written by the process. NOT in the spec yet (a proposed extension): when a
-    /// server sends it, a [`crate::stream::process_output::OutputEvent::Gap`] can say exactly
-    /// how many bytes were lost. `None` from servers that do not.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub total_bytes: Option<u64>,
-}
+pub use crate::stream::process_output::OutputWindow;
 
 /// The job in the foreground of a PTY.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -78,10 +78,10 @@ fn progress(tool: &'static str, ctx: &CallCtx, fanout: bool) -> JobProgress {
 fn job_error(err: JobError) -> ToolError {
     match err {
         JobError::Invalid(e) => ToolError::InvalidArgs(e.to_string()),
-        JobError::Cancelled { fate: None | Some(Fate::Destroyed(_)) } => ToolError::Cancelled,
+        JobError::Cancelled { fate: None | Some(Fate::Destroyed(_)), .. } => ToolError::Cancelled,
         JobError::FanoutCancelled { ref allocated, .. } if allocated.is_empty() => ToolError::Cancelled,
         // Everything else names the sandbox and what became of it.
-        other => ToolError::Refused(other.to_string()),
+        other => ToolError::Job(Box::new(other)),
     }
 }
 
