@@ -1,7 +1,7 @@
 //! Keeping a local directory and a guest directory in step.
 //!
 //! Modes ([`SyncMode`]):
-//! - `once`: the whole project (its [`Snapshot`]) is uploaded as one archive; nothing is
+//! - `once`: the whole project (its [`Snapshot`](crate::snapshot::Snapshot)) is uploaded as one archive; nothing is
 //!   compared or deleted.
 //! - `one-way`: local → guest; only files whose size or mtime differ (and whose SHA-256
 //!   differs, when only the mtime does) travel; guest-only files are kept. Mtimes are
@@ -16,7 +16,7 @@
 //!   `<name>.remote-conflict-<unix seconds>` (locally and, in the same sync, in the guest),
 //!   and the conflict is listed in [`SyncReport::conflicts`]. A modification beats a deletion.
 //!
-//! Scope: the local side is the project's [`Snapshot`] (Git listing or walk, your excludes,
+//! Scope: the local side is the project's [`Snapshot`](crate::snapshot::Snapshot) (Git listing or walk, your excludes,
 //! the credential deny-list, VCS metadata). Guest paths are judged by the same name filters,
 //! and a guest path is out of scope when the local scan left that path (or a directory above
 //! it) out — so a locally ignored `target/` in the guest is never deleted nor pulled.

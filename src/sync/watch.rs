@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 pub const DEBOUNCE: Duration = Duration::from_millis(300);
 
 impl Syncer {
-    /// Sync now, then after every burst of local changes (debounced by [`DEBOUNCE`]) and every
+    /// Sync now, then after every burst of local changes (debounced by `DEBOUNCE`, 300 ms) and every
     /// `poll` (guest changes; `None`: only local events), until `cancel` fires. Each outcome
     /// goes to `on_report`; a failed sync does not end the watch (the next change retries).
     /// Fails only when the directory cannot be watched.

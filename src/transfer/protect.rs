@@ -13,7 +13,7 @@
 //! [`protected`] judges a file or symlink relative to a destination, [`protected_dir`] a
 //! directory, [`protected_path`] any path by its components, and [`check_target`] /
 //! [`check_dir_target`] a local file / destination directory about to be written. The unpacker
-//! ([`crate::transfer::unpack`]), the single-file saves ([`crate::api::files::Download::save_to`],
+//! (`transfer::unpack`), the single-file saves ([`crate::api::files::Download::save_to`],
 //! [`crate::ssh::SshSession::save_file_to`]), sync and `herdr apply` all ask here.
 
 use std::fmt;

@@ -83,10 +83,8 @@ pub fn configs(files: &[PathBuf]) -> Result<(rustls::ClientConfig, Arc<rustls::C
 pub fn certificate_problem(err: &(dyn std::error::Error + 'static)) -> Option<String> {
     let mut next: Option<&(dyn std::error::Error + 'static)> = Some(err);
     while let Some(e) = next {
-        if let Some(tls) = e.downcast_ref::<rustls::Error>() {
-            if let rustls::Error::InvalidCertificate(problem) = tls {
-                return Some(format!("{problem:?}"));
-            }
+        if let Some(rustls::Error::InvalidCertificate(problem)) = e.downcast_ref::<rustls::Error>() {
+            return Some(format!("{problem:?}"));
         }
         if let Some(io) = e.downcast_ref::<std::io::Error>() {
             if let Some(inner) = io.get_ref() {

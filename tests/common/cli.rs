@@ -30,7 +30,8 @@ pub fn ok(out: Output) -> Value {
 /// from the environment, `HOME` (and the XDG directories) under `home`.
 pub fn clean_cos(home: &std::path::Path) -> std::process::Command {
     // Set for the `cos` package's tests only (the binary is theirs).
-    let mut cmd = std::process::Command::new(option_env!("CARGO_BIN_EXE_cos").expect("cos tests only"));
+    let Some(cos) = option_env!("CARGO_BIN_EXE_cos") else { panic!("clean_cos serves the cos package's tests only") };
+    let mut cmd = std::process::Command::new(cos);
     for name in createos_sandbox::auth::API_KEY_ENV_VARS {
         cmd.env_remove(name);
     }

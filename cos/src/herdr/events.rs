@@ -142,7 +142,7 @@ mod tests {
         let out = apply(&store, &PaneEvent::Moved { from: "w1:p2".into(), to: "w2:p1".into() }).await.unwrap();
         assert_eq!(out.moved.unwrap().box_id, "sb-a");
         let state = store.read().await.unwrap();
-        assert!(state.panes.get("w1:p2").is_none());
+        assert!(!state.panes.contains_key("w1:p2"));
         assert_eq!(state.panes["w2:p1"].box_id, "sb-a");
         // A start whose panes move follows them.
         apply(&store, &PaneEvent::Moved { from: "w1:p1".into(), to: "w3:p1".into() }).await.unwrap();

@@ -1,5 +1,5 @@
 //! Computer use / desktop (E64–E97): the emulated X session of sandboxes booted on the
-//! `desktop:1` image. Each such sandbox gets a [`Desktop`](desktop::Desktop) with up to
+//! `desktop:1` image. Each such sandbox gets a [`Desktop`] with up to
 //! eight screens; pointer, keyboard, clipboard and window-manager actions change that
 //! state for real, and screenshots render it into PNGs.
 //!

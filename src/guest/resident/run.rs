@@ -32,7 +32,7 @@ pub struct CommandSpec {
 }
 
 impl CommandSpec {
-    /// `argv` in `cwd`, keeping [`DEFAULT_MAX_BYTES`] of each stream.
+    /// `argv` in `cwd`, keeping `DEFAULT_MAX_BYTES` (1 MiB) of each stream.
     pub fn new(argv: Vec<String>, cwd: impl Into<String>) -> Self {
         CommandSpec { argv, cwd: cwd.into(), max_bytes: DEFAULT_MAX_BYTES }
     }
