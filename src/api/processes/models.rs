@@ -223,6 +223,13 @@ impl ProcessSpec {
         ProcessSpec { cmd: Some(cmd.into()), ..Default::default() }
     }
 
+    /// Run `script` with `bash -lc <script>`: a login shell, so the image's profile (PATH
+    /// additions, language toolchains) applies and shell syntax works. The same command line
+    /// as [`crate::api::exec::ExecRequest::shell`].
+    pub fn shell(script: impl Into<String>) -> Self {
+        ProcessSpec::new("bash").args(["-lc".to_string(), script.into()])
+    }
+
     /// The image's default login shell on a `rows`×`cols` PTY.
     pub fn pty_shell(rows: u16, cols: u16) -> Self {
         ProcessSpec { pty: Some(PtySize { rows, cols }), ..Default::default() }
@@ -423,6 +430,16 @@ mod tests {
         assert!(ProcessSpec::new("").validate().is_err());
         assert!(ProcessSpec::pty_shell(0, 80).validate().is_err());
         assert!(ProcessSpec::pty_shell(24, 80).validate().is_ok());
+    }
+
+    #[test]
+    fn shell_is_a_login_bash_like_exec_shell() {
+        let script = "cd /app && echo \"$HOME\" | wc -c";
+        let spec = ProcessSpec::shell(script).cwd("/root");
+        assert_eq!(spec.command(), Some("bash"));
+        assert_eq!(spec.arguments(), ["-lc", script]);
+        let exec = crate::api::exec::ExecRequest::shell(script);
+        assert_eq!((exec.command(), exec.arguments()), (spec.command().unwrap(), spec.arguments()));
     }
 
     #[test]
