@@ -41,6 +41,7 @@ pub mod transfer;
 pub mod transport;
 pub mod tunnel;
 pub mod validate;
+pub mod wait;
 
 pub use api::sandboxes::{
     CreateSandbox, Destroyed, DiskMountRequest, ForkOptions, ListSandboxes, NetworkRef, Resized, Sandbox,

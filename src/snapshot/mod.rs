@@ -53,7 +53,7 @@ mod prefetch;
 mod relpath;
 mod root;
 pub(crate) mod rules;
-mod stream;
+pub(crate) mod stream;
 mod types;
 mod walk;
 

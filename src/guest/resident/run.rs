@@ -195,12 +195,7 @@ impl Resident {
         let mut collected = Collector { out: CommandOutput::default(), cap: spec.max_bytes, note: OutputNote { bytes: 0, last_line: None }, tail: Vec::new() };
         let cancel = control.cancel.clone().unwrap_or_default();
         let timeout = control.timeout.filter(|t| !t.is_zero());
-        let deadline = async {
-            match timeout {
-                Some(t) => tokio::time::sleep(t).await,
-                None => std::future::pending().await,
-            }
-        };
+        let deadline = crate::wait::sleep_or_forever(timeout);
         tokio::pin!(deadline);
         let stopped = loop {
             tokio::select! {

@@ -24,6 +24,7 @@ use super::args::Args;
 use super::catalog::{self, PREFIX};
 use super::runtime::Runtime;
 use super::{progress, CallCtx, ToolError, ToolOutput};
+use createos_sandbox::wait::sleep_or_forever;
 use createos_sandbox::Sandbox;
 
 /// Run tool `name` with `arguments` for the caller described by `ctx`. The first result after
@@ -133,13 +134,6 @@ fn named(rt: &Runtime, args: &Args) -> Result<Sandbox, ToolError> {
 
 fn to_json(value: impl serde::Serialize) -> Result<Value, ToolError> {
     serde_json::to_value(value).map_err(|e| ToolError::Internal(format!("encoding a result: {e}")))
-}
-
-async fn sleep_or_forever(limit: Option<Duration>) {
-    match limit {
-        Some(d) => tokio::time::sleep(d).await,
-        None => std::future::pending().await,
-    }
 }
 
 /// Run `work` until it ends, the caller cancels, or `limit` passes (dropping it then).
