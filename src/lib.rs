@@ -27,6 +27,7 @@ pub mod auth;
 pub mod client;
 pub mod config;
 pub mod error;
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod guest;

@@ -6,6 +6,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::api::command;
 use crate::api::open_enum;
 use crate::error::{Error, Result};
 use crate::validate;
@@ -227,7 +228,7 @@ impl ProcessSpec {
     /// additions, language toolchains) applies and shell syntax works. The same command line
     /// as [`crate::api::exec::ExecRequest::shell`].
     pub fn shell(script: impl Into<String>) -> Self {
-        ProcessSpec::new("bash").args(["-lc".to_string(), script.into()])
+        ProcessSpec::new(command::SHELL).args(command::shell_args(script.into()))
     }
 
     /// The image's default login shell on a `rows`×`cols` PTY.
@@ -235,21 +236,6 @@ impl ProcessSpec {
         ProcessSpec { pty: Some(PtySize { rows, cols }), ..Default::default() }
     }
 
-    /// Add one argument.
-    pub fn arg(mut self, arg: impl Into<String>) -> Self {
-        self.args.push(arg.into());
-        self
-    }
-
-    /// Add arguments.
-    pub fn args<I, S>(mut self, args: I) -> Self
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
-        self.args.extend(args.into_iter().map(Into::into));
-        self
-    }
 
     /// Starting directory (absolute guest path; default: the default user's home).
     pub fn cwd(mut self, cwd: impl Into<String>) -> Self {
@@ -257,21 +243,8 @@ impl ProcessSpec {
         self
     }
 
-    /// Set one environment variable on top of the sandbox's `envs`.
-    pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
-        self.env.insert(name.into(), value.into());
-        self
-    }
-
-    /// Set several environment variables.
-    pub fn envs<I, K, V>(mut self, vars: I) -> Self
-    where
-        I: IntoIterator<Item = (K, V)>,
-        K: Into<String>,
-        V: Into<String>,
-    {
-        self.env.extend(vars.into_iter().map(|(k, v)| (k.into(), v.into())));
-        self
+    command::argv_env_setters! {
+        /// Set one environment variable on top of the sandbox's `envs`.
     }
 
     /// Run on a `rows`×`cols` pseudo-terminal instead of pipes.

@@ -161,7 +161,7 @@ struct Collector {
 impl Collector {
     fn push(&mut self, stream: StreamKind, bytes: &[u8]) {
         let into = if stream == StreamKind::Stderr { &mut self.out.stderr } else { &mut self.out.stdout };
-        self.out.truncated |= super::super::transport::keep(into, bytes, self.cap);
+        self.out.truncated |= super::super::runner::keep(into, bytes, self.cap);
         self.note.bytes += bytes.len() as u64;
         self.tail.extend_from_slice(bytes);
         if let Some(end) = self.tail.iter().rposition(|b| *b == b'\n') {
