@@ -4,7 +4,8 @@
 //! limits and how the input is split into reads; the rest is the payload), runs the code under
 //! test and **panics when a property is violated** — that panic is the finding libFuzzer reports.
 //! For any input that the code handles correctly they return normally, so a panic always means
-//! a bug (in the library, or in the property). Not part of the supported API.
+//! a bug (in the library, or in the property). Not part of the supported API: compiled only
+//! with the `fuzzing` feature (the fuzz targets and the library's tests turn it on).
 //!
 //! | target             | code under test                                  |
 //! |--------------------|--------------------------------------------------|

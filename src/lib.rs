@@ -27,6 +27,7 @@ pub mod auth;
 pub mod client;
 pub mod config;
 pub mod error;
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod guest;
@@ -42,6 +43,7 @@ pub mod transfer;
 pub mod transport;
 pub mod tunnel;
 pub mod validate;
+pub mod wait;
 
 pub use api::sandboxes::{
     CreateSandbox, Destroyed, DiskMountRequest, ForkOptions, ListSandboxes, NetworkRef, Resized, Sandbox,

@@ -6,4 +6,5 @@
 pub mod cli;
 pub mod herdr;
 pub mod mcp;
+pub mod signals;
 pub mod tools;

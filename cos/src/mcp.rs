@@ -30,6 +30,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::Value;
 
+use crate::signals::StopSignals;
 use crate::tools::config::Mode;
 use crate::tools::{self, catalog, CallCtx, Part, ProgressSink, Runtime, ToolError, ToolOutput};
 
@@ -197,11 +198,9 @@ pub async fn serve_stdio(runtime: Arc<Runtime>, default_session: String) -> Resu
     let result = async {
         let running = server.serve(rmcp::transport::stdio()).await.map_err(|e| McpServeError::Initialize(e.to_string()))?;
         let token = running.cancellation_token();
+        let mut signals = StopSignals::install_or_ctrl_c(false);
         let stop = async {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = terminate() => {}
-            }
+            signals.recv().await;
             tracing::info!("signal received; stopping the MCP server");
             token.cancel();
         };
@@ -214,19 +213,4 @@ pub async fn serve_stdio(runtime: Arc<Runtime>, default_session: String) -> Resu
     .await;
     runtime.shutdown().await;
     result
-}
-
-#[cfg(unix)]
-async fn terminate() {
-    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(mut s) => {
-            s.recv().await;
-        }
-        Err(_) => std::future::pending().await,
-    }
-}
-
-#[cfg(not(unix))]
-async fn terminate() {
-    std::future::pending().await
 }

@@ -9,6 +9,7 @@
 //! - every request goes through a constant of [`endpoints`].
 
 pub mod catalog;
+mod command;
 pub mod computer;
 pub mod devices;
 pub mod disks;

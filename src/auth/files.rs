@@ -159,8 +159,8 @@ pub(crate) fn read_oauth(path: &Path) -> Result<Option<OAuthSession>, Error> {
 /// Fuzzing entry (see `crate::fuzzing`): parse `.oauth` contents exactly as `read_oauth`
 /// does and give the session's `Debug` text, or the reason it was refused. Only the text leaves,
 /// so a harness can compare it across inputs that differ in their token values.
-#[doc(hidden)]
-pub fn fuzz_parse_oauth(contents: &[u8]) -> Result<String, String> {
+#[cfg(feature = "fuzzing")]
+pub(crate) fn fuzz_parse_oauth(contents: &[u8]) -> Result<String, String> {
     std::str::from_utf8(contents)
         .map_err(|_| "it is not UTF-8 text".to_owned())
         .and_then(OAuthSession::parse)

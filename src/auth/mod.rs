@@ -22,8 +22,8 @@ use oauth::OAuthState;
 
 pub use resolve::{Resolver, API_KEY_ENV_VARS, OAUTH_CLIENT_ID_ENV_VAR};
 pub use secret::Secret;
-#[doc(hidden)]
-pub use files::fuzz_parse_oauth;
+#[cfg(feature = "fuzzing")]
+pub(crate) use files::fuzz_parse_oauth;
 
 /// Header carrying an API key (account key or sandbox-scoped token).
 pub const API_KEY_HEADER: HeaderName = HeaderName::from_static("x-api-key");

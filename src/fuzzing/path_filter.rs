@@ -18,7 +18,7 @@
 
 use super::show;
 use crate::error::Error;
-use crate::snapshot::{fuzz_name_filter, DropReason};
+use crate::snapshot::{classify_names, NameVerdict};
 
 const MAX_NAMES: usize = 16;
 
@@ -63,7 +63,7 @@ pub fn path_filter(data: &[u8]) {
     let refs: Vec<&[u8]> = queries.iter().map(Vec::as_slice).collect();
     let context = || format!("patterns {patterns:?}, submodules {gitlinks:?}, data {}", show(data));
 
-    let answers = match fuzz_name_filter(&patterns, &gitlinks, &refs) {
+    let answers = match classify_names(&patterns, &gitlinks, &refs) {
         Ok(answers) => answers,
         Err(Error::InvalidInput { field, .. }) if field == "excludes" => return,
         Err(other) => panic!("bad patterns gave {other:?} ({})", context()),
@@ -71,23 +71,23 @@ pub fn path_filter(data: &[u8]) {
     if let Some(bad) = patterns.iter().find(|p| must_refuse(p)) {
         panic!("the exclude pattern {bad:?} was accepted ({})", context());
     }
-    let reason = |path: &[u8]| -> &(Option<DropReason>, Option<DropReason>) {
+    let reason = |path: &[u8]| -> &NameVerdict {
         let i = queries.iter().position(|q| q == path).expect("every checked path was queried");
         &answers[i]
     };
 
-    for (query, (file, _)) in queries.iter().zip(&answers) {
+    for (query, NameVerdict { as_file: file, .. }) in queries.iter().zip(&answers) {
         let _ = file.as_ref().map(ToString::to_string);
         if file.is_none() {
             assert!(safe(query), "the unsafe name {} would be archived ({})", show(query), context());
             assert_normal_path(query, &context);
             assert!(!denied(query), "the credential or VCS path {} would be archived ({})", show(query), context());
-            if let Some(dir) = ancestors(query).find(|d| reason(d).1.is_some()) {
+            if let Some(dir) = ancestors(query).find(|d| reason(d).as_dir.is_some()) {
                 panic!(
                     "{} would be archived although a walk prunes {} ({:?}) ({})",
                     show(query),
                     show(dir),
-                    reason(dir).1,
+                    reason(dir).as_dir,
                     context()
                 );
             }
@@ -95,16 +95,16 @@ pub fn path_filter(data: &[u8]) {
     }
     for (path, dir_only) in &literals {
         assert!(
-            *dir_only || reason(path).0.is_some(),
+            *dir_only || reason(path).as_file.is_some(),
             "the excluded path {} would be archived ({})",
             show(path),
             context()
         );
-        assert!(reason(&below(path)).0.is_some(), "a file below the excluded {} would be archived ({})", show(path), context());
+        assert!(reason(&below(path)).as_file.is_some(), "a file below the excluded {} would be archived ({})", show(path), context());
     }
     for link in &links {
-        assert!(reason(link).0.is_some(), "the submodule {} would be archived ({})", show(link), context());
-        assert!(reason(&below(link)).0.is_some(), "a file in submodule {} would be archived ({})", show(link), context());
+        assert!(reason(link).as_file.is_some(), "the submodule {} would be archived ({})", show(link), context());
+        assert!(reason(&below(link)).as_file.is_some(), "a file in submodule {} would be archived ({})", show(link), context());
     }
 }
 

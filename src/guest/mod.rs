@@ -5,7 +5,7 @@
 //!
 //! A [`Guest`] runs each operation as one `python3` process in the sandbox: over an exec
 //! channel of the sandbox's SSH connection when that connection is up, else as a managed
-//! process (see [`GuestChannel`]; other channels plug in through [`GuestTransport`]). The JSON
+//! process (see [`GuestChannel`]; other channels plug in through [`HelperRunner`]). The JSON
 //! request goes to its stdin, exactly one JSON answer comes back on stdout. The helper is uploaded once per sandbox under
 //! a content-hashed path and re-uploaded only when it is missing or a different version is
 //! wanted. Operations on one sandbox are serialized across every `Guest` of this process, so an
@@ -29,8 +29,8 @@ mod models;
 mod ops;
 mod paths;
 mod resident;
-mod ssh_transport;
-mod transport;
+mod runner;
+mod ssh_runner;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -48,8 +48,8 @@ pub use helper::{HelperLocation, EMBEDDED_SOURCE, INSTALL_ROOT};
 pub use models::*;
 pub use paths::PathMap;
 pub use resident::{CommandOutput, CommandSpec, OutputNote, OutputWatcher, Resident, RunControl};
-pub use ssh_transport::SshTransport;
-pub use transport::{GuestTransport, ProcessTransport, TransportOutput, DEFAULT_MAX_OUTPUT};
+pub use runner::{HelperOutput, HelperRunner, ProcessRunner, DEFAULT_MAX_OUTPUT};
+pub use ssh_runner::SshRunner;
 
 use crate::api::sandboxes::Sandbox;
 use crate::error::{Error, Result};
@@ -133,7 +133,7 @@ impl GuestOptions {
         self
     }
 
-    /// Largest answer accepted (the default transport's stdout bound).
+    /// Largest answer accepted (the default runner's stdout bound).
     pub fn max_output(mut self, bytes: usize) -> Self {
         self.max_output = bytes;
         self
@@ -172,9 +172,9 @@ impl GuestOptions {
 pub struct Guest {
     sandbox: Sandbox,
     paths: PathMap,
-    process: Arc<ProcessTransport>,
-    /// Set by [`Guest::with_transport`]: used for every call.
-    custom: Option<Arc<dyn GuestTransport>>,
+    process: Arc<ProcessRunner>,
+    /// Set by [`Guest::with_runner`]: used for every call.
+    custom: Option<Arc<dyn HelperRunner>>,
     channel: GuestChannel,
     ssh: Option<SshSession>,
     max_output: usize,
@@ -191,7 +191,7 @@ impl fmt::Debug for Guest {
             .field("sandbox", &self.sandbox.id())
             .field("paths", &self.paths)
             .field("channel", &self.channel)
-            .field("custom_transport", &self.custom.is_some())
+            .field("custom_runner", &self.custom.is_some())
             .field("helper", &self.helper.location.file)
             .field("timeout", &self.timeout)
             .finish()
@@ -213,7 +213,7 @@ impl Guest {
             Some(source) => Helper::new(source),
             None => Helper::embedded(),
         };
-        let process = Arc::new(ProcessTransport::new(sandbox.clone()).max_output(options.max_output));
+        let process = Arc::new(ProcessRunner::new(sandbox.clone()).max_output(options.max_output));
         let slot = slot_for(&sandbox);
         Guest {
             sandbox,
@@ -231,10 +231,10 @@ impl Guest {
         }
     }
 
-    /// Run the helper over `transport` for every call, whatever the channel setting.
+    /// Run the helper over `runner` for every call, whatever the channel setting.
     /// Operations stay serialized with every other `Guest` of the sandbox.
-    pub fn with_transport(mut self, transport: Arc<dyn GuestTransport>) -> Self {
-        self.custom = Some(transport);
+    pub fn with_runner(mut self, runner: Arc<dyn HelperRunner>) -> Self {
+        self.custom = Some(runner);
         self
     }
 
@@ -262,8 +262,8 @@ impl Guest {
         }
     }
 
-    /// The transport of one call (its run and, if needed, the install use the same one).
-    async fn transport(&self) -> Result<Arc<dyn GuestTransport>> {
+    /// The runner of one call (its run and, if needed, the install use the same one).
+    async fn runner(&self) -> Result<Arc<dyn HelperRunner>> {
         if let Some(custom) = &self.custom {
             return Ok(custom.clone());
         }
@@ -274,7 +274,7 @@ impl Guest {
             None => None,
         };
         Ok(match session {
-            Some(session) => Arc::new(SshTransport::new(session).max_output(self.max_output)),
+            Some(session) => Arc::new(SshRunner::new(session).max_output(self.max_output)),
             None => self.process.clone(),
         })
     }
@@ -309,7 +309,7 @@ impl Guest {
         let request = json!({ "v": PROTOCOL_VERSION, "op": op, "cwd": self.paths.guest_root, "args": args });
         let encoded = serde_json::to_vec(&request).map_err(|e| Error::invalid("arguments", e.to_string()))?;
         let _turn = self.slot.turn.lock().await;
-        let transport = self.transport().await?;
+        let runner = self.runner().await?;
         // A small request travels in argv (the embedded helper's `once` mode): a managed
         // process then costs its start and its output stream, with no input or stdin-close
         // requests. A custom helper gets it on stdin, as protocol version 1 has it.
@@ -323,13 +323,13 @@ impl Guest {
         };
         let mut uploaded = false;
         loop {
-            let out = transport.run(argv.clone(), stdin.clone(), self.timeout).await?;
+            let out = runner.run(argv.clone(), stdin.clone(), self.timeout).await?;
             match interpret(op, &out) {
                 Outcome::Answer(answer) => return answer,
                 Outcome::Missing if !uploaded => {
                     tracing::debug!(sandbox = %self.sandbox.id(), file = %self.helper.location.file, "uploading the file helper");
                     let content = Bytes::copy_from_slice(self.helper.source.as_bytes());
-                    transport.install(&self.helper.location, content).await?;
+                    runner.install(&self.helper.location, content).await?;
                     uploaded = true;
                 }
                 Outcome::Missing => {
@@ -365,7 +365,7 @@ struct Answer {
     error: Option<WireError>,
 }
 
-fn interpret(op: &str, out: &TransportOutput) -> Outcome {
+fn interpret(op: &str, out: &HelperOutput) -> Outcome {
     let fail = |code, message: String| Outcome::Answer(Err(GuestError::new(op, code, message).into()));
     let stderr = tail(&out.stderr);
     if out.truncated {
@@ -445,8 +445,8 @@ fn slot_for(sandbox: &Sandbox) -> Arc<SandboxSlot> {
 mod tests {
     use super::*;
 
-    fn output(stdout: &str, code: Option<i32>) -> TransportOutput {
-        TransportOutput { stdout: stdout.as_bytes().to_vec(), exit_code: code, ..Default::default() }
+    fn output(stdout: &str, code: Option<i32>) -> HelperOutput {
+        HelperOutput { stdout: stdout.as_bytes().to_vec(), exit_code: code, ..Default::default() }
     }
 
     fn code_of(outcome: Outcome) -> Option<GuestErrorCode> {

@@ -134,7 +134,7 @@ pub(crate) async fn run_job(
             token.cancel();
         })
     });
-    let spec = ProcessSpec::new("bash").args(["-lc".to_string(), plan.script.clone()]).cwd(WORK_DIR);
+    let spec = ProcessSpec::shell(plan.script.clone()).cwd(WORK_DIR);
     let run_options = RunOptions::default().max_output_bytes(options.max_output_bytes).cancel(run_token.clone());
     report(&progress, job, JobStage::Running);
     let ran = js.sandbox().processes().run(spec, run_options).await;

@@ -53,7 +53,7 @@ mod prefetch;
 mod relpath;
 mod root;
 pub(crate) mod rules;
-mod stream;
+pub(crate) mod stream;
 mod types;
 mod walk;
 
@@ -267,18 +267,39 @@ fn drop_reason(name: &[u8], gitlinks: &BTreeSet<Vec<u8>>, filters: &Filters) -> 
     filters.file_reason(name)
 }
 
-/// Fuzzing entry (see `crate::fuzzing`): the name filters of steps 3–5 exactly as
-/// [`Snapshot::scan`] applies them, without touching the disk. `excludes` are parsed as
-/// [`SnapshotOptions::excludes`] are; for each of `names` the result holds why it would be left
-/// out as a listed file (`None`: it would be archived) and why a walk would prune everything
-/// below it as a directory.
-#[doc(hidden)]
-pub fn fuzz_name_filter(
-    excludes: &[String],
-    gitlinks: &[Vec<u8>],
-    names: &[&[u8]],
-) -> Result<Vec<(Option<DropReason>, Option<DropReason>)>> {
+/// How the name filters judge one relative name (see [`classify_names`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NameVerdict {
+    /// Why the name would be left out as a listed file; `None`: it would be archived.
+    pub as_file: Option<DropReason>,
+    /// Why a walk would prune the name, and everything below it, as a directory; `None`: the
+    /// walk descends into it.
+    pub as_dir: Option<DropReason>,
+}
+
+/// The name filters of steps 3–5 (unsafe names, gitlinks, user excludes, the credential
+/// deny-list and VCS metadata) exactly as [`Snapshot::scan`] applies them, without touching the
+/// disk: one [`NameVerdict`] for each of `names` (relative, `/`-separated), in order.
+/// `excludes` are parsed as [`SnapshotOptions::excludes`] are (a bad pattern is an
+/// [`Error::InvalidInput`](crate::Error::InvalidInput) on `excludes`); `gitlinks` are the
+/// submodule paths whose whole subtree is left out.
+///
+/// A sync scopes the guest's listing with it, the agent tools refuse deny-listed paths with it,
+/// and the `path_filter` fuzz target checks it.
+///
+/// ```
+/// use createos_sandbox::snapshot::{classify_names, DropReason};
+/// let verdicts = classify_names(&["*.log".into()], &[], &[b"src/main.rs", b"a/b.log", b".env"]).unwrap();
+/// assert_eq!(verdicts[0].as_file, None);
+/// assert!(matches!(verdicts[1].as_file, Some(DropReason::UserExclude(_))));
+/// assert!(matches!(verdicts[2].as_file, Some(DropReason::DenyList(_))));
+/// ```
+pub fn classify_names(excludes: &[String], gitlinks: &[Vec<u8>], names: &[&[u8]]) -> Result<Vec<NameVerdict>> {
     let filters = Filters::new(Excludes::parse(excludes)?);
     let gitlinks: BTreeSet<Vec<u8>> = gitlinks.iter().cloned().collect();
-    Ok(names.iter().map(|name| (drop_reason(name, &gitlinks, &filters), filters.dir_reason(name))).collect())
+    let verdict = |name: &&[u8]| NameVerdict {
+        as_file: drop_reason(name, &gitlinks, &filters),
+        as_dir: filters.dir_reason(name),
+    };
+    Ok(names.iter().map(verdict).collect())
 }

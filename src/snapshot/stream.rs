@@ -1,6 +1,9 @@
-//! Streaming the archive: a blocking thread writes it into a bounded channel, so at most a few
+//! Streaming an archive: a blocking thread writes it into a bounded channel, so at most a few
 //! chunks are ever held in memory whatever the project's size, and a slow consumer (the
 //! upload) paces the reading of files. Dropping the stream stops the thread at its next write.
+//!
+//! The channel ([`channel`]: a blocking [`ChannelWriter`] and the [`TarStream`] reading it) also
+//! carries the tars of chosen files that `transfer` writes for a sync.
 
 use std::io::{self, Write};
 use std::pin::Pin;
@@ -48,27 +51,37 @@ pub(crate) struct Flow {
     max_in_flight: AtomicU64,
 }
 
+/// A bounded channel of archive chunks: a sender for the producer's final error, the blocking
+/// writer a producer thread fills, and the stream that reads them in order.
+pub(crate) fn channel() -> (mpsc::Sender<io::Result<Bytes>>, ChannelWriter, TarStream) {
+    let (tx, rx) = mpsc::channel(CAPACITY);
+    let flow = Arc::new(Flow::default());
+    let writer = ChannelWriter { tx: tx.clone(), buf: BytesMut::with_capacity(CHUNK), flow: Arc::clone(&flow) };
+    (tx, writer, TarStream { rx, flow, thread: None })
+}
+
 impl TarStream {
     /// Start writing the archive of `plan` on a new thread.
     pub(crate) fn spawn(plan: Arc<Plan>, compression: Compression) -> Self {
-        let (tx, rx) = mpsc::channel(CAPACITY);
-        let flow = Arc::new(Flow::default());
-        let writer = ChannelWriter { tx: tx.clone(), buf: BytesMut::with_capacity(CHUNK), flow: Arc::clone(&flow) };
+        let (tx, writer, mut stream) = channel();
         let spawned = std::thread::Builder::new().name("snapshot-tar".into()).spawn(move || {
             let result = archive::write(&plan, writer, compression)
-                .and_then(|mut writer| writer.send_rest().map_err(|e| crate::Error::io("writing the archive", e)));
+                .and_then(|mut writer| writer.finish().map_err(|e| crate::Error::io("writing the archive", e)));
             if let Err(e) = result {
                 // nobody listening any more is not worth reporting
                 let _ = tx.blocking_send(Err(io::Error::other(e)));
             }
         });
         match spawned {
-            Ok(thread) => TarStream { rx, flow, thread: Some(thread) },
+            Ok(thread) => {
+                stream.thread = Some(thread);
+                stream
+            }
             Err(e) => {
                 // the closure (and its sender) is gone; report through a fresh one-item channel
                 let (tx, rx) = mpsc::channel(1);
                 let _ = tx.try_send(Err(io::Error::other(crate::Error::io("cannot start the archive thread", e))));
-                TarStream { rx, flow, thread: None }
+                TarStream { rx, flow: stream.flow, thread: None }
             }
         }
     }
@@ -118,7 +131,8 @@ impl Flow {
 }
 
 /// `Write` into the channel in chunks of [`CHUNK`] bytes, blocking while the channel is full.
-struct ChannelWriter {
+/// Chunks go out when full; [`ChannelWriter::finish`] sends the last, partial one.
+pub(crate) struct ChannelWriter {
     tx: mpsc::Sender<io::Result<Bytes>>,
     buf: BytesMut,
     flow: Arc<Flow>,
@@ -141,7 +155,7 @@ impl ChannelWriter {
     }
 
     /// Send the last, partial chunk.
-    fn send_rest(&mut self) -> io::Result<()> {
+    pub(crate) fn finish(&mut self) -> io::Result<()> {
         self.send()
     }
 }

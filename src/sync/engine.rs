@@ -215,9 +215,10 @@ impl Syncer {
     /// paths ([`protect`]: VCS metadata, the deny-list).
     fn scope_remote(&self, listed: Vec<(String, Meta)>, local_dropped: &BTreeSet<String>, report: &mut SyncReport) -> Result<Side> {
         let names: Vec<&[u8]> = listed.iter().map(|(p, _)| p.as_bytes()).collect();
-        let verdicts = crate::snapshot::fuzz_name_filter(&self.options.excludes, &[], &names)?;
+        let verdicts = crate::snapshot::classify_names(&self.options.excludes, &[], &names)?;
         let mut files = BTreeMap::new();
-        for ((path, meta), (reason, _)) in listed.into_iter().zip(verdicts) {
+        for ((path, meta), verdict) in listed.into_iter().zip(verdicts) {
+            let reason = verdict.as_file;
             if let Some(why) = unsafe_listed_name(&path) {
                 report.refused.push(Refused::new(path.as_bytes(), why));
                 continue;

@@ -8,25 +8,19 @@ use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
-use std::task::{Context, Poll};
 
-use bytes::{Bytes, BytesMut};
 use tar::{EntryType, Header};
-use tokio::sync::mpsc;
-use tokio_util::io::StreamReader;
 
 use super::remote::TarReader;
-
-const CHUNK: usize = 64 * 1024;
+use crate::snapshot::stream::ChannelWriter;
 
 /// The tar of `names` (relative `/`-separated paths of files or symlinks under `root`), as a
 /// reader for [`super::Remote::put_tar`].
 pub fn tar_of(root: PathBuf, mut names: Vec<String>) -> TarReader {
     names.sort();
     names.dedup();
-    let (tx, reader) = channel_reader(4);
-    let writer = ChannelWriter { tx: tx.clone(), buf: BytesMut::with_capacity(CHUNK) };
+    let (tx, writer, stream) = crate::snapshot::stream::channel();
+    let reader: TarReader = Box::pin(stream.into_async_read());
     let failed = tx.clone();
     let spawned = std::thread::Builder::new().name("transfer-tar".into()).spawn(move || {
         if let Err(e) = write_tar(&root, &names, writer) {
@@ -79,7 +73,7 @@ fn write_tar(root: &Path, names: &[String], out: ChannelWriter) -> io::Result<()
         }
     }
     let mut out = builder.into_inner()?;
-    out.send()
+    out.finish()
 }
 
 /// Every parent directory of `names`, each once, a parent before its children.
@@ -153,58 +147,6 @@ impl<R: Read> Read for Exact<'_, R> {
         }
         self.left -= n as u64;
         Ok(n)
-    }
-}
-
-/// `Write` into the channel in chunks.
-struct ChannelWriter {
-    tx: mpsc::Sender<io::Result<Bytes>>,
-    buf: BytesMut,
-}
-
-impl ChannelWriter {
-    fn send(&mut self) -> io::Result<()> {
-        if self.buf.is_empty() {
-            return Ok(());
-        }
-        let chunk = std::mem::replace(&mut self.buf, BytesMut::with_capacity(CHUNK)).freeze();
-        self.tx
-            .blocking_send(Ok(chunk))
-            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the archive reader was dropped"))
-    }
-}
-
-impl Write for ChannelWriter {
-    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
-        let n = data.len().min(CHUNK - self.buf.len());
-        self.buf.extend_from_slice(&data[..n]);
-        if self.buf.len() == CHUNK {
-            self.send()?;
-        }
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-/// A bounded channel of chunks, read as an `AsyncRead`.
-fn channel_reader(capacity: usize) -> (mpsc::Sender<io::Result<Bytes>>, TarReader) {
-    let (tx, rx) = mpsc::channel(capacity);
-    (tx, Box::pin(StreamReader::new(ReceiverStream { rx })))
-}
-
-/// An mpsc receiver as a `Stream`.
-struct ReceiverStream {
-    rx: mpsc::Receiver<io::Result<Bytes>>,
-}
-
-impl futures::Stream for ReceiverStream {
-    type Item = io::Result<Bytes>;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.rx.poll_recv(cx)
     }
 }
 

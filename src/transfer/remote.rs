@@ -12,7 +12,7 @@ use futures::StreamExt;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use crate::api::exec::ExecRequest;
-use crate::api::files::{ProgressFn, UploadBody, UploadOptions};
+use crate::api::files::{ProgressFn, ProgressReader, UploadBody, UploadOptions};
 use crate::api::sandboxes::Sandbox;
 use crate::error::{Error, Result};
 use crate::guest::{Guest, GuestChannel, GuestOptions, PathMap};
@@ -319,33 +319,6 @@ impl SshRemote {
     }
 }
 
-/// Counts bytes passing through a reader and reports them.
-struct Counted<R> {
-    inner: R,
-    done: u64,
-    total: Option<u64>,
-    progress: Option<ProgressFn>,
-}
-
-impl<R: AsyncRead + Unpin> AsyncRead for Counted<R> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<io::Result<()>> {
-        let before = buf.filled().len();
-        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
-        let read = (buf.filled().len() - before) as u64;
-        if read > 0 {
-            self.done += read;
-            if let Some(report) = &self.progress {
-                report(self.done, self.total);
-            }
-        }
-        polled
-    }
-}
-
 impl Remote for SshRemote {
     fn sandbox(&self) -> &Sandbox {
         &self.sandbox
@@ -359,7 +332,7 @@ impl Remote for SshRemote {
         progress: Option<ProgressFn>,
     ) -> BoxFuture<'a, Result<u64>> {
         Box::pin(async move {
-            let mut counted = Counted { inner: archive, done: 0, total: length, progress };
+            let mut counted = ProgressReader::new(archive, length, progress);
             let out = self.ssh.exec_with_stdin_stream(&Self::command(EXTRACT_STDIN, &[dest]), &mut counted).await?;
             if !out.success() {
                 return Err(ScriptOutput {
@@ -369,7 +342,7 @@ impl Remote for SshRemote {
                 }
                 .failure("unpacking the archive"));
             }
-            Ok(counted.done)
+            Ok(counted.done())
         })
     }
 

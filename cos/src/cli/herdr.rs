@@ -199,38 +199,7 @@ async fn run_action(env: &ActionEnv, action: &str) -> HerdrResult<ActionResult> 
 /// before this returns, so from then on none of these signals can kill the process between two
 /// steps (a create in flight, a cleanup): each one cancels the token instead.
 fn cancel_on_signals() -> CancellationToken {
-    let token = CancellationToken::new();
-    let t = token.clone();
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let streams = [SignalKind::interrupt(), SignalKind::terminate(), SignalKind::hangup()].map(signal);
-        match streams {
-            [Ok(mut int), Ok(mut term), Ok(mut hup)] => {
-                tokio::spawn(async move {
-                    tokio::select! {
-                        _ = int.recv() => {}
-                        _ = term.recv() => {}
-                        _ = hup.recv() => {}
-                    }
-                    t.cancel();
-                });
-            }
-            _ => {
-                tracing::warn!("cannot install the signal handlers; Ctrl-C falls back to tokio's handler");
-                tokio::spawn(async move {
-                    let _ = tokio::signal::ctrl_c().await;
-                    t.cancel();
-                });
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    tokio::spawn(async move {
-        let _ = tokio::signal::ctrl_c().await;
-        t.cancel();
-    });
-    token
+    crate::signals::StopSignals::install_or_ctrl_c(true).cancel_token(|| {})
 }
 
 /// In the agent's pane: create and prepare the sandbox at the pane's size, record the mapping,

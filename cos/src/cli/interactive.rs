@@ -158,8 +158,9 @@ pub async fn tunnel(ctx: &Ctx, args: TunnelArgs) -> Result<ExitCode> {
     let local = listener.local_addr();
     let doc = json!({ "sandbox": sb.id(), "local": local.to_string(), "remote": args.remote });
     ctx.out.show(&doc, || format!("forwarding {local} → {}:{} (Ctrl-C to stop)", sb.id(), args.remote));
+    let mut signals = crate::signals::StopSignals::install(false).context("installing the Ctrl-C handler")?;
     let mut running = listener.spawn();
-    tokio::signal::ctrl_c().await.context("waiting for Ctrl-C")?;
+    signals.recv().await;
     running.stop().await?;
     Ok(ExitCode::SUCCESS)
 }

@@ -17,6 +17,7 @@ use createos_sandbox::jobs::{
     OffloadRequest, RunCodeRequest,
 };
 
+use crate::signals::StopSignals;
 use crate::tools::confine::{self, Expect};
 
 use super::sandbox::DEFAULT_SHAPE;
@@ -117,32 +118,8 @@ pub struct RunCodeArgs {
 /// Cancelled on Ctrl-C or SIGTERM. The handlers are installed before this returns, so a
 /// signal arriving later never kills the process before cleanup.
 pub(super) fn cancel_on_signal() -> Result<CancellationToken> {
-    let token = CancellationToken::new();
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut int = signal(SignalKind::interrupt()).context("installing the Ctrl-C handler")?;
-        let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-        let t = token.clone();
-        tokio::spawn(async move {
-            tokio::select! {
-                _ = int.recv() => {}
-                _ = term.recv() => {}
-            }
-            eprintln!("interrupted: stopping and destroying the sandbox…");
-            t.cancel();
-        });
-    }
-    #[cfg(not(unix))]
-    {
-        let t = token.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                t.cancel();
-            }
-        });
-    }
-    Ok(token)
+    let signals = StopSignals::install(false).context("installing the Ctrl-C and SIGTERM handlers")?;
+    Ok(signals.cancel_token(|| eprintln!("interrupted: stopping and destroying the sandbox…")))
 }
 
 /// Progress lines on stderr (`[i]` prefixes for a fanout).

@@ -7,7 +7,6 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 use clap::Args;
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
 use createos_sandbox::sync::{SyncMode, SyncOptions, SyncReport, Syncer};
 use crate::tools::confine::{self, Expect};
@@ -69,13 +68,7 @@ pub async fn sync(ctx: &Ctx, args: SyncArgs) -> Result<()> {
         show(ctx.out, sb.id(), mode, args.via, &report?);
         return Ok(());
     }
-    let cancel = CancellationToken::new();
-    let stop = cancel.clone();
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            stop.cancel();
-        }
-    });
+    let cancel = crate::signals::StopSignals::install_or_ctrl_c(false).cancel_token(|| {});
     let poll = (mode == SyncMode::TwoWay && args.poll_secs > 0).then(|| Duration::from_secs(args.poll_secs));
     let out = ctx.out;
     let via = args.via;

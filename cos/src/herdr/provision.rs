@@ -203,7 +203,7 @@ fn remote_failure(step: &str, sandbox: &Sandbox, stderr: &str, stdout: &str, cod
 /// Run the agent's installer as a managed process, echoing its output into the pane; the last
 /// stdout line is the binary's path.
 async fn install(sandbox: &Sandbox, agent: Agent, progress: Progress<'_>) -> HerdrResult<String> {
-    let spec = ProcessSpec::new("bash").args(["-lc".to_string(), agent.install_script()]);
+    let spec = ProcessSpec::shell(agent.install_script());
     let process = sandbox.processes().start(spec).await?;
     let mut events = process.connect(0).await?;
     let mut stdout = Vec::new();
@@ -264,9 +264,7 @@ async fn install(sandbox: &Sandbox, agent: Agent, progress: Progress<'_>) -> Her
 /// binary (passed as `$0`, never interpolated) in the worktree.
 pub fn agent_process(agent: Agent, bin: &str, remote_root: &str, rows: u16, cols: u16) -> ProcessSpec {
     let script = format!("export PATH=\"{AGENT_PATH_DIRS}:$PATH\"; exec \"$0\" \"$@\"");
-    ProcessSpec::new("bash")
-        .arg("-lc")
-        .arg(script)
+    ProcessSpec::shell(script)
         .arg(bin)
         .args(agent.args())
         .cwd(remote_root)

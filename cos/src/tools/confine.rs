@@ -31,7 +31,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
 use createos_sandbox::error::Error;
-use createos_sandbox::snapshot::{fuzz_name_filter, DropReason};
+use createos_sandbox::snapshot::{classify_names, DropReason};
 use createos_sandbox::sync::safety::SENSITIVE_HOME_DIRS;
 use crate::tools::ToolError;
 
@@ -215,8 +215,8 @@ fn protected(relative: &Path, is_dir: bool) -> Option<String> {
     if name.is_empty() {
         return None;
     }
-    let (as_file, as_dir) = fuzz_name_filter(&[], &[], &[name]).ok()?.into_iter().next()?;
-    match if is_dir { as_dir } else { as_file } {
+    let verdict = classify_names(&[], &[], &[name]).ok()?.into_iter().next()?;
+    match if is_dir { verdict.as_dir } else { verdict.as_file } {
         Some(why @ (DropReason::DenyList(_) | DropReason::Vcs)) => Some(format!("left out by the snapshot rules ({why})")),
         _ => None,
     }

@@ -4,6 +4,7 @@
 //! their protocol to [`call`].
 
 pub mod args;
+pub mod background;
 pub mod calls;
 pub mod catalog;
 pub mod config;
@@ -13,7 +14,6 @@ pub mod progress;
 pub mod runtime;
 pub mod staging;
 pub mod store;
-pub mod transports;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::api::command;
 use crate::error::{Error, Result};
 use crate::validate;
 
@@ -73,23 +74,14 @@ impl ExecRequest {
     /// Run `script` with `bash -lc <script>`: a login shell, so the image's profile (PATH
     /// additions, language toolchains) applies and shell syntax works.
     pub fn shell(script: impl Into<String>) -> Self {
-        ExecRequest::new("bash").args(["-lc".to_string(), script.into()])
+        ExecRequest::new(command::SHELL).args(command::shell_args(script.into()))
     }
 
-    /// Append one argument.
-    pub fn arg(mut self, arg: impl Into<String>) -> Self {
-        self.args.push(arg.into());
-        self
-    }
-
-    /// Append arguments.
-    pub fn args<I, S>(mut self, args: I) -> Self
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
-        self.args.extend(args.into_iter().map(Into::into));
-        self
+    command::argv_env_setters! {
+        /// Override an environment variable for this command. The server accepts only names
+        /// declared in the sandbox's create-time `envs` (an undeclared name is a 400
+        /// [`Error::Validation`]); some server versions ignore per-exec `env` altogether and
+        /// always use the create-time values.
     }
 
     /// Text fed to the command's stdin, which is then closed.
@@ -99,26 +91,6 @@ impl ExecRequest {
     /// file in a [`ExecRequest::shell`] script.
     pub fn stdin(mut self, input: impl Into<String>) -> Self {
         self.stdin = Some(input.into());
-        self
-    }
-
-    /// Override an environment variable for this command. The server accepts only names declared
-    /// in the sandbox's create-time `envs` (an undeclared name is a 400
-    /// [`Error::Validation`]); some server versions ignore per-exec `env` altogether and always
-    /// use the create-time values.
-    pub fn env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
-        self.env.insert(key.into(), value.into());
-        self
-    }
-
-    /// Override several environment variables (see [`ExecRequest::env`]).
-    pub fn envs<I, K, V>(mut self, vars: I) -> Self
-    where
-        I: IntoIterator<Item = (K, V)>,
-        K: Into<String>,
-        V: Into<String>,
-    {
-        self.env.extend(vars.into_iter().map(|(k, v)| (k.into(), v.into())));
         self
     }
 

@@ -6,6 +6,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::api::command;
 use crate::api::open_enum;
 use crate::error::{Error, Result};
 use crate::validate;
@@ -206,26 +207,18 @@ impl ProcessSpec {
         ProcessSpec { cmd: Some(cmd.into()), ..Default::default() }
     }
 
+    /// Run `script` with `bash -lc <script>`: a login shell, so the image's profile (PATH
+    /// additions, language toolchains) applies and shell syntax works. The same command line
+    /// as [`crate::api::exec::ExecRequest::shell`].
+    pub fn shell(script: impl Into<String>) -> Self {
+        ProcessSpec::new(command::SHELL).args(command::shell_args(script.into()))
+    }
+
     /// The image's default login shell on a `rows`×`cols` PTY.
     pub fn pty_shell(rows: u16, cols: u16) -> Self {
         ProcessSpec { pty: Some(PtySize { rows, cols }), ..Default::default() }
     }
 
-    /// Add one argument.
-    pub fn arg(mut self, arg: impl Into<String>) -> Self {
-        self.args.push(arg.into());
-        self
-    }
-
-    /// Add arguments.
-    pub fn args<I, S>(mut self, args: I) -> Self
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
-        self.args.extend(args.into_iter().map(Into::into));
-        self
-    }
 
     /// Starting directory (absolute guest path; default: the default user's home).
     pub fn cwd(mut self, cwd: impl Into<String>) -> Self {
@@ -233,21 +226,8 @@ impl ProcessSpec {
         self
     }
 
-    /// Set one environment variable on top of the sandbox's `envs`.
-    pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
-        self.env.insert(name.into(), value.into());
-        self
-    }
-
-    /// Set several environment variables.
-    pub fn envs<I, K, V>(mut self, vars: I) -> Self
-    where
-        I: IntoIterator<Item = (K, V)>,
-        K: Into<String>,
-        V: Into<String>,
-    {
-        self.env.extend(vars.into_iter().map(|(k, v)| (k.into(), v.into())));
-        self
+    command::argv_env_setters! {
+        /// Set one environment variable on top of the sandbox's `envs`.
     }
 
     /// Run on a `rows`×`cols` pseudo-terminal instead of pipes.
@@ -406,6 +386,16 @@ mod tests {
         assert!(ProcessSpec::new("").validate().is_err());
         assert!(ProcessSpec::pty_shell(0, 80).validate().is_err());
         assert!(ProcessSpec::pty_shell(24, 80).validate().is_ok());
+    }
+
+    #[test]
+    fn shell_is_a_login_bash_like_exec_shell() {
+        let script = "cd /app && echo \"$HOME\" | wc -c";
+        let spec = ProcessSpec::shell(script).cwd("/root");
+        assert_eq!(spec.command(), Some("bash"));
+        assert_eq!(spec.arguments(), ["-lc", script]);
+        let exec = crate::api::exec::ExecRequest::shell(script);
+        assert_eq!((exec.command(), exec.arguments()), (spec.command().unwrap(), spec.arguments()));
     }
 
     #[test]

@@ -180,7 +180,7 @@ impl Processes {
         let outcome = tokio::select! {
             result = follow(&process, options.max_output_bytes, options.stdin.as_deref()) => result,
             _ = cancel.cancelled() => Err(Error::Cancelled),
-            _ = sleep_or_forever(timeout) => Err(Error::Timeout {
+            _ = crate::wait::sleep_or_forever(timeout) => Err(Error::Timeout {
                 endpoint: format!("process run {}", process.id()),
                 after: timeout.unwrap_or_default(),
             }),
@@ -195,13 +195,6 @@ impl Processes {
                 Err(err)
             }
         }
-    }
-}
-
-async fn sleep_or_forever(limit: Option<Duration>) {
-    match limit {
-        Some(d) => tokio::time::sleep(d).await,
-        None => std::future::pending().await,
     }
 }
 

@@ -39,7 +39,7 @@ pub use run::{CommandOutput, CommandSpec, OutputNote, OutputWatcher, RunControl}
 
 use super::error::{GuestError, GuestErrorCode};
 use super::helper::{Helper, EXIT_MISSING, EXIT_NOT_FOUND, EXIT_TOO_OLD, INSTALL_ROOT};
-use super::transport::{GuestTransport, ProcessTransport};
+use super::runner::{HelperRunner, ProcessRunner};
 use super::PROTOCOL_VERSION;
 use crate::api::processes::ProcessSpec;
 use crate::api::sandboxes::Sandbox;
@@ -266,7 +266,7 @@ impl Resident {
                         Some(EXIT_MISSING) if !installed => {
                             tracing::debug!(sandbox = %self.sandbox.id(), file = %self.helper.location.file, "uploading the file helper");
                             let content = Bytes::copy_from_slice(self.helper.source.as_bytes());
-                            ProcessTransport::new(self.sandbox.clone()).install(&self.helper.location, content).await?;
+                            ProcessRunner::new(self.sandbox.clone()).install(&self.helper.location, content).await?;
                             installed = true;
                             continue;
                         }

@@ -161,7 +161,7 @@ struct Collector {
 impl Collector {
     fn push(&mut self, stream: StreamKind, bytes: &[u8]) {
         let into = if stream == StreamKind::Stderr { &mut self.out.stderr } else { &mut self.out.stdout };
-        self.out.truncated |= super::super::transport::keep(into, bytes, self.cap);
+        self.out.truncated |= super::super::runner::keep(into, bytes, self.cap);
         self.note.bytes += bytes.len() as u64;
         self.tail.extend_from_slice(bytes);
         if let Some(end) = self.tail.iter().rposition(|b| *b == b'\n') {
@@ -195,12 +195,7 @@ impl Resident {
         let mut collected = Collector { out: CommandOutput::default(), cap: spec.max_bytes, note: OutputNote { bytes: 0, last_line: None }, tail: Vec::new() };
         let cancel = control.cancel.clone().unwrap_or_default();
         let timeout = control.timeout.filter(|t| !t.is_zero());
-        let deadline = async {
-            match timeout {
-                Some(t) => tokio::time::sleep(t).await,
-                None => std::future::pending().await,
-            }
-        };
+        let deadline = crate::wait::sleep_or_forever(timeout);
         tokio::pin!(deadline);
         let stopped = loop {
             tokio::select! {

@@ -97,7 +97,7 @@ async fn managed(sandbox: &Sandbox, command: &str, cwd: &str, limit: Option<Dura
     if let Some(limit) = limit {
         options = options.timeout(limit);
     }
-    let spec = ProcessSpec::new("bash").args(["-lc".to_string(), script(command)]).cwd(cwd);
+    let spec = ProcessSpec::shell(script(command)).cwd(cwd);
     let out = sandbox.processes().run(spec, options).await.map_err(run_error)?;
     Ok(Finished { stdout: out.stdout_lossy(), stderr: out.stderr_lossy(), code: out.exit_code, signal: out.signal, truncated: out.truncated })
 }

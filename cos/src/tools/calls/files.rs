@@ -16,7 +16,8 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::{named, run_error, sleep_or_forever};
+use super::{named, run_error};
+use createos_sandbox::wait::sleep_or_forever;
 use createos_sandbox::api::files::{ProgressFn, UploadBody, UploadOptions};
 use createos_sandbox::guest::{GlobOptions, GrepOptions, Guest, GuestChannel, GuestOptions, PatchAction, PathMap, ReadOptions, ReadResult};
 use createos_sandbox::snapshot::{Snapshot, SnapshotOptions};

@@ -1,7 +1,9 @@
 //! Tool calls: argument checking, in-flight accounting, deadlines and cancellation around
 //! one module per group of tools.
 
+mod background;
 mod desktop;
+mod devices;
 mod disks;
 mod exec;
 mod files;
@@ -10,7 +12,6 @@ mod lifecycle;
 mod process;
 mod resources;
 mod routed;
-mod transports;
 
 pub use routed::{resolve as resolve_native, tools as native_tools, NATIVE_PREFIX};
 
@@ -23,6 +24,7 @@ use super::args::Args;
 use super::catalog::{self, PREFIX};
 use super::runtime::Runtime;
 use super::{progress, CallCtx, ToolError, ToolOutput};
+use createos_sandbox::wait::sleep_or_forever;
 use createos_sandbox::Sandbox;
 
 /// Run tool `name` with `arguments` for the caller described by `ctx`. The first result after
@@ -67,15 +69,13 @@ async fn call_inner(rt: &Arc<Runtime>, name: &str, arguments: Option<Map<String,
     if files::handles(short) {
         return files::call(rt, short, &args, &ctx).await;
     }
-    if transports::handles(short) {
-        return transports::call(rt, short, &args, &ctx).await;
+    if background::handles(short) {
+        return background::call(rt, short, &args, &ctx).await;
     }
-    let deadline = rt.config().timeout;
-    tokio::select! {
-        result = dispatch(rt, short, &args, &ctx) => result,
-        _ = ctx.cancel.cancelled() => Err(ToolError::Cancelled),
-        _ = sleep_or_forever(deadline) => Err(ToolError::Timeout(deadline.unwrap_or_default())),
+    if devices::handles(short) {
+        return devices::call(rt, short, &args, &ctx).await;
     }
+    bounded(&ctx, rt.config().timeout, dispatch(rt, short, &args, &ctx)).await
 }
 
 async fn dispatch(rt: &Arc<Runtime>, short: &str, args: &Args, ctx: &CallCtx) -> Result<ToolOutput, ToolError> {
@@ -136,10 +136,24 @@ fn to_json(value: impl serde::Serialize) -> Result<Value, ToolError> {
     serde_json::to_value(value).map_err(|e| ToolError::Internal(format!("encoding a result: {e}")))
 }
 
-async fn sleep_or_forever(limit: Option<Duration>) {
-    match limit {
-        Some(d) => tokio::time::sleep(d).await,
-        None => std::future::pending().await,
+/// Run `work` until it ends, the caller cancels, or `limit` passes (dropping it then).
+async fn bounded<T>(
+    ctx: &CallCtx,
+    limit: Option<Duration>,
+    work: impl std::future::Future<Output = Result<T, ToolError>>,
+) -> Result<T, ToolError> {
+    tokio::select! {
+        result = work => result,
+        _ = ctx.cancel.cancelled() => Err(ToolError::Cancelled),
+        _ = sleep_or_forever(limit) => Err(ToolError::Timeout(limit.unwrap_or_default())),
+    }
+}
+
+/// The library's input errors are the caller's bad arguments.
+fn input_error(err: createos_sandbox::Error) -> ToolError {
+    match err {
+        createos_sandbox::Error::InvalidInput { field, message } => ToolError::InvalidArgs(format!("{field}: {message}")),
+        other => run_error(other),
     }
 }
 

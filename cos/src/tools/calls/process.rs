@@ -30,7 +30,7 @@ pub(super) async fn start(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Resu
     let sandbox = named(rt, args)?;
     let cwd = normalize_abs(args.opt_str("cwd").unwrap_or("/root")).map_err(ToolError::InvalidArgs)?;
     // Unlike exec, stdin stays open: sandbox_process_input feeds it.
-    let spec = createos_sandbox::api::processes::ProcessSpec::new("bash").args(["-lc", args.str("command")?]).cwd(cwd);
+    let spec = createos_sandbox::api::processes::ProcessSpec::shell(args.str("command")?).cwd(cwd);
     let started = sandbox.processes().start(spec).await.map_err(run_error)?;
     if ctx.cancel.is_cancelled() {
         // The caller gave up while it was starting: do not leave an orphan behind.

@@ -205,7 +205,7 @@ async fn bash(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOutpu
 /// Start `command` as a managed process of the session sandbox that outlives the call (stdin
 /// open for sandbox_process_input), and say how to follow and stop it.
 async fn start_background(sandbox: &Sandbox, command: &str, cwd: &str, ctx: &CallCtx) -> Result<ToolOutput, ToolError> {
-    let spec = ProcessSpec::new("bash").args(["-lc", command]).cwd(cwd);
+    let spec = ProcessSpec::shell(command).cwd(cwd);
     let started = sandbox.processes().start(spec).await.map_err(run_error)?;
     if ctx.cancel.is_cancelled() {
         // The caller gave up while it was starting: leave no orphan behind.

@@ -1,9 +1,10 @@
 //! The agent tool catalog: names (`sandbox_<name>`), descriptions that say when to use which
 //! tool, and JSON Schemas of the inputs (`additionalProperties: false` everywhere).
 
+mod background;
+mod devices;
 mod files;
 mod jobs;
-mod transports;
 
 use serde_json::{json, Map, Value};
 
@@ -65,7 +66,8 @@ pub fn catalog() -> Vec<ToolDef> {
     let mut tools = core();
     tools.extend(jobs::tools());
     tools.extend(files::tools());
-    tools.extend(transports::tools());
+    tools.extend(background::tools());
+    tools.extend(devices::tools());
     tools
 }
 

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use super::config::ToolsConfig;
 use super::isolation::HostGuard;
 use super::store::{BindingRecord, BindingStore};
-use super::transports::Transports;
+use super::background::BackgroundTasks;
 use super::ToolError;
 use createos_sandbox::guest::Resident;
 use createos_sandbox::{Client, Sandbox, SandboxStatus};
@@ -83,7 +83,7 @@ pub struct Runtime {
     sessions: Mutex<HashMap<String, Arc<Session>>>,
     lifetime: CancellationToken,
     /// Sync watchers and tunnels: stopped at shutdown.
-    transports: Transports,
+    background: BackgroundTasks,
     /// Whether commands may run on a local emulator that cannot isolate them.
     host: HostGuard,
 }
@@ -113,7 +113,7 @@ impl Runtime {
             project_dir,
             state_dir,
             sessions: Mutex::new(HashMap::new()),
-            transports: Transports::new(lifetime.clone()),
+            background: BackgroundTasks::new(lifetime.clone()),
             lifetime,
             host: HostGuard::new(false),
         })
@@ -173,9 +173,9 @@ impl Runtime {
         &self.state_dir
     }
 
-    /// The background transports (sync watchers, tunnels) this runtime owns.
-    pub fn transports(&self) -> &Transports {
-        &self.transports
+    /// The background tasks (sync watchers, tunnels) this runtime owns.
+    pub fn background(&self) -> &BackgroundTasks {
+        &self.background
     }
 
     /// Cancelled when the runtime shuts down; every call's token is a child of it.
@@ -244,7 +244,8 @@ impl Runtime {
             "rootfs": self.config.rootfs,
             "persist": self.config.persist,
             "in_flight": s.in_flight.load(Ordering::SeqCst),
-            "transports": self.transports.list(),
+            // wire name from plugins.md: the list of background tasks
+            "transports": self.background.list(),
         })
     }
 
@@ -288,7 +289,7 @@ impl Runtime {
             // A failed destroy keeps the binding, so nothing is lost track of.
             sandbox.destroy().await?;
             Resident::forget(&sandbox);
-            self.transports.stop_for_sandbox(&record.id).await;
+            self.background.stop_for_sandbox(&record.id).await;
         } else {
             // The sandbox stays; its helper does not.
             Resident::of(&sandbox).shutdown().await;
@@ -323,7 +324,7 @@ impl Runtime {
         let destroyed = sandbox.destroy().await?;
         Resident::forget(&sandbox);
         // Its watchers and tunnels could only fail from now on.
-        let stopped = self.transports.stop_for_sandbox(id).await;
+        let stopped = self.background.stop_for_sandbox(id).await;
         for s in bound_to {
             if let Ok(mut b) = s.binding.try_lock() {
                 *b = None;
@@ -340,14 +341,14 @@ impl Runtime {
         Ok(json!({"destroyed": destroyed.id, "status": destroyed.status, "stopped_transports": stopped}))
     }
 
-    /// Stop: cancel in-flight calls, stop every background transport (sync watchers, tunnels)
+    /// Stop: cancel in-flight calls, stop every background task (sync watchers, tunnels)
     /// and the resident helpers; without `persist`, destroy the session sandboxes this runtime
     /// owns (explicitly created sandboxes and forks are never touched).
     pub async fn shutdown(&self) {
         self.lifetime.cancel();
-        let stopped = self.transports.stop_all().await;
+        let stopped = self.background.stop_all().await;
         if stopped > 0 {
-            tracing::info!(stopped, "stopped the background transports");
+            tracing::info!(stopped, "stopped the background tasks");
         }
         if !self.config.persist {
             let sessions: Vec<(String, Arc<Session>)> =

@@ -131,7 +131,7 @@ impl Runtime {
             }
             tracing::info!(session = %name, sandbox = %stale.id(), "the session sandbox no longer exists; allocating a new one");
             Resident::forget(&stale);
-            this.transports.stop_for_sandbox(stale.id()).await;
+            this.background.stop_for_sandbox(stale.id()).await;
             *binding = None;
             if this.config.persist {
                 this.store().await?.remove(&name)?;

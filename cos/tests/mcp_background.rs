@@ -1,7 +1,7 @@
-//! Background transports and device tools through `cos mcp` (the real binary over stdio,
-//! JSON-RPC by hand) against the in-process emulator: sync once / one-way / mirror with
-//! excludes, tunnels carrying real bytes, transport_stop, shutdown stopping everything, unsafe
-//! directories refused before anything is sent, and the VPN device tools.
+//! Background tasks (sync watchers, tunnels) and device tools through `cos mcp` (the real
+//! binary over stdio, JSON-RPC by hand) against the in-process emulator: sync once / one-way /
+//! mirror with excludes, tunnels carrying real bytes, transport_stop, shutdown stopping
+//! everything, unsafe directories refused before anything is sent, and the VPN device tools.
 
 #[path = "../../tests/common/mod.rs"]
 mod common;
@@ -173,7 +173,7 @@ async fn a_one_way_watcher_follows_local_edits_until_stopped() {
     assert_eq!(stopped["stopped"], true);
     assert!(stopped["syncs"].as_u64().unwrap() >= 2, "{stopped}");
     let again = mcp.refused("sandbox_transport_stop", json!({"transport_id": id})).await;
-    assert!(again.contains("unknown transport"), "{again}");
+    assert!(again.contains("unknown background task"), "{again}");
     assert!(transport_ids(&mcp.ok("sandbox_status", json!({})).await).is_empty());
 
     // After the stop, an edit travels nowhere: no upload request reaches the emulator.
@@ -260,7 +260,7 @@ async fn a_tunnel_carries_real_bytes_until_stopped() {
     mcp.ok("sandbox_transport_stop", json!({"transport_id": tunnel["transport_id"]})).await;
     assert!(tokio::net::TcpStream::connect(("127.0.0.1", port as u16)).await.is_err(), "the tunnel still accepts");
 
-    // Destroying the sandbox stops the transports to it.
+    // Destroying the sandbox stops the background tasks to it.
     let again = mcp.ok("sandbox_tunnel", json!({"sandbox_id": sandbox, "remote_port": 8080})).await;
     let again_port = again["local_port"].as_u64().unwrap() as u16;
     let destroyed = mcp.ok("sandbox_destroy", json!({"sandbox_id": sandbox})).await;
@@ -272,7 +272,7 @@ async fn a_tunnel_carries_real_bytes_until_stopped() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn closing_stdin_stops_every_transport() {
+async fn closing_stdin_stops_every_background_task() {
     let env = common::start().await;
     let d = dirs();
     write(&d.project.join("w/a.txt"), "a\n");
@@ -305,7 +305,7 @@ fn body(out: &tools::ToolOutput) -> Value {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn runtime_shutdown_stops_transports_in_process() {
+async fn runtime_shutdown_stops_background_tasks_in_process() {
     let env = common::start().await;
     let d = dirs();
     write(&d.project.join("p/f.txt"), "1\n");
@@ -319,11 +319,11 @@ async fn runtime_shutdown_stops_transports_in_process() {
     tools::call(&rt, "sandbox_sync", object(json!({"sandbox_id": sandbox, "local_dir": local.to_str().unwrap(), "remote_dir": "/root/p", "mode": "one-way"})), ctx(&cancel))
         .await
         .unwrap();
-    assert_eq!(rt.transports().list().len(), 2);
+    assert_eq!(rt.background().list().len(), 2);
     tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("the tunnel listens");
 
     rt.shutdown().await;
-    assert!(rt.transports().list().is_empty());
+    assert!(rt.background().list().is_empty());
     assert!(tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err(), "the tunnel survived shutdown");
     let uploads = env.requests("uploadFile").await;
     let processes = env.requests("createProcess").await;

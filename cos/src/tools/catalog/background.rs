@@ -1,10 +1,10 @@
-//! Catalog entries of the transports tools (sync watchers, tunnels) and the device/VPN tools.
+//! Catalog entries of the background-task tools (sync watchers, tunnels).
 
 use serde_json::json;
 
 use super::{int, one_of, s, tool, ToolDef, SID};
 
-/// The transports and device tools.
+/// The background-task tools.
 pub(super) fn tools() -> Vec<ToolDef> {
     vec![
         tool("sync", "Copy a local directory into a sandbox directory. mode once (default) uploads it now and returns what was sent. one-way (sandbox extras kept), mirror (sandbox extras deleted) and two-way (changes both ways; when both sides changed a file the local version wins and the sandbox version is kept beside it as <name>.remote-conflict-<time>) sync now, then keep a background watcher running that syncs again after every local change; they return a transport_id for sandbox_transport_stop (sandbox_status lists the running ones). Refuses `/`, the home directory and credential folders (~/.ssh, ~/.config, …); secrets such as .env and *.pem and VCS metadata are never sent.",
@@ -21,16 +21,6 @@ pub(super) fn tools() -> Vec<ToolDef> {
               ("local_port", int("Local port; 0 or omitted picks a free one.", 0, 65535))],
             &["sandbox_id", "remote_port"]),
         tool("transport_stop", "Stop a background sync watcher or tunnel started by sandbox_sync or sandbox_tunnel (all of them also stop when the tool server exits).",
-            &[("transport_id", s("Transport id (`tr-…`) from sandbox_sync, sandbox_tunnel or sandbox_status."))], &["transport_id"]),
-        tool("device_register", "Register this machine as a VPN device (WireGuard) so it can reach sandbox private networks. A key pair is generated here: the private key is saved in a file only the user can read (its path is returned, never the key) and only the public key is sent. Then use sandbox_device_attach and sandbox_vpn_up.",
-            &[("name", s("Device name (default: this machine's host name).")),
-              ("pubkey", s("Use this existing WireGuard public key (base64) instead of generating a key pair."))], &[]),
-        tool("device_status", "List the registered VPN devices with their VPN address, the networks each can reach, and whether this machine holds its private key.", &[], &[]),
-        tool("device_attach", "Let a registered VPN device reach a private network (its sandboxes become reachable over the VPN).",
-            &[("device", s("Device id (from sandbox_device_status).")), ("network", s("Network name or id."))], &["device", "network"]),
-        tool("device_detach", "Stop a VPN device reaching a private network.",
-            &[("device", s("Device id (from sandbox_device_status).")), ("network", s("Network name or id."))], &["device", "network"]),
-        tool("vpn_up", "Advice only: bringing a VPN interface up needs the user's own terminal (root, wg-quick). Returns the commands for the user to run; it does not connect anything.",
-            &[("device", s("Device id; default: the only registered device."))], &[]),
+            &[("transport_id", s("Background task id (`tr-…`) from sandbox_sync, sandbox_tunnel or sandbox_status."))], &["transport_id"]),
     ]
 }

@@ -1,6 +1,6 @@
-//! How the helper is run in a sandbox: [`GuestTransport`] (argv + stdin in, stdout + stderr +
-//! exit status out) and its managed-process implementation, [`ProcessTransport`]. The SSH
-//! implementation is [`super::SshTransport`]; other channels plug in by implementing the trait.
+//! How the helper is run in a sandbox: [`HelperRunner`] (argv + stdin in, stdout + stderr +
+//! exit status out) and its managed-process implementation, [`ProcessRunner`]. The SSH
+//! implementation is [`super::SshRunner`]; other channels plug in by implementing the trait.
 
 use std::time::Duration;
 
@@ -21,8 +21,8 @@ const INSTALL_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// What a finished command produced.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct TransportOutput {
-    /// Standard output, up to the transport's bound.
+pub struct HelperOutput {
+    /// Standard output, up to the runner's bound.
     pub stdout: Vec<u8>,
     /// Standard error (a bounded prefix).
     pub stderr: Vec<u8>,
@@ -36,18 +36,18 @@ pub struct TransportOutput {
 
 /// A way to run a command in one sandbox with piped stdin and collected output.
 ///
-/// Implementations bound the output they keep (setting [`TransportOutput::truncated`]) and stop
+/// Implementations bound the output they keep (setting [`HelperOutput::truncated`]) and stop
 /// the remote command when `timeout` passes (failing with [`Error::Timeout`]) or when the
 /// returned future is dropped. `timeout` `None` means no limit.
-pub trait GuestTransport: Send + Sync {
+pub trait HelperRunner: Send + Sync {
     /// Run `argv` (program and arguments, no shell), write `stdin` to it and close it, and
     /// collect what it prints until it exits. An empty `stdin` may be left open instead (the
-    /// managed-process transport then sends nothing): give it only to commands that do not
+    /// managed-process runner then sends nothing): give it only to commands that do not
     /// read their input, such as the helper's `once` mode.
-    fn run(&self, argv: Vec<String>, stdin: Vec<u8>, timeout: Option<Duration>) -> BoxFuture<'_, Result<TransportOutput>>;
+    fn run(&self, argv: Vec<String>, stdin: Vec<u8>, timeout: Option<Duration>) -> BoxFuture<'_, Result<HelperOutput>>;
 
     /// Store `content` as the helper file at `location.file` (directories mode 0700). The
-    /// default pipes it through `sh` with [`GuestTransport::run`]; a transport with a cheaper
+    /// default pipes it through `sh` with [`HelperRunner::run`]; a runner with a cheaper
     /// file path (the files API, SFTP) may override it.
     fn install<'a>(&'a self, location: &'a HelperLocation, content: Bytes) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
@@ -86,16 +86,16 @@ fn install_failed(file: &str, code: Option<i32>, stderr: &str) -> Error {
 /// a dropped future stops the process tree. Installs the helper with the files API plus one
 /// exec.
 #[derive(Clone, Debug)]
-pub struct ProcessTransport {
+pub struct ProcessRunner {
     sandbox: Sandbox,
     max_output: usize,
     stop_grace: Duration,
 }
 
-impl ProcessTransport {
-    /// A transport for `sandbox` keeping at most [`DEFAULT_MAX_OUTPUT`] bytes of stdout.
+impl ProcessRunner {
+    /// A runner for `sandbox` keeping at most [`DEFAULT_MAX_OUTPUT`] bytes of stdout.
     pub fn new(sandbox: Sandbox) -> Self {
-        ProcessTransport { sandbox, max_output: DEFAULT_MAX_OUTPUT, stop_grace: Duration::from_millis(500) }
+        ProcessRunner { sandbox, max_output: DEFAULT_MAX_OUTPUT, stop_grace: Duration::from_millis(500) }
     }
 
     /// Keep at most `bytes` of stdout.
@@ -104,7 +104,7 @@ impl ProcessTransport {
         self
     }
 
-    async fn run_managed(&self, argv: Vec<String>, stdin: Vec<u8>, timeout: Option<Duration>) -> Result<TransportOutput> {
+    async fn run_managed(&self, argv: Vec<String>, stdin: Vec<u8>, timeout: Option<Duration>) -> Result<HelperOutput> {
         let (cmd, args) = argv.split_first().ok_or_else(|| Error::invalid("argv", "must name a program"))?;
         let spec = ProcessSpec::new(cmd.clone()).args(args.iter().cloned());
         let mut options = RunOptions::default().max_output_bytes(self.max_output).stop_grace(self.stop_grace);
@@ -115,7 +115,7 @@ impl ProcessTransport {
             options = options.timeout(limit);
         }
         let out = self.sandbox.processes().run(spec, options).await?;
-        Ok(TransportOutput { stdout: out.stdout, stderr: out.stderr, exit_code: out.exit_code, signal: out.signal, truncated: out.truncated })
+        Ok(HelperOutput { stdout: out.stdout, stderr: out.stderr, exit_code: out.exit_code, signal: out.signal, truncated: out.truncated })
     }
 
     async fn install_with_files_api(&self, location: &HelperLocation, content: Bytes) -> Result<()> {
@@ -133,8 +133,8 @@ impl ProcessTransport {
     }
 }
 
-impl GuestTransport for ProcessTransport {
-    fn run(&self, argv: Vec<String>, stdin: Vec<u8>, timeout: Option<Duration>) -> BoxFuture<'_, Result<TransportOutput>> {
+impl HelperRunner for ProcessRunner {
+    fn run(&self, argv: Vec<String>, stdin: Vec<u8>, timeout: Option<Duration>) -> BoxFuture<'_, Result<HelperOutput>> {
         Box::pin(self.run_managed(argv, stdin, timeout))
     }
 

@@ -1,8 +1,6 @@
-//! Calls of the transports tools (`sync`, `tunnel`, `transport_stop`) and, in [`devices`], the
-//! VPN device tools. Each call owns its deadline and cancellation: a background transport is
+//! Calls of the background-task tools (`sync`, `tunnel`, `transport_stop`: the last keeps its
+//! plugins.md name). Each call owns its deadline and cancellation: a background task is
 //! registered as the very last step, so a cancelled or timed-out call leaves nothing running.
-
-mod devices;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -11,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::{named, run_error, sleep_or_forever};
+use super::{bounded, input_error, named, run_error};
 use createos_sandbox::sync::{safety, SyncMode, SyncOptions, SyncReport, Syncer};
 use createos_sandbox::transfer::ApiRemote;
 use createos_sandbox::tunnel::TunnelListener;
@@ -29,7 +27,7 @@ const LISTED_PATHS: usize = 200;
 
 /// Whether `short` (a tool name without the prefix) is one of these tools.
 pub(super) fn handles(short: &str) -> bool {
-    matches!(short, "sync" | "tunnel" | "transport_stop") || devices::handles(short)
+    matches!(short, "sync" | "tunnel" | "transport_stop")
 }
 
 /// Run one of these tools. Handles its own deadline and cancellation.
@@ -39,31 +37,9 @@ pub(super) async fn call(rt: &Arc<Runtime>, short: &str, args: &Args, ctx: &Call
         "tunnel" => bounded(ctx, rt.config().timeout, tunnel(rt, args, ctx)).await,
         "transport_stop" => {
             let id = args.str("transport_id")?;
-            Ok(ToolOutput::json(rt.transports().stop(id).await?))
+            Ok(ToolOutput::json(rt.background().stop(id).await?))
         }
-        other if devices::handles(other) => devices::call(rt, other, args, ctx).await,
         other => Err(ToolError::UnknownTool(format!("{}{other}", crate::tools::catalog::PREFIX))),
-    }
-}
-
-/// Run `work` until it ends, the caller cancels, or `limit` passes (dropping it then).
-async fn bounded<T>(
-    ctx: &CallCtx,
-    limit: Option<Duration>,
-    work: impl std::future::Future<Output = Result<T, ToolError>>,
-) -> Result<T, ToolError> {
-    tokio::select! {
-        result = work => result,
-        _ = ctx.cancel.cancelled() => Err(ToolError::Cancelled),
-        _ = sleep_or_forever(limit) => Err(ToolError::Timeout(limit.unwrap_or_default())),
-    }
-}
-
-/// The library's input errors are the caller's bad arguments.
-fn input_error(err: createos_sandbox::Error) -> ToolError {
-    match err {
-        createos_sandbox::Error::InvalidInput { field, message } => ToolError::InvalidArgs(format!("{field}: {message}")),
-        other => run_error(other),
     }
 }
 
@@ -123,7 +99,7 @@ async fn sync(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOutpu
         "report": summary(&report),
     });
     if mode != SyncMode::Once {
-        let id = rt.transports().start_sync(&ctx.session, sandbox.id(), syncer)?;
+        let id = rt.background().start_sync(&ctx.session, sandbox.id(), syncer)?;
         body["transport_id"] = json!(id);
         body["watching"] = json!(true);
     }
@@ -153,7 +129,7 @@ async fn tunnel(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOut
     })?;
     let running = listener.spawn();
     let local = running.local_addr();
-    let id = rt.transports().add_tunnel(&ctx.session, sandbox.id(), remote_port, running)?;
+    let id = rt.background().add_tunnel(&ctx.session, sandbox.id(), remote_port, running)?;
     Ok(ToolOutput::json(json!({
         "transport_id": id,
         "url": format!("http://{local}"),

@@ -1,6 +1,11 @@
-//! Local background transports owned by the tool runtime (plugins.md §2.10): sync watchers and
-//! port tunnels, each under a `tr-…` id. They run as tasks of this process (no detached
-//! children), so [`Transports::stop_all`] at shutdown really ends every one of them.
+//! Background tasks owned by the tool runtime (plugins.md §2.10 calls them "local background
+//! transports"): sync watchers and port tunnels, each under a `tr-…` id. They run as tasks of
+//! this process (no detached children), so [`BackgroundTasks::stop_all`] at shutdown really
+//! ends every one of them.
+//!
+//! The wire names stay those of plugins.md, which the OpenCode plugin and agents already use:
+//! the tool `sandbox_transport_stop`, the id field `transport_id`, the `transports` list in
+//! `sandbox_status` and `stopped_transports` in a destroy result.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -23,7 +28,7 @@ pub const TWO_WAY_POLL: Duration = Duration::from_secs(5);
 /// next one).
 pub const BACKSTOP_POLL: Duration = Duration::from_secs(10);
 
-/// How long stopping one transport may take before its task is abandoned (aborted).
+/// How long stopping one background task may take before its task is abandoned (aborted).
 const STOP_GRACE: Duration = Duration::from_secs(10);
 
 /// What a sync watcher has done so far (shared with its task).
@@ -57,13 +62,13 @@ enum Kind {
     },
 }
 
-struct Transport {
+struct Task {
     session: String,
     cancel: CancellationToken,
     kind: Kind,
 }
 
-impl Transport {
+impl Task {
     fn sandbox(&self) -> &str {
         match &self.kind {
             Kind::Sync { sandbox, .. } | Kind::Tunnel { sandbox, .. } => sandbox,
@@ -125,16 +130,16 @@ impl Transport {
     }
 }
 
-/// The registry of running transports.
-pub struct Transports {
-    /// Parent of every transport's token: cancelled at runtime shutdown.
+/// The registry of running background tasks.
+pub struct BackgroundTasks {
+    /// Parent of every task's token: cancelled at runtime shutdown.
     lifetime: CancellationToken,
-    running: Mutex<BTreeMap<String, Transport>>,
+    running: Mutex<BTreeMap<String, Task>>,
 }
 
-impl std::fmt::Debug for Transports {
+impl std::fmt::Debug for BackgroundTasks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Transports").field("ids", &self.ids()).finish()
+        f.debug_struct("BackgroundTasks").field("ids", &self.ids()).finish()
     }
 }
 
@@ -151,13 +156,13 @@ fn count_report(p: &mut WatchProgress, report: &SyncReport) {
     p.last_error = None;
 }
 
-impl Transports {
-    /// An empty registry whose transports stop when `lifetime` is cancelled.
+impl BackgroundTasks {
+    /// An empty registry whose tasks stop when `lifetime` is cancelled.
     pub fn new(lifetime: CancellationToken) -> Self {
-        Transports { lifetime, running: Mutex::new(BTreeMap::new()) }
+        BackgroundTasks { lifetime, running: Mutex::new(BTreeMap::new()) }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Transport>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Task>> {
         self.running.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -165,20 +170,20 @@ impl Transports {
         self.lock().keys().cloned().collect()
     }
 
-    /// Register `transport` under a new id; refused (and the transport stopped) once the
+    /// Register `task` under a new id; refused (and the task stopped) once the
     /// runtime is shutting down.
-    fn insert(&self, transport: Transport) -> Result<String, ToolError> {
+    fn insert(&self, task: Task) -> Result<String, ToolError> {
         let mut running = self.lock();
         // Checked under the lock: stop_all drains under it too, so nothing slips in after.
         if self.lifetime.is_cancelled() {
-            transport.cancel.cancel();
+            task.cancel.cancel();
             return Err(ToolError::Refused("the tool server is shutting down".into()));
         }
         let mut id = new_id();
         while running.contains_key(&id) {
             id = new_id();
         }
-        running.insert(id.clone(), transport);
+        running.insert(id.clone(), task);
         Ok(id)
     }
 
@@ -215,7 +220,7 @@ impl Transports {
                 }
             })
         };
-        let transport = Transport {
+        let task = Task {
             session: session.to_string(),
             cancel,
             kind: Kind::Sync {
@@ -227,39 +232,39 @@ impl Transports {
                 task,
             },
         };
-        self.insert(transport)
+        self.insert(task)
     }
 
     /// Register a running tunnel.
     pub fn add_tunnel(&self, session: &str, sandbox: &str, remote_port: u16, running: RunningTunnel) -> Result<String, ToolError> {
-        let transport = Transport {
+        let task = Task {
             session: session.to_string(),
             cancel: running.cancel_token(),
             kind: Kind::Tunnel { sandbox: sandbox.to_string(), remote_port, local: running.local_addr(), running },
         };
-        self.insert(transport)
+        self.insert(task)
     }
 
-    /// Every transport, in id order.
+    /// Every background task, in id order.
     pub fn list(&self) -> Vec<Value> {
         self.lock().iter().map(|(id, t)| t.view(id)).collect()
     }
 
-    /// Stop transport `id` and wait until it has ended; its last state is returned.
+    /// Stop background task `id` and wait until it has ended; its last state is returned.
     pub async fn stop(&self, id: &str) -> Result<Value, ToolError> {
-        let transport = self.lock().remove(id).ok_or_else(|| {
-            ToolError::Refused(format!("unknown transport {id:?}; sandbox_status lists the running ones"))
+        let task = self.lock().remove(id).ok_or_else(|| {
+            ToolError::Refused(format!("unknown background task {id:?}; sandbox_status lists the running ones"))
         })?;
-        let mut view = transport.view(id);
-        transport.stop().await;
+        let mut view = task.view(id);
+        task.stop().await;
         view["running"] = Value::Bool(false);
         view["stopped"] = Value::Bool(true);
         Ok(view)
     }
 
-    /// Stop every transport to `sandbox` (it is being destroyed); returns their ids.
+    /// Stop every background task to `sandbox` (it is being destroyed); returns their ids.
     pub async fn stop_for_sandbox(&self, sandbox: &str) -> Vec<String> {
-        let mine: Vec<(String, Transport)> = {
+        let mine: Vec<(String, Task)> = {
             let mut running = self.lock();
             let ids: Vec<String> = running.iter().filter(|(_, t)| t.sandbox() == sandbox).map(|(id, _)| id.clone()).collect();
             ids.into_iter().filter_map(|id| running.remove(&id).map(|t| (id, t))).collect()
@@ -269,13 +274,13 @@ impl Transports {
         ids
     }
 
-    /// Stop every transport (runtime shutdown); returns how many were running.
+    /// Stop every background task (runtime shutdown); returns how many were running.
     pub async fn stop_all(&self) -> usize {
-        let all: Vec<(String, Transport)> = std::mem::take(&mut *self.lock()).into_iter().collect();
+        let all: Vec<(String, Task)> = std::mem::take(&mut *self.lock()).into_iter().collect();
         let count = all.len();
         futures::future::join_all(all.into_iter().map(|(id, t)| async move {
             t.stop().await;
-            tracing::info!(transport = %id, "stopped a background transport");
+            tracing::info!(task = %id, "stopped a background task");
         }))
         .await;
         count

@@ -1,4 +1,4 @@
-//! Running the helper over an SSH exec channel ([`SshTransport`]): the request goes to the
+//! Running the helper over an SSH exec channel ([`SshRunner`]): the request goes to the
 //! channel's stdin, the answer comes back on its stdout, the exit status (or signal) closes it.
 //! Dropping the call (or its timeout passing) stops the remote command and frees the channel.
 
@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tokio::io::AsyncWrite;
 
-use super::transport::{keep, GuestTransport, TransportOutput, DEFAULT_MAX_OUTPUT};
+use super::runner::{keep, HelperRunner, HelperOutput, DEFAULT_MAX_OUTPUT};
 use crate::error::{Error, Result};
 use crate::ssh::{command_line, SshSession};
 
@@ -18,15 +18,15 @@ use crate::ssh::{command_line, SshSession};
 /// multiplexed). The helper is installed through the trait's default (`sh` reading stdin),
 /// so nothing but the SSH connection is used.
 #[derive(Clone, Debug)]
-pub struct SshTransport {
+pub struct SshRunner {
     ssh: SshSession,
     max_output: usize,
 }
 
-impl SshTransport {
-    /// A transport over `ssh` keeping at most [`DEFAULT_MAX_OUTPUT`] bytes of stdout.
+impl SshRunner {
+    /// A runner over `ssh` keeping at most [`DEFAULT_MAX_OUTPUT`] bytes of stdout.
     pub fn new(ssh: SshSession) -> Self {
-        SshTransport { ssh, max_output: DEFAULT_MAX_OUTPUT }
+        SshRunner { ssh, max_output: DEFAULT_MAX_OUTPUT }
     }
 
     /// Keep at most `bytes` of stdout.
@@ -40,7 +40,7 @@ impl SshTransport {
         &self.ssh
     }
 
-    async fn run_exec(&self, argv: Vec<String>, stdin: Vec<u8>, timeout: Option<Duration>) -> Result<TransportOutput> {
+    async fn run_exec(&self, argv: Vec<String>, stdin: Vec<u8>, timeout: Option<Duration>) -> Result<HelperOutput> {
         let (program, args) = argv.split_first().ok_or_else(|| Error::invalid("argv", "must name a program"))?;
         let command = command_line(program, args);
         let mut sink = BoundedSink { kept: Vec::new(), cap: self.max_output, truncated: false };
@@ -52,7 +52,7 @@ impl SshTransport {
             None => work.await?,
         };
         let signal = exit.exit_signal.map(|s| format!("SIG{}", s.name));
-        Ok(TransportOutput {
+        Ok(HelperOutput {
             stdout: sink.kept,
             stderr: exit.stderr,
             exit_code: if signal.is_some() { None } else { exit.exit_status.map(|c| c as i32) },
@@ -62,8 +62,8 @@ impl SshTransport {
     }
 }
 
-impl GuestTransport for SshTransport {
-    fn run(&self, argv: Vec<String>, stdin: Vec<u8>, timeout: Option<Duration>) -> BoxFuture<'_, Result<TransportOutput>> {
+impl HelperRunner for SshRunner {
+    fn run(&self, argv: Vec<String>, stdin: Vec<u8>, timeout: Option<Duration>) -> BoxFuture<'_, Result<HelperOutput>> {
         Box::pin(self.run_exec(argv, stdin, timeout))
     }
 }
