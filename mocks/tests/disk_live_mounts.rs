@@ -74,19 +74,25 @@ async fn file_status(env: &Env, id: &str, path: &str) -> (u16, String) {
     (r.status, r.text)
 }
 
+/// Registers the disk `name`, creates a sandbox without disks and starts the watcher of
+/// `paths` in it; returns (disk id, sandbox id).
+async fn disk_and_watcher(env: &Env, name: &str, paths: &[&str]) -> (String, String) {
+    let r = env.post("/v1/disks", disk_body(name)).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let disk_id = r.data()["id"].as_str().unwrap().to_string();
+    let id = env.create(json!({})).await;
+    let script = watcher_script(paths);
+    let watcher = env.post(&format!("/v1/sandboxes/{id}/processes"), json!({"cmd": "sh", "args": ["-c", script]})).await;
+    assert_eq!(watcher.status, 200, "{}", watcher.text);
+    (disk_id, id)
+}
+
 #[tokio::test]
 async fn running_processes_see_attach_and_detach() {
     let _serial = SERIAL.lock().await;
     let env = isolated_env().await;
-    let r = env.post("/v1/disks", disk_body("live")).await;
-    assert_eq!(r.status, 200, "{}", r.text);
-    let disk_id = r.data()["id"].as_str().unwrap().to_string();
-    let a = env.create(json!({})).await;
-
     // Started before any attach: outside the private dirs and inside one.
-    let script = watcher_script(&["/mnt/live/note.txt", "/root/data/note.txt"]);
-    let watcher = env.post(&format!("/v1/sandboxes/{a}/processes"), json!({"cmd": "sh", "args": ["-c", script]})).await;
-    assert_eq!(watcher.status, 200, "{}", watcher.text);
+    let (disk_id, a) = disk_and_watcher(&env, "live", &["/mnt/live/note.txt", "/root/data/note.txt"]).await;
     wait_seen(&env, &a, "absent:absent|absent:absent|").await;
     let watcher_pid = env.sh(&a, "cat /tmp/watcher.pid").await.0.trim().to_string();
 
@@ -126,13 +132,7 @@ async fn running_processes_see_attach_and_detach() {
 async fn nested_disks_follow_live_changes() {
     let _serial = SERIAL.lock().await;
     let env = isolated_env().await;
-    let r = env.post("/v1/disks", disk_body("outer")).await;
-    assert_eq!(r.status, 200, "{}", r.text);
-    let disk_id = r.data()["id"].as_str().unwrap().to_string();
-    let a = env.create(json!({})).await;
-    let script = watcher_script(&["/mnt/nest/inner/mark.txt"]);
-    let watcher = env.post(&format!("/v1/sandboxes/{a}/processes"), json!({"cmd": "sh", "args": ["-c", script]})).await;
-    assert_eq!(watcher.status, 200, "{}", watcher.text);
+    let (disk_id, a) = disk_and_watcher(&env, "outer", &["/mnt/nest/inner/mark.txt"]).await;
     wait_seen(&env, &a, "absent:absent|").await;
 
     // The inner disk first (a sub-directory of the bucket), then the outer one over it:
