@@ -11,8 +11,9 @@ use nix::libc;
 use super::enter::{self, JoinFds, PidNamespaceGuard};
 use super::holder::{self, Holder, HolderSpec};
 use super::layers::{self, BaseLayers};
+use super::live_mounts;
 use super::seccomp::Filters;
-use super::paths::ExtraMount;
+use super::paths::{self, ExtraMount};
 
 /// Emulator-wide state of the boundary.
 #[derive(Debug)]
@@ -104,8 +105,9 @@ impl SandboxBoundary {
         self.holder.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The running holder, started (or restarted: after a kill, or when the mounts changed
-    /// while nothing ran) as needed. Returns its namespaces.
+    /// The running holder, started (or restarted: after a kill, or when its mounts differ
+    /// from the sandbox's disks, a live change having failed, while nothing ran) as needed.
+    /// Returns its namespaces.
     fn ensure(&self, b: &Boundary, place: &Place<'_>, idle: bool) -> std::io::Result<holder::Namespaces> {
         let mut slot = self.lock();
         let reuse = match slot.as_mut() {
@@ -184,10 +186,81 @@ impl SandboxBoundary {
         self.lock().as_ref().map(|h| h.mounts.clone())
     }
 
+    /// Mounts the disk `m` in the running holder's namespace, for the processes already
+    /// running too. The disks below its guest path are unmounted first and mounted again
+    /// on top of it (a deeper disk stays on top, as when a holder starts). Nothing to do
+    /// without a running holder (the next one is built with every disk) or when it already
+    /// shows `m`.
+    pub fn attach(&self, m: &ExtraMount) -> std::io::Result<()> {
+        let mut slot = self.lock();
+        let Some(h) = slot.as_mut().filter(|h| h.mounts.iter().all(|shown| shown != m)) else {
+            return Ok(());
+        };
+        if !h.alive() {
+            return Ok(());
+        }
+        let mut deepest_first = below(h, &m.guest);
+        deepest_first.reverse();
+        for d in &deepest_first {
+            if let Err(err) = live_mounts::detach(&h.ns.mnt, &d.guest) {
+                // Left in place: it stays on top of `m` anyway.
+                tracing::debug!(guest = %d.guest, "cannot lift a deeper disk: {err}");
+            }
+        }
+        let attached = live_mounts::attach(&h.ns.mnt, &m.host, &m.guest);
+        if attached.is_ok() {
+            h.mounts.push(m.clone());
+        }
+        let remounted = remount_below(h, &m.guest);
+        attached.and(remounted)
+    }
+
+    /// Unmounts the disk at `guest` in the running holder's namespace, for the processes
+    /// already running too, then mounts again the other disks that were below it. Nothing
+    /// to do without a running holder or when it does not show a disk there.
+    pub fn detach(&self, guest: &str) -> std::io::Result<()> {
+        let mut slot = self.lock();
+        let Some(h) = slot.as_mut() else { return Ok(()) };
+        let Some(pos) = h.mounts.iter().position(|shown| shown.guest == guest) else {
+            return Ok(());
+        };
+        if !h.alive() {
+            return Ok(());
+        }
+        live_mounts::detach(&h.ns.mnt, guest)?;
+        h.mounts.remove(pos);
+        remount_below(h, guest)
+    }
+
     /// Ends the holder (its PID namespace dies with every process in it).
     pub fn stop(&self) {
         if let Some(h) = self.lock().take() {
             h.stop();
         }
     }
+}
+
+/// Mounts again, shallowest first, the disks of `h` strictly below `guest` (an attach over
+/// them hid them, a detach removed them with it). A disk that cannot be mounted is no
+/// longer counted as shown (the files API then uses its host directory, and the holder is
+/// renewed once nothing runs); the first error is returned.
+fn remount_below(h: &mut Holder, guest: &str) -> std::io::Result<()> {
+    let mut outcome = Ok(());
+    for m in below(h, guest) {
+        if let Err(err) = live_mounts::attach(&h.ns.mnt, &m.host, &m.guest) {
+            h.mounts.retain(|shown| shown != &m);
+            if outcome.is_ok() {
+                outcome = Err(err);
+            }
+        }
+    }
+    outcome
+}
+
+/// The disks `h` shows strictly below `guest`, shallowest first.
+fn below(h: &Holder, guest: &str) -> Vec<ExtraMount> {
+    let mut below: Vec<ExtraMount> =
+        h.mounts.iter().filter(|m| m.guest != guest && paths::is_under(&m.guest, guest)).cloned().collect();
+    below.sort_by_key(|m| m.guest.len());
+    below
 }

@@ -54,7 +54,8 @@ pub struct Holder {
     /// `cat` in the sandbox reads this: dropping it ends the sandbox's namespaces.
     _keepalive: ChildStdin,
     pub ns: Namespaces,
-    /// The mounts the holder was built with (a change needs a new holder).
+    /// The disks its mount namespace shows: those it was built with, then the live
+    /// attaches and detaches (`live_mounts.rs`).
     pub mounts: Vec<ExtraMount>,
 }
 

@@ -34,6 +34,8 @@ mod holder;
 pub mod layers;
 #[cfg(target_os = "linux")]
 mod linux;
+#[cfg(target_os = "linux")]
+mod live_mounts;
 pub mod outbound;
 mod paths;
 mod report;

@@ -35,7 +35,8 @@ pub struct SandboxRuntime {
     pub(super) cgroup: Option<PathBuf>,
     /// Process-group ids of commands started (each command is a session leader).
     pub(super) groups: Mutex<Vec<i32>>,
-    /// Attached disks, applied to commands started after the attach.
+    /// Attached disks (an isolated sandbox's running processes see a change at once,
+    /// other modes' commands from their next start).
     pub(super) mounts: Mutex<Vec<ExtraMount>>,
     /// Mount points created on the host for disks outside the private dirs.
     pub(super) host_mountpoints: Mutex<Vec<PathBuf>>,
@@ -111,8 +112,7 @@ impl SandboxRuntime {
     }
 
     /// True when the normalised guest path lies on an attached disk that the sandbox's own
-    /// view does not show yet (attached while its processes ran): its host directory
-    /// holds it.
+    /// view does not show (its live mount failed): its host directory holds it.
     pub fn on_disk(&self, guest: &str) -> bool {
         let mounts = self.mounts.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let Some(disk) = mounts.iter().filter(|m| paths::is_under(guest, &m.guest)).max_by_key(|m| m.guest.len()) else {
@@ -366,9 +366,11 @@ impl SandboxRuntime {
         groups.clone()
     }
 
-    /// Shows the host directory `host` at guest path `guest` for commands started from
-    /// now on (disk attach). Namespaces: a bind mount in each new command's mount
-    /// namespace; fallback: a symlink inside the sandbox directory (private dirs only).
+    /// Shows the host directory `host` at guest path `guest` (disk attach). Isolated: a
+    /// mount in the sandbox's mount namespace, seen by its running processes too
+    /// (`live_mounts.rs`); namespaces without a boundary: a bind mount in each new
+    /// command's mount namespace; fallback: a symlink inside the sandbox directory
+    /// (private dirs only), seen at once.
     pub fn add_mount(&self, host: &Path, guest: &str) -> Result<(), ApiError> {
         let guest = normalize_guest_path(guest)?;
         std::fs::create_dir_all(host)?;
@@ -402,29 +404,43 @@ impl SandboxRuntime {
                 }
             }
         }
-        self.mounts
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(ExtraMount { host: host.to_path_buf(), guest });
-        self.renew_view_when_idle();
+        let mount = ExtraMount { host: host.to_path_buf(), guest };
+        self.mounts.lock().unwrap_or_else(|e| e.into_inner()).push(mount.clone());
+        #[cfg(target_os = "linux")]
+        if self.boundary.is_some() {
+            if let Err(err) = self.side.attach(&mount) {
+                tracing::warn!(guest = %mount.guest, "cannot mount a disk in a running sandbox: {err}");
+                self.renew_view_when_idle();
+            }
+        }
         Ok(())
     }
 
-    /// An isolated sandbox with nothing running gets new namespaces at its next use, which
-    /// show the current disks (with processes running, they see the change once they end).
+    /// After a failed live change: an isolated sandbox with nothing running gets new
+    /// namespaces at its next use, which show the current disks (with processes running,
+    /// the files API uses the disks' host directories until they end).
+    #[cfg(target_os = "linux")]
     fn renew_view_when_idle(&self) {
-        #[cfg(target_os = "linux")]
-        if self.boundary.is_some() && self.live_pids().is_empty() {
+        if self.live_pids().is_empty() {
             self.side.stop();
         }
     }
 
-    /// Undoes [`add_mount`](Self::add_mount) for `guest`.
+    /// Undoes [`add_mount`](Self::add_mount) for `guest` (an isolated sandbox's running
+    /// processes no longer see the disk either).
     pub fn remove_mount(&self, guest: &str) {
         let Ok(guest) = normalize_guest_path(guest) else { return };
         let mut mounts = self.mounts.lock().unwrap_or_else(|e| e.into_inner());
         mounts.retain(|m| m.guest != guest);
-        self.renew_view_when_idle();
+        #[cfg(target_os = "linux")]
+        if self.boundary.is_some() {
+            drop(mounts);
+            if let Err(err) = self.side.detach(&guest) {
+                tracing::warn!(guest = %guest, "cannot unmount a disk in a running sandbox: {err}");
+                self.renew_view_when_idle();
+            }
+            return;
+        }
         if self.kind == IsolationKind::Fallback && paths::is_private(&guest) {
             let link = paths::map_guest(&self.dir, &mounts, &guest);
             if link.symlink_metadata().map(|m| m.file_type().is_symlink()).unwrap_or(false) {

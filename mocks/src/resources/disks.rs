@@ -274,7 +274,8 @@ pub async fn list_sandbox_disks(
 }
 
 /// Mounts a disk into a sandbox: the bucket directory (or its `sub_path`) appears at
-/// `mount_path` for commands started afterwards; the row goes `pending` → `mounted`.
+/// `mount_path` (for its running processes too when the sandbox is isolated); the row goes
+/// `pending` → `mounted`.
 pub fn mount_into(state: &AppState, sandbox: &SandboxRef, mut mount: DiskMount) -> Result<(), ApiError> {
     let disk = state.resources.disks.by_id(&mount.disk_id).ok_or_else(not_found)?;
     let mut host = bucket_dir(state, &disk.config);
