@@ -103,6 +103,8 @@ fn run() -> anyhow::Result<ExitCode> {
         .guest_sshd(createos_mock::config::GuestSshd::OpenSsh);
     let mock = emulator_rt.block_on(createos_mock::start(config)).context("starting the emulator")?;
     let (base_url, api_key) = (mock.base_url(), mock.api_key());
+    let isolation = machine::isolation_summary(&mock.isolation());
+    eprintln!("[bench] loopback emulator: {isolation}");
 
     let load_before = machine::current_load();
     let bench_rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
@@ -126,14 +128,15 @@ fn run() -> anyhow::Result<ExitCode> {
                 }
             }
         }
+        let noted = bench.take_settings();
         let pending = bench.take_pending();
         let requests = bench.take_requests();
         bench.close().await?;
-        anyhow::Ok((comparisons, methods, failures, pending, requests))
+        anyhow::Ok((comparisons, methods, failures, pending, requests, noted))
     });
     drop(bench_rt);
     emulator_rt.block_on(mock.shutdown());
-    let (comparisons, methods, failures, pending, requests) = outcome?;
+    let (comparisons, methods, failures, pending, requests, noted) = outcome?;
     let load_after = machine::current_load();
 
     println!();
@@ -169,6 +172,8 @@ fn run() -> anyhow::Result<ExitCode> {
             command = format!("COS_BENCH_ONLY={} {command}", only.join(","));
         }
         let mut machine = machine::describe(&tools.python);
+        machine.push(("Sandbox isolation (loopback emulator)".to_string(), isolation.clone()));
+        machine.extend(noted.iter().cloned());
         machine.push((
             "Load average (1/5/15 min)".to_string(),
             format!("{load_before} before the run, {load_after} after (other work on the machine adds noise)"),

@@ -231,6 +231,8 @@ pub struct Bench {
     pending: std::sync::Mutex<Vec<Pending>>,
     /// Control-plane requests counted per call (listed in their own table).
     requests: std::sync::Mutex<Vec<RequestCount>>,
+    /// How a row's own set-up ran (listed with the machine), e.g. the WAN emulator's isolation.
+    settings: std::sync::Mutex<Vec<(String, String)>>,
 }
 
 impl Bench {
@@ -242,7 +244,7 @@ impl Bench {
             .build()
             .context("building the client")?;
         let sandbox = client.create_sandbox(CreateSandbox::new("s-1vcpu-1gb")).await.context("creating the sandbox")?;
-        Ok(Bench { sizes, tools, sandbox, base_url, api_key, pending: Default::default(), requests: Default::default() })
+        Ok(Bench { sizes, tools, sandbox, base_url, api_key, pending: Default::default(), requests: Default::default(), settings: Default::default() })
     }
 
     /// Record that `title` could not be measured in this run, and why (printed as
@@ -266,6 +268,20 @@ impl Bench {
         if let Ok(mut requests) = self.requests.lock() {
             requests.push(count);
         }
+    }
+
+    /// Record how a row's set-up ran (`key: value`, listed with the machine in BENCHMARKS.md).
+    pub fn note_setting(&self, key: impl Into<String>, value: impl Into<String>) {
+        let (key, value) = (key.into(), value.into());
+        eprintln!("[bench] {key}: {value}");
+        if let Ok(mut settings) = self.settings.lock() {
+            settings.push((key, value));
+        }
+    }
+
+    /// The settings recorded so far.
+    pub fn take_settings(&self) -> Vec<(String, String)> {
+        self.settings.lock().map(|mut s| std::mem::take(&mut *s)).unwrap_or_default()
     }
 
     /// The request counts recorded so far.

@@ -29,6 +29,16 @@ pub fn load_average(loadavg: &str) -> Option<String> {
     (fields.len() == 3 && fields.iter().all(|f| f.parse::<f64>().is_ok())).then(|| fields.join(" / "))
 }
 
+/// One line for what an emulator isolates (its `IsolationReport`): the mechanism, and what is
+/// missing when sandboxes are not a boundary.
+pub fn isolation_summary(report: &createos_mock::IsolationReport) -> String {
+    if report.isolated {
+        format!("isolated: {}", report.mechanism)
+    } else {
+        format!("NOT isolated: {} (missing: {})", report.mechanism, report.missing.join("; "))
+    }
+}
+
 /// The current load averages, or `unknown`.
 pub fn current_load() -> String {
     load_average(&std::fs::read_to_string("/proc/loadavg").unwrap_or_default()).unwrap_or_else(|| "unknown".into())

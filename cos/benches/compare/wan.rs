@@ -41,6 +41,9 @@ struct Ready {
     /// The CA of its certificate, when it serves HTTPS.
     #[serde(default)]
     ca_file: Option<PathBuf>,
+    /// What it isolates (absent from emulators older than the isolation boundary).
+    #[serde(default)]
+    isolation: Option<createos_mock::IsolationReport>,
 }
 
 pub struct WanRig {
@@ -91,6 +94,11 @@ impl WanRig {
         if tls != ready.base_url.starts_with("https://") {
             bail!("createos-mock's ready line names a CA file but no https URL, or the reverse: {line}");
         }
+        let isolation = match &ready.isolation {
+            Some(report) => crate::machine::isolation_summary(report),
+            None => "not reported by this createos-mock".to_string(),
+        };
+        bench.note_setting("Sandbox isolation (WAN emulator)", isolation);
         // keep stdout drained (nothing more is expected on it)
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
 

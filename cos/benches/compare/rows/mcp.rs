@@ -55,9 +55,13 @@ fn method(sizes: &Sizes) -> String {
          ran for every `sandbox_exec` before the sidecar (reference `plugins.md` §2.6) with `cos` standing \
          in for the `createos` CLI: `process start --cwd /root <sandbox> -- bash -lc true` (JSON), \
          `process input --close`, `process wait --tree`, `process logs`. {warm} warm-up rounds, then {n} \
-         rounds, alternating. Goal: at least 10× lower (ratio ≤ 0.1). Every contender pays for the real \
-         remote process (fork, namespaces, bash's login start-up) on the emulator, so that cost bounds the \
-         ratio from below: see the exec row's in-process figure for the floor.\n\
+         rounds, alternating. Reported, without a goal: on loopback a request costs well under a \
+         millisecond, so what a process per call adds (its start, a TCP connection) is small next to the \
+         real remote process every contender pays for (fork, namespaces, bash's login start-up), which \
+         bounds the ratio from below: the former goal (issue 6: ratio ≤ 0.1) measured that floor more than \
+         the client (see the exec row's in-process figure). Issue 14 replaced it by \
+         the goals of the WAN rows, where each request and handshake costs what it costs on the real \
+         service.\n\
          - **RSS during a {fan}-way fanout**: one `sandbox_fanout` call with {fan} `true` commands and \
          `jobs: {jobs}` (each job its own sandbox and project copy of a one-file directory), `VmRSS` read \
          every {poll} ms while it runs; the row shows the median and the peak against the idle readings of \
@@ -138,7 +142,8 @@ async fn run(bench: &Bench) -> anyhow::Result<Vec<Comparison>> {
                 label: labels[i].to_string(),
                 measure: Measure::latency(&durations(&samples[i])).context("shell-out")?,
             },
-            goal: Goal::AtMost(0.1),
+            // issue 6's ≤ 0.1× is replaced by the WAN rows' goals (issue 14)
+            goal: Goal::None,
         });
     }
     drop(contenders);
