@@ -20,14 +20,23 @@ async fn main() -> Result<(), BoxError> {
     with_sandbox(&client, request, |sandbox| async move {
         // A program with arguments: no shell is involved.
         let out = sandbox.exec("uname", ["-s"]).await?;
-        println!("uname -s -> {} (exit {}, {:.1} ms)", out.stdout.trim(), out.exit_code, out.exec_ms);
+        println!(
+            "uname -s -> {} (exit {}, {:.1} ms)",
+            out.stdout.trim(),
+            out.exit_code,
+            out.exec_ms
+        );
 
         // Variables declared at create reach every command.
         let out = sandbox.exec("printenv", ["GREETING"]).await?;
         println!("GREETING -> {}", out.stdout.trim());
 
         // Shell syntax needs a shell; a failing command is still a successful call.
-        let out = sandbox.exec_with(ExecRequest::shell("echo to-stdout; echo to-stderr >&2; exit 3")).await?;
+        let out = sandbox
+            .exec_with(ExecRequest::shell(
+                "echo to-stdout; echo to-stderr >&2; exit 3",
+            ))
+            .await?;
         println!(
             "script -> stdout {:?}, stderr {:?}, exit {}",
             out.stdout.trim(),

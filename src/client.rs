@@ -223,11 +223,15 @@ impl ClientBuilder {
             CredentialChoice::Anonymous => None,
             CredentialChoice::Resolve => {
                 let env = self.env.clone();
-                let resolver = self.resolver.unwrap_or_else(|| Resolver::new().env(move |n| env(n)));
+                let resolver = self
+                    .resolver
+                    .unwrap_or_else(|| Resolver::new().env(move |n| env(n)));
                 Some(resolver.resolve()?)
             }
         };
-        let (rest_tls, upgrade_tls) = crate::transport::tls::configs(&crate::transport::tls::ca_files(&self.ca_files, &*self.env))?;
+        let (rest_tls, upgrade_tls) = crate::transport::tls::configs(
+            &crate::transport::tls::ca_files(&self.ca_files, &*self.env),
+        )?;
         let http = match self.http {
             Some(http) => http,
             None => default_http(&base, &self.timeouts, rest_tls)?,
@@ -250,11 +254,19 @@ impl ClientBuilder {
 }
 
 fn default_user_agent() -> String {
-    format!("createos-sandbox-rs/{} ({})", env!("CARGO_PKG_VERSION"), std::env::consts::OS)
+    format!(
+        "createos-sandbox-rs/{} ({})",
+        env!("CARGO_PKG_VERSION"),
+        std::env::consts::OS
+    )
 }
 
 /// reqwest with rustls, and redirects followed only within the base URL's origin.
-fn default_http(base: &Url, timeouts: &Timeouts, tls: rustls::ClientConfig) -> Result<reqwest::Client> {
+fn default_http(
+    base: &Url,
+    timeouts: &Timeouts,
+    tls: rustls::ClientConfig,
+) -> Result<reqwest::Client> {
     let origin = base.origin();
     let policy = reqwest::redirect::Policy::custom(move |attempt| {
         if attempt.previous().len() >= 5 || attempt.url().origin() != origin {
@@ -273,5 +285,8 @@ fn default_http(base: &Url, timeouts: &Timeouts, tls: rustls::ClientConfig) -> R
         .pool_idle_timeout(POOL_IDLE_TIMEOUT)
         .tcp_nodelay(true)
         .build()
-        .map_err(|e| Error::Connection { endpoint: "client setup".into(), source: Box::new(e) })
+        .map_err(|e| Error::Connection {
+            endpoint: "client setup".into(),
+            source: Box::new(e),
+        })
 }

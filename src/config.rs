@@ -43,7 +43,10 @@ impl std::str::FromStr for Region {
         match s.to_ascii_lowercase().as_str() {
             "us" => Ok(Region::Us),
             "eu" => Ok(Region::Eu),
-            other => Err(Error::invalid("region", format!("unknown region {other:?} (expected `us` or `eu`)"))),
+            other => Err(Error::invalid(
+                "region",
+                format!("unknown region {other:?} (expected `us` or `eu`)"),
+            )),
         }
     }
 }
@@ -55,10 +58,16 @@ pub fn parse_base_url(raw: &str) -> Result<Url> {
     let url = Url::parse(trimmed)
         .map_err(|e| Error::invalid("base_url", format!("{raw:?} is not a URL: {e}")))?;
     if !matches!(url.scheme(), "http" | "https") {
-        return Err(Error::invalid("base_url", format!("{raw:?}: scheme must be http or https")));
+        return Err(Error::invalid(
+            "base_url",
+            format!("{raw:?}: scheme must be http or https"),
+        ));
     }
     if url.query().is_some() || url.fragment().is_some() {
-        return Err(Error::invalid("base_url", format!("{raw:?} must not carry a query or fragment")));
+        return Err(Error::invalid(
+            "base_url",
+            format!("{raw:?} must not carry a query or fragment"),
+        ));
     }
     if !url.username().is_empty() || url.password().is_some() {
         return Err(Error::invalid("base_url", "must not embed credentials"));
@@ -71,9 +80,11 @@ pub fn parse_base_url(raw: &str) -> Result<Url> {
 
 /// The base URL chosen by the environment, if any variable is set.
 pub fn base_url_from_env(env: &dyn Fn(&str) -> Option<String>) -> Option<(String, &'static str)> {
-    BASE_URL_ENV_VARS
-        .iter()
-        .find_map(|name| env(name).filter(|v| !v.trim().is_empty()).map(|v| (v, *name)))
+    BASE_URL_ENV_VARS.iter().find_map(|name| {
+        env(name)
+            .filter(|v| !v.trim().is_empty())
+            .map(|v| (v, *name))
+    })
 }
 
 /// When and how often a failed request is sent again.
@@ -108,7 +119,10 @@ impl Default for RetryPolicy {
 impl RetryPolicy {
     /// A policy that never retries.
     pub fn none() -> Self {
-        RetryPolicy { max_retries: 0, ..Default::default() }
+        RetryPolicy {
+            max_retries: 0,
+            ..Default::default()
+        }
     }
 
     /// Delay before retry number `attempt` (0 = the first retry), without `Retry-After`.
@@ -147,8 +161,14 @@ mod tests {
 
     #[test]
     fn base_url_rules() {
-        assert_eq!(parse_base_url("https://x.example/").unwrap().as_str(), "https://x.example/");
-        assert_eq!(parse_base_url("http://127.0.0.1:9/api//").unwrap().path(), "/api");
+        assert_eq!(
+            parse_base_url("https://x.example/").unwrap().as_str(),
+            "https://x.example/"
+        );
+        assert_eq!(
+            parse_base_url("http://127.0.0.1:9/api//").unwrap().path(),
+            "/api"
+        );
         assert!(parse_base_url("ftp://x").is_err());
         assert!(parse_base_url("https://x/?a=1").is_err());
         assert!(parse_base_url("https://u:p@x").is_err());
@@ -157,7 +177,11 @@ mod tests {
 
     #[test]
     fn backoff_grows_and_is_capped() {
-        let p = RetryPolicy { base_delay: Duration::from_millis(100), max_delay: Duration::from_millis(450), ..Default::default() };
+        let p = RetryPolicy {
+            base_delay: Duration::from_millis(100),
+            max_delay: Duration::from_millis(450),
+            ..Default::default()
+        };
         let d0 = p.backoff(0);
         assert!(d0 >= Duration::from_millis(100) && d0 <= Duration::from_millis(200));
         let d1 = p.backoff(1);
@@ -174,6 +198,9 @@ mod tests {
         };
         assert_eq!(base_url_from_env(&env).unwrap().0, "http://sdk");
         let env2 = |n: &str| (n == "CREATEOS_SANDBOX_URL").then(|| "http://cli".to_string());
-        assert_eq!(base_url_from_env(&env2).unwrap(), ("http://cli".to_string(), "CREATEOS_SANDBOX_URL"));
+        assert_eq!(
+            base_url_from_env(&env2).unwrap(),
+            ("http://cli".to_string(), "CREATEOS_SANDBOX_URL")
+        );
     }
 }

@@ -285,24 +285,39 @@ impl Error {
 
     /// An [`Error::InvalidInput`] for `field`.
     pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
-        Error::InvalidInput { field: field.into(), message: message.into() }
+        Error::InvalidInput {
+            field: field.into(),
+            message: message.into(),
+        }
     }
 
     /// An [`Error::Refused`] for `path`.
     pub fn refused(path: impl Into<String>, reason: impl Into<String>) -> Self {
-        Error::Refused { path: path.into(), reason: reason.into() }
+        Error::Refused {
+            path: path.into(),
+            reason: reason.into(),
+        }
     }
 
     pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
-        Error::Io { context: context.into(), source }
+        Error::Io {
+            context: context.into(),
+            source,
+        }
     }
 
     pub(crate) fn decode(endpoint: impl Into<String>, message: impl Into<String>) -> Self {
-        Error::Decode { endpoint: endpoint.into(), message: message.into() }
+        Error::Decode {
+            endpoint: endpoint.into(),
+            message: message.into(),
+        }
     }
 
     pub(crate) fn credentials(message: impl Into<String>) -> Self {
-        Error::Credentials { message: message.into(), source: None }
+        Error::Credentials {
+            message: message.into(),
+            source: None,
+        }
     }
 }
 
@@ -319,10 +334,15 @@ mod tests {
     fn a_detail_is_its_payload_in_display_debug_source_and_type() {
         let err = Error::Ssh(Detail::new(Upper(std::io::Error::other("cause"))));
         assert_eq!(err.to_string(), "upper failed");
-        assert_eq!(format!("{err:?}"), r#"Ssh(Upper(Custom { kind: Other, error: "cause" }))"#);
+        assert_eq!(
+            format!("{err:?}"),
+            r#"Ssh(Upper(Custom { kind: Other, error: "cause" }))"#
+        );
         let source = std::error::Error::source(&err).expect("the payload's cause");
         assert_eq!(source.to_string(), "cause");
-        let Error::Ssh(detail) = &err else { unreachable!() };
+        let Error::Ssh(detail) = &err else {
+            unreachable!()
+        };
         assert!(detail.downcast_ref::<Upper>().is_some());
         assert!(detail.downcast_ref::<std::io::Error>().is_none());
         // `Guest` shows its payload but names no source, as before.

@@ -135,7 +135,12 @@ fn read_plans(seed: u16, len: usize) -> Vec<Vec<usize>> {
 /// Input bytes for a failure message: printable ASCII kept, everything else escaped.
 fn show(bytes: &[u8]) -> String {
     const LIMIT: usize = 300;
-    let mut out: String = bytes.iter().take(LIMIT).flat_map(|b| std::ascii::escape_default(*b)).map(char::from).collect();
+    let mut out: String = bytes
+        .iter()
+        .take(LIMIT)
+        .flat_map(|b| std::ascii::escape_default(*b))
+        .map(char::from)
+        .collect();
     if bytes.len() > LIMIT {
         out.push_str(&format!("… ({} bytes)", bytes.len()));
     }

@@ -34,8 +34,8 @@ pub mod guest;
 pub mod jobs;
 mod macros;
 pub mod pty;
-pub mod snapshot;
 pub mod shell;
+pub mod snapshot;
 pub mod ssh;
 pub mod stream;
 pub mod sync;
@@ -46,8 +46,8 @@ pub mod validate;
 pub mod wait;
 
 pub use api::sandboxes::{
-    CreateSandbox, Destroyed, DiskMountRequest, ForkOptions, ListSandboxes, NetworkRef, Resized, Sandbox,
-    SandboxStatus, SandboxView, SshKeyCount, UpdateSandbox, WaitSchedule,
+    CreateSandbox, Destroyed, DiskMountRequest, ForkOptions, ListSandboxes, NetworkRef, Resized,
+    Sandbox, SandboxStatus, SandboxView, SshKeyCount, UpdateSandbox, WaitSchedule,
 };
 pub use auth::{CredentialKind, CredentialSource, Credentials};
 pub use client::{Client, ClientBuilder};

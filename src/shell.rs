@@ -17,7 +17,13 @@ pub struct ControlCharacter {
 /// which no shell argument can hold.
 pub fn quote(word: &str) -> String {
     let plain = !word.is_empty()
-        && word.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'/' | b'=' | b':' | b'@' | b',' | b'+'));
+        && word.bytes().all(|b| {
+            b.is_ascii_alphanumeric()
+                || matches!(
+                    b,
+                    b'-' | b'_' | b'.' | b'/' | b'=' | b':' | b'@' | b',' | b'+'
+                )
+        });
     if plain {
         return word.to_string();
     }
@@ -55,10 +61,17 @@ pub fn typed_line<S: AsRef<str>>(words: &[S]) -> Result<String, ControlCharacter
     for word in words {
         let word = word.as_ref();
         if let Some(found) = word.chars().find(|c| c.is_control()) {
-            return Err(ControlCharacter { word: word.to_string(), found });
+            return Err(ControlCharacter {
+                word: word.to_string(),
+                found,
+            });
         }
     }
-    Ok(words.iter().map(|w| quote(w.as_ref())).collect::<Vec<_>>().join(" "))
+    Ok(words
+        .iter()
+        .map(|w| quote(w.as_ref()))
+        .collect::<Vec<_>>()
+        .join(" "))
 }
 
 #[cfg(test)]
@@ -73,12 +86,18 @@ mod tests {
         assert_eq!(quote("it's"), r#"'it'\''s'"#);
         assert_eq!(quote("$(rm -rf /)"), "'$(rm -rf /)'");
         assert_eq!(quote("a\nb"), "'a\nb'");
-        assert_eq!(command_line("tar", ["-x", "-C", "/my dir"]), "tar -x -C '/my dir'");
+        assert_eq!(
+            command_line("tar", ["-x", "-C", "/my dir"]),
+            "tar -x -C '/my dir'"
+        );
     }
 
     #[test]
     fn typed_lines_refuse_control_characters() {
-        assert_eq!(typed_line(&["x", "$(y)", "it's"]).unwrap(), r#"x '$(y)' 'it'\''s'"#);
+        assert_eq!(
+            typed_line(&["x", "$(y)", "it's"]).unwrap(),
+            r#"x '$(y)' 'it'\''s'"#
+        );
         for bad in ["a\nb", "a\rb", "\u{1b}[2J", "a\tb", "\u{7f}"] {
             let err = typed_line(&["cos", bad]).unwrap_err();
             assert_eq!(err.word, bad);

@@ -24,7 +24,9 @@ use crate::validate;
 /// E33: one upgraded connection to `port` in the sandbox.
 pub(crate) async fn open(sandbox: &Sandbox, port: u16) -> Result<Upgraded> {
     let port = validate::port("port", u32::from(port))?;
-    let call = Call::new(&ep::OPEN_TUNNEL).param(sandbox.id()).param(port.to_string());
+    let call = Call::new(&ep::OPEN_TUNNEL)
+        .param(sandbox.id())
+        .param(port.to_string());
     upgrade::upgrade(&sandbox.client.transport, call, TCP_TUNNEL).await
 }
 
@@ -61,11 +63,19 @@ impl TunnelListener {
     /// Listen on `local_addr` (default `127.0.0.1:0`, an ephemeral port) for connections to
     /// forward to `remote_port` in the sandbox. Nothing is sent to the server until a
     /// connection arrives.
-    pub async fn bind(sandbox: &Sandbox, remote_port: u16, local_addr: Option<SocketAddr>) -> Result<Self> {
+    pub async fn bind(
+        sandbox: &Sandbox,
+        remote_port: u16,
+        local_addr: Option<SocketAddr>,
+    ) -> Result<Self> {
         let remote_port = validate::port("remote_port", u32::from(remote_port))?;
         let addr = local_addr.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
-        let listener = TcpListener::bind(addr).await.map_err(|e| Error::io(format!("listening on {addr}"), e))?;
-        let local_addr = listener.local_addr().map_err(|e| Error::io("reading the listening address", e))?;
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|e| Error::io(format!("listening on {addr}"), e))?;
+        let local_addr = listener
+            .local_addr()
+            .map_err(|e| Error::io("reading the listening address", e))?;
         Ok(TunnelListener {
             sandbox: sandbox.clone(),
             remote_port,
@@ -133,7 +143,12 @@ impl TunnelListener {
         let cancel = self.cancel.clone();
         let counters = self.counters.clone();
         let task = tokio::spawn(self.run());
-        RunningTunnel { local_addr, cancel, counters, task: Some(task) }
+        RunningTunnel {
+            local_addr,
+            cancel,
+            counters,
+            task: Some(task),
+        }
     }
 }
 
@@ -188,7 +203,9 @@ impl RunningTunnel {
     pub async fn stop(&mut self) -> Result<()> {
         self.cancel.cancel();
         match self.task.take() {
-            Some(task) => task.await.map_err(|e| Error::io("tunnel task", std::io::Error::other(e)))?,
+            Some(task) => task
+                .await
+                .map_err(|e| Error::io("tunnel task", std::io::Error::other(e)))?,
             None => Ok(()),
         }
     }

@@ -21,10 +21,19 @@ pub fn id(field: &str, value: &str) -> Result<()> {
         return Err(Error::invalid(field, "must not be empty"));
     }
     if value.len() > 128 {
-        return Err(Error::invalid(field, format!("{:?}… is longer than 128 characters", &value[..16])));
+        return Err(Error::invalid(
+            field,
+            format!("{:?}… is longer than 128 characters", &value[..16]),
+        ));
     }
-    if let Some(c) = value.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':'))) {
-        return Err(Error::invalid(field, format!("{value:?} contains {c:?}; ids are letters, digits, '_', '-', '.', ':'")));
+    if let Some(c) = value
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':')))
+    {
+        return Err(Error::invalid(
+            field,
+            format!("{value:?} contains {c:?}; ids are letters, digits, '_', '-', '.', ':'"),
+        ));
     }
     if value == "." || value == ".." {
         return Err(Error::invalid(field, format!("{value:?} is not an id")));
@@ -35,7 +44,10 @@ pub fn id(field: &str, value: &str) -> Result<()> {
 /// An absolute guest path: starts with `/`, no `..` segment, no NUL, at most 4096 bytes.
 pub fn guest_path(field: &str, path: &str) -> Result<()> {
     if !path.starts_with('/') {
-        return Err(Error::invalid(field, format!("{path:?} must be an absolute path (start with '/')")));
+        return Err(Error::invalid(
+            field,
+            format!("{path:?} must be an absolute path (start with '/')"),
+        ));
     }
     if path.len() > 4096 {
         return Err(Error::invalid(field, "is longer than 4096 bytes"));
@@ -44,7 +56,10 @@ pub fn guest_path(field: &str, path: &str) -> Result<()> {
         return Err(Error::invalid(field, "contains a NUL byte"));
     }
     if path.split('/').any(|seg| seg == "..") {
-        return Err(Error::invalid(field, format!("{path:?} contains a '..' segment")));
+        return Err(Error::invalid(
+            field,
+            format!("{path:?} contains a '..' segment"),
+        ));
     }
     Ok(())
 }
@@ -64,18 +79,30 @@ pub fn env_name(field: &str, name: &str) -> Result<()> {
 /// A whole env map against the server's limits.
 pub fn envs(field: &str, envs: &BTreeMap<String, String>) -> Result<()> {
     if envs.len() > MAX_ENVS {
-        return Err(Error::invalid(field, format!("{} entries; at most {MAX_ENVS}", envs.len())));
+        return Err(Error::invalid(
+            field,
+            format!("{} entries; at most {MAX_ENVS}", envs.len()),
+        ));
     }
     let mut total = 0;
     for (name, value) in envs {
         env_name(field, name)?;
         if value.len() > MAX_ENV_VALUE {
-            return Err(Error::invalid(field, format!("value of {name} is {} bytes; at most {MAX_ENV_VALUE}", value.len())));
+            return Err(Error::invalid(
+                field,
+                format!(
+                    "value of {name} is {} bytes; at most {MAX_ENV_VALUE}",
+                    value.len()
+                ),
+            ));
         }
         total += name.len() + value.len();
     }
     if total > MAX_ENV_TOTAL {
-        return Err(Error::invalid(field, format!("{total} bytes in all; at most {MAX_ENV_TOTAL}")));
+        return Err(Error::invalid(
+            field,
+            format!("{total} bytes in all; at most {MAX_ENV_TOTAL}"),
+        ));
     }
     Ok(())
 }
@@ -97,7 +124,12 @@ pub fn shape(field: &str, shape: &str) -> Result<()> {
     if ok {
         Ok(())
     } else {
-        Err(Error::invalid(field, format!("unknown shape {shape:?} (shapes look like s-1vcpu-1gb; `cos shapes` lists them)")))
+        Err(Error::invalid(
+            field,
+            format!(
+                "unknown shape {shape:?} (shapes look like s-1vcpu-1gb; `cos shapes` lists them)"
+            ),
+        ))
     }
 }
 
@@ -110,7 +142,10 @@ pub fn resource_name(field: &str, name: &str) -> Result<()> {
     if ok {
         Ok(())
     } else {
-        Err(Error::invalid(field, format!("{name:?} must be 1-63 of a-z, 0-9 and '-', starting with a letter or digit")))
+        Err(Error::invalid(
+            field,
+            format!("{name:?} must be 1-63 of a-z, 0-9 and '-', starting with a letter or digit"),
+        ))
     }
 }
 
@@ -125,7 +160,10 @@ pub fn sandbox_name(field: &str, name: &str) -> Result<()> {
     if ok {
         Ok(())
     } else {
-        Err(Error::invalid(field, format!("{name:?} must be a hostname label: 1-63 letters, digits or '-'")))
+        Err(Error::invalid(
+            field,
+            format!("{name:?} must be a hostname label: 1-63 letters, digits or '-'"),
+        ))
     }
 }
 
@@ -134,7 +172,14 @@ pub fn auto_pause(field: &str, secs: u32) -> Result<()> {
     if AUTO_PAUSE_RANGE.contains(&secs) {
         Ok(())
     } else {
-        Err(Error::invalid(field, format!("{secs} s is outside {}–{} s", AUTO_PAUSE_RANGE.start(), AUTO_PAUSE_RANGE.end())))
+        Err(Error::invalid(
+            field,
+            format!(
+                "{secs} s is outside {}–{} s",
+                AUTO_PAUSE_RANGE.start(),
+                AUTO_PAUSE_RANGE.end()
+            ),
+        ))
     }
 }
 
@@ -146,19 +191,36 @@ pub fn auto_pause_text(field: &str, text: &str) -> Result<u32> {
         Some(i) => t.split_at(i),
         None => (t, "s"),
     };
-    let n: u64 = digits.parse().map_err(|_| Error::invalid(field, format!("{text:?} is not a duration like 90s, 30m, 2h or 1d")))?;
+    let n: u64 = digits.parse().map_err(|_| {
+        Error::invalid(
+            field,
+            format!("{text:?} is not a duration like 90s, 30m, 2h or 1d"),
+        )
+    })?;
     let scale: u64 = match unit {
         "s" => 1,
         "m" => 60,
         "h" => 3600,
         "d" => 86_400,
-        _ => return Err(Error::invalid(field, format!("{text:?} has an unknown unit (use s, m, h or d)"))),
+        _ => {
+            return Err(Error::invalid(
+                field,
+                format!("{text:?} has an unknown unit (use s, m, h or d)"),
+            ))
+        }
     };
-    let secs = n.checked_mul(scale).and_then(|s| u32::try_from(s).ok()).unwrap_or(u32::MAX);
+    let secs = n
+        .checked_mul(scale)
+        .and_then(|s| u32::try_from(s).ok())
+        .unwrap_or(u32::MAX);
     auto_pause(field, secs).map_err(|_| {
         Error::invalid(
             field,
-            format!("{text:?} is outside {}–{} s (1m to 24h)", AUTO_PAUSE_RANGE.start(), AUTO_PAUSE_RANGE.end()),
+            format!(
+                "{text:?} is outside {}–{} s (1m to 24h)",
+                AUTO_PAUSE_RANGE.start(),
+                AUTO_PAUSE_RANGE.end()
+            ),
         )
     })?;
     Ok(secs)
@@ -201,7 +263,9 @@ mod tests {
         let mut m = BTreeMap::new();
         m.insert("A".to_string(), "x".repeat(MAX_ENV_VALUE + 1));
         assert!(envs("envs", &m).is_err());
-        let many: BTreeMap<_, _> = (0..=MAX_ENVS).map(|i| (format!("V{i}"), String::new())).collect();
+        let many: BTreeMap<_, _> = (0..=MAX_ENVS)
+            .map(|i| (format!("V{i}"), String::new()))
+            .collect();
         assert!(envs("envs", &many).is_err());
     }
 
@@ -222,7 +286,16 @@ mod tests {
         assert_eq!(auto_pause_text("autoPause", "30m").unwrap(), 1800);
         assert_eq!(auto_pause_text("autoPause", "1d").unwrap(), 86_400);
         assert_eq!(auto_pause_text("autoPause", " 600 ").unwrap(), 600);
-        for bad in ["2d", "25h", "59", "10s", "5x", "", "m", "99999999999999999999d"] {
+        for bad in [
+            "2d",
+            "25h",
+            "59",
+            "10s",
+            "5x",
+            "",
+            "m",
+            "99999999999999999999d",
+        ] {
             assert!(auto_pause_text("autoPause", bad).is_err(), "{bad:?}");
         }
         assert_eq!(port("port", 8080).unwrap(), 8080);

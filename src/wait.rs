@@ -18,7 +18,10 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_limit_ends_and_none_never_does() {
-        let limited = tokio::time::timeout(Duration::from_secs(2), sleep_or_forever(Some(Duration::from_secs(1))));
+        let limited = tokio::time::timeout(
+            Duration::from_secs(2),
+            sleep_or_forever(Some(Duration::from_secs(1))),
+        );
         assert!(limited.await.is_ok());
         let forever = tokio::time::timeout(Duration::from_secs(3600), sleep_or_forever(None));
         assert!(forever.await.is_err());

@@ -24,7 +24,10 @@ use createos_sandbox::{CreateSandbox, Error, Sandbox};
 
 /// A running sandbox of the env's main tenant.
 pub async fn running_sandbox(env: &common::Env) -> Sandbox {
-    env.client.create_sandbox(CreateSandbox::new("s-1vcpu-1gb")).await.expect("sandbox created")
+    env.client
+        .create_sandbox(CreateSandbox::new("s-1vcpu-1gb"))
+        .await
+        .expect("sandbox created")
 }
 
 /// A fresh WireGuard-shaped public key (base64 of 32 random bytes).

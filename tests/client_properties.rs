@@ -16,7 +16,11 @@ fn assert_send_sync_clone<T: Send + Sync + Clone + 'static>() {}
 fn client_and_handles_are_send_sync_and_futures_are_send() {
     assert_send_sync_clone::<Client>();
     assert_send_sync_clone::<createos_sandbox::Sandbox>();
-    let client = Client::builder().base_url("http://127.0.0.1:9").api_key("k").build().unwrap();
+    let client = Client::builder()
+        .base_url("http://127.0.0.1:9")
+        .api_key("k")
+        .build()
+        .unwrap();
     let sb = client.sandbox("sb-1").unwrap();
     // Futures are never polled here: this only has to type-check.
     assert_send(&client.whoami());
@@ -30,7 +34,11 @@ fn client_and_handles_are_send_sync_and_futures_are_send() {
 
 #[test]
 fn debug_output_never_shows_the_key() {
-    let client = Client::builder().base_url("http://127.0.0.1:9").api_key("skp_supersecret").build().unwrap();
+    let client = Client::builder()
+        .base_url("http://127.0.0.1:9")
+        .api_key("skp_supersecret")
+        .build()
+        .unwrap();
     let text = format!("{client:?} {:?}", client.credentials());
     assert!(!text.contains("supersecret"), "{text}");
 }
@@ -75,5 +83,9 @@ async fn redirects_to_another_origin_are_not_followed() {
     let err = client.whoami().await.unwrap_err();
     assert!(matches!(err, Error::Decode { .. }), "{err:?}");
     assert!(err.to_string().contains("redirect"), "{err}");
-    assert_eq!(elsewhere_hits.load(Ordering::SeqCst), 0, "the credential followed the redirect");
+    assert_eq!(
+        elsewhere_hits.load(Ordering::SeqCst),
+        0,
+        "the credential followed the redirect"
+    );
 }

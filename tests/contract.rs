@@ -23,21 +23,35 @@ fn root() -> PathBuf {
 }
 
 fn spec_ops() -> Vec<SpecOp> {
-    let text = std::fs::read_to_string(root().join("api-spec/openapi.yaml")).expect("api-spec/openapi.yaml");
+    let text = std::fs::read_to_string(root().join("api-spec/openapi.yaml"))
+        .expect("api-spec/openapi.yaml");
     let doc: serde_yaml::Value = serde_yaml::from_str(&text).expect("spec is YAML");
     let paths = doc["paths"].as_mapping().expect("spec has paths");
     let mut out = Vec::new();
     for (path, item) in paths {
         let path = path.as_str().expect("path key").to_string();
         for method in METHODS {
-            let Some(op) = item.get(*method) else { continue };
-            let id = op.get("operationId").and_then(|v| v.as_str()).unwrap_or_default().to_string();
-            assert!(!id.is_empty(), "{} {path} has no operationId", method.to_uppercase());
+            let Some(op) = item.get(*method) else {
+                continue;
+            };
+            let id = op
+                .get("operationId")
+                .and_then(|v| v.as_str())
+                .unwrap_or_default()
+                .to_string();
+            assert!(
+                !id.is_empty(),
+                "{} {path} has no operationId",
+                method.to_uppercase()
+            );
             out.push(SpecOp {
                 id,
                 method: method.to_uppercase(),
                 path: path.clone(),
-                endpoint_no: op.get("x-endpoint").and_then(|v| v.as_str()).map(str::to_string),
+                endpoint_no: op
+                    .get("x-endpoint")
+                    .and_then(|v| v.as_str())
+                    .map(str::to_string),
             });
         }
     }
@@ -68,7 +82,9 @@ fn shape(path: &str) -> String {
 
 fn rust_files(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    let Ok(entries) = std::fs::read_dir(dir) else { return out };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
     for entry in entries.flatten() {
         let p = entry.path();
         if p.is_dir() {
@@ -94,7 +110,10 @@ fn client_methods() -> BTreeSet<String> {
             if current.is_none() {
                 if let Some(rest) = trimmed.strip_prefix("impl ") {
                     if !rest.contains(" for ") {
-                        let ty: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+                        let ty: String = rest
+                            .chars()
+                            .take_while(|c| c.is_alphanumeric() || *c == '_')
+                            .collect();
                         current = Some(ty);
                         impl_depth = depth;
                     }
@@ -102,7 +121,10 @@ fn client_methods() -> BTreeSet<String> {
             } else if let Some(ty) = &current {
                 for prefix in ["pub async fn ", "pub fn "] {
                     if let Some(rest) = trimmed.strip_prefix(prefix) {
-                        let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+                        let name: String = rest
+                            .chars()
+                            .take_while(|c| c.is_alphanumeric() || *c == '_')
+                            .collect();
                         found.insert(format!("{ty}::{name}"));
                     }
                 }
@@ -123,11 +145,18 @@ fn tests_calling(methods: &BTreeSet<String>) -> BTreeMap<String, BTreeSet<String
     let files: Vec<_> = [root().join("tests"), root().join("cos/tests")]
         .iter()
         .flat_map(|dir| rust_files(dir))
-        .filter(|p| !p.components().any(|c| c.as_os_str() == "common") && !p.ends_with("contract.rs"))
+        .filter(|p| {
+            !p.components().any(|c| c.as_os_str() == "common") && !p.ends_with("contract.rs")
+        })
         .collect();
     let texts: Vec<(String, String)> = files
         .iter()
-        .map(|p| (p.file_name().unwrap().to_string_lossy().to_string(), std::fs::read_to_string(p).unwrap()))
+        .map(|p| {
+            (
+                p.file_name().unwrap().to_string_lossy().to_string(),
+                std::fs::read_to_string(p).unwrap(),
+            )
+        })
         .collect();
     for full in methods {
         let name = full.split("::").nth(1).unwrap();
@@ -147,7 +176,16 @@ fn coverage_table() -> (String, Vec<String>) {
     let by_id: BTreeMap<_, _> = endpoints::ALL.iter().map(|e| (e.operation_id, e)).collect();
     let mock: BTreeMap<String, (String, String, String)> = createos_mock::routes::all_operations()
         .into_iter()
-        .map(|o| (o.operation_id.to_string(), (o.method.to_string(), o.path.to_string(), o.handler.to_string())))
+        .map(|o| {
+            (
+                o.operation_id.to_string(),
+                (
+                    o.method.to_string(),
+                    o.path.to_string(),
+                    o.handler.to_string(),
+                ),
+            )
+        })
         .collect();
     let used = tests_calling(&methods);
     let mut gaps = Vec::new();
@@ -155,16 +193,24 @@ fn coverage_table() -> (String, Vec<String>) {
     rows.push_str("# Coverage of the control-plane contract\n\n");
     rows.push_str("Generated by `UPDATE_COVERAGE=1 cargo test --test contract` from `api-spec/openapi.yaml`, ");
     rows.push_str("`src/transport/endpoints.rs`, the emulator's route table and the integration tests. Do not edit by hand.\n\n");
-    rows.push_str("| # | operation | method and path | client method | emulator handler | tests |\n");
+    rows.push_str(
+        "| # | operation | method and path | client method | emulator handler | tests |\n",
+    );
     rows.push_str("|---|---|---|---|---|---|\n");
     for op in &spec {
         let client = match by_id.get(op.id.as_str()) {
             Some(e) => {
                 if e.method.as_str() != op.method || shape(e.path) != shape(&op.path) {
-                    gaps.push(format!("{}: client sends {} {} but the spec says {} {}", op.id, e.method, e.path, op.method, op.path));
+                    gaps.push(format!(
+                        "{}: client sends {} {} but the spec says {} {}",
+                        op.id, e.method, e.path, op.method, op.path
+                    ));
                 }
                 if !methods.contains(e.client_method) {
-                    gaps.push(format!("{}: client method {} is not defined in src/api", op.id, e.client_method));
+                    gaps.push(format!(
+                        "{}: client method {} is not defined in src/api",
+                        op.id, e.client_method
+                    ));
                 }
                 e.client_method.to_string()
             }
@@ -176,7 +222,10 @@ fn coverage_table() -> (String, Vec<String>) {
         let handler = match mock.get(&op.id) {
             Some((m, p, h)) => {
                 if m != &op.method || shape(p) != shape(&op.path) {
-                    gaps.push(format!("{}: emulator serves {m} {p} but the spec says {} {}", op.id, op.method, op.path));
+                    gaps.push(format!(
+                        "{}: emulator serves {m} {p} but the spec says {} {}",
+                        op.id, op.method, op.path
+                    ));
                 }
                 h.clone()
             }
@@ -185,7 +234,10 @@ fn coverage_table() -> (String, Vec<String>) {
                 String::from("—")
             }
         };
-        let tests = used.get(&client).map(|s| s.iter().cloned().collect::<Vec<_>>().join(", ")).unwrap_or_default();
+        let tests = used
+            .get(&client)
+            .map(|s| s.iter().cloned().collect::<Vec<_>>().join(", "))
+            .unwrap_or_default();
         if tests.is_empty() {
             gaps.push(format!("{}: no integration test calls {client}", op.id));
         }
@@ -197,12 +249,19 @@ fn coverage_table() -> (String, Vec<String>) {
             op.path,
             client,
             handler,
-            if tests.is_empty() { "**none**".to_string() } else { tests }
+            if tests.is_empty() {
+                "**none**".to_string()
+            } else {
+                tests
+            }
         ));
     }
     for e in endpoints::ALL {
         if !spec.iter().any(|s| s.id == e.operation_id) {
-            gaps.push(format!("client endpoint {} is not in the spec", e.operation_id));
+            gaps.push(format!(
+                "client endpoint {} is not in the spec",
+                e.operation_id
+            ));
         }
     }
     for id in mock.keys() {
@@ -216,10 +275,18 @@ fn coverage_table() -> (String, Vec<String>) {
 #[test]
 fn every_spec_operation_has_an_id_a_client_method_a_handler_and_a_test() {
     let spec = spec_ops();
-    assert_eq!(spec.len(), endpoints::ALL.len(), "spec and client disagree on the number of operations");
+    assert_eq!(
+        spec.len(),
+        endpoints::ALL.len(),
+        "spec and client disagree on the number of operations"
+    );
     let mut seen = BTreeSet::new();
     for op in &spec {
-        assert!(seen.insert(op.id.clone()), "operationId {} appears twice", op.id);
+        assert!(
+            seen.insert(op.id.clone()),
+            "operationId {} appears twice",
+            op.id
+        );
     }
     let (table, gaps) = coverage_table();
     let path = root().join("api-spec/COVERAGE.md");
@@ -236,7 +303,10 @@ fn every_spec_operation_has_an_id_a_client_method_a_handler_and_a_test() {
 
 #[test]
 fn path_shapes_compare_templates_only() {
-    assert_eq!(shape("/v1/sandboxes/{id}/networks/{network}"), shape("/v1/sandboxes/{sb}/networks/{n}"));
+    assert_eq!(
+        shape("/v1/sandboxes/{id}/networks/{network}"),
+        shape("/v1/sandboxes/{sb}/networks/{n}")
+    );
     assert_eq!(shape("/v1/sandboxes/:id/x"), "/v1/sandboxes/{}/x");
     assert_ne!(shape("/v1/sandboxes/{id}"), shape("/v1/sandboxes"));
 }

@@ -21,7 +21,10 @@ async fn run_example(env: &common::Env, name: &str) -> Output {
 }
 
 fn text(output: &Output) -> (String, String) {
-    (String::from_utf8_lossy(&output.stdout).into_owned(), String::from_utf8_lossy(&output.stderr).into_owned())
+    (
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
 }
 
 /// The example created one sandbox and destroyed it. Destruction finishes on the server after
@@ -36,7 +39,10 @@ async fn assert_nothing_left(env: &common::Env) {
         if stats["live_sandboxes"] == 0 {
             return;
         }
-        assert!(tokio::time::Instant::now() < deadline, "a sandbox is still alive: {stats}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "a sandbox is still alive: {stats}"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
@@ -46,11 +52,20 @@ async fn create_exec_destroy_example() {
     let env = common::start().await;
     let output = run_example(&env, "create_exec_destroy").await;
     let (stdout, stderr) = text(&output);
-    assert!(output.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(
+        output.status.success(),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
     assert!(stdout.contains("created sandbox sb"), "{stdout}");
     assert!(stdout.contains("uname -s -> Linux"), "{stdout}");
-    assert!(stdout.contains("GREETING -> hello from the sandbox"), "{stdout}");
-    assert!(stdout.contains(r#"stdout "to-stdout", stderr "to-stderr", exit 3"#), "{stdout}");
+    assert!(
+        stdout.contains("GREETING -> hello from the sandbox"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(r#"stdout "to-stdout", stderr "to-stderr", exit 3"#),
+        "{stdout}"
+    );
     assert!(stdout.contains("destroyed sandbox"), "{stdout}");
     assert_nothing_left(&env).await;
 }
@@ -60,9 +75,19 @@ async fn streaming_exec_example() {
     let env = common::start().await;
     let output = run_example(&env, "streaming_exec").await;
     let (stdout, stderr) = text(&output);
-    assert!(output.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
-    let ticks: Vec<_> = stdout.lines().filter(|l| l.starts_with("stdout | tick")).collect();
-    assert_eq!(ticks, ["stdout | tick 1", "stdout | tick 2", "stdout | tick 3"], "{stdout}");
+    assert!(
+        output.status.success(),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let ticks: Vec<_> = stdout
+        .lines()
+        .filter(|l| l.starts_with("stdout | tick"))
+        .collect();
+    assert_eq!(
+        ticks,
+        ["stdout | tick 1", "stdout | tick 2", "stdout | tick 3"],
+        "{stdout}"
+    );
     assert!(stdout.contains("stderr | finished"), "{stdout}");
     assert!(stdout.contains("exit code 2"), "{stdout}");
     assert!(stdout.contains(r#"collected: "15" exit 0"#), "{stdout}");
@@ -75,12 +100,30 @@ async fn files_example() {
     let env = common::start().await;
     let output = run_example(&env, "files").await;
     let (stdout, stderr) = text(&output);
-    assert!(output.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
-    assert!(stdout.contains(r#"read back: "hello, sandbox""#), "{stdout}");
-    assert!(stdout.contains("upload progress: 2000000/2000000 bytes"), "{stdout}");
-    assert!(stdout.contains("uploaded 2000000 bytes to /root/data/payload.bin"), "{stdout}");
-    assert!(stdout.contains("size seen by the sandbox: 2000000"), "{stdout}");
-    assert!(stdout.contains("downloaded 2000000 bytes, identical: true"), "{stdout}");
+    assert!(
+        output.status.success(),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(
+        stdout.contains(r#"read back: "hello, sandbox""#),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("upload progress: 2000000/2000000 bytes"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("uploaded 2000000 bytes to /root/data/payload.bin"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("size seen by the sandbox: 2000000"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("downloaded 2000000 bytes, identical: true"),
+        "{stdout}"
+    );
     assert_nothing_left(&env).await;
 }
 
@@ -91,7 +134,10 @@ async fn example_destroys_its_sandbox_when_it_fails() {
     env.add_fault("POST /v1/sandboxes/*/exec status=500").await;
     let output = run_example(&env, "create_exec_destroy").await;
     let (stdout, stderr) = text(&output);
-    assert!(!output.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(
+        !output.status.success(),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
     assert!(stdout.contains("destroyed sandbox"), "{stdout}");
     assert!(stderr.contains("500"), "the error is reported: {stderr}");
     assert_nothing_left(&env).await;

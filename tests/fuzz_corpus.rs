@@ -73,18 +73,28 @@ impl Rng {
 }
 
 fn corpus_dir(target: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz").join("corpus").join(target)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fuzz")
+        .join("corpus")
+        .join(target)
 }
 
 /// The seed files of a target, sorted by name.
 fn seeds(target: &str) -> Vec<(String, Vec<u8>)> {
     let dir = corpus_dir(target);
-    let entries = std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("seed corpus {}: {e}", dir.display()));
+    let entries =
+        std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("seed corpus {}: {e}", dir.display()));
     let mut seeds: Vec<(String, Vec<u8>)> = entries
         .map(|entry| {
             let path = entry.expect("corpus entry").path();
             let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-            (path.file_name().expect("file name").to_string_lossy().into_owned(), bytes)
+            (
+                path.file_name()
+                    .expect("file name")
+                    .to_string_lossy()
+                    .into_owned(),
+                bytes,
+            )
         })
         .collect();
     seeds.sort();
@@ -101,7 +111,9 @@ fn mutate_once(rng: &mut Rng, input: &mut Vec<u8>, seeds: &[(String, Vec<u8>)]) 
         }
         1 if !input.is_empty() => {
             let i = rng.below(input.len());
-            input[i] = [0, 1, 0x7f, 0x80, 0xff, b'\n', b'/', b'.', b'"', b'{', b'}', b':', b'\\'][rng.below(13)];
+            input[i] = [
+                0, 1, 0x7f, 0x80, 0xff, b'\n', b'/', b'.', b'"', b'{', b'}', b':', b'\\',
+            ][rng.below(13)];
         }
         2 => {
             let word = DICTIONARY[rng.below(DICTIONARY.len())];
@@ -135,14 +147,21 @@ fn mutate_once(rng: &mut Rng, input: &mut Vec<u8>, seeds: &[(String, Vec<u8>)]) 
 }
 
 fn escaped(input: &[u8]) -> String {
-    input.iter().flat_map(|b| std::ascii::escape_default(*b)).map(char::from).collect()
+    input
+        .iter()
+        .flat_map(|b| std::ascii::escape_default(*b))
+        .map(char::from)
+        .collect()
 }
 
 /// Run `property` on `input`; on a violation, fail naming the input so it can be saved into
 /// the corpus and replayed with `cargo fuzz run <target> <file>`.
 fn check(target: &str, label: &str, property: Property, input: &[u8]) {
     if panic::catch_unwind(AssertUnwindSafe(|| property(input))).is_err() {
-        panic!("fuzz property `{target}` failed on {label}: b\"{}\"", escaped(input));
+        panic!(
+            "fuzz property `{target}` failed on {label}: b\"{}\"",
+            escaped(input)
+        );
     }
 }
 
@@ -157,14 +176,21 @@ fn exercise(target: &str) {
     for (name, bytes) in &seeds {
         check(target, &format!("seed {name}"), property, bytes);
     }
-    let mut rng = Rng(0x5eed_f00d_0000_0000 ^ ((target.len() as u64) << 32) ^ u64::from(target.as_bytes()[0]));
+    let mut rng = Rng(0x5eed_f00d_0000_0000
+        ^ ((target.len() as u64) << 32)
+        ^ u64::from(target.as_bytes()[0]));
     for i in 0..ITERATIONS {
         let (name, base) = &seeds[rng.below(seeds.len())];
         let mut input = base.clone();
         for _ in 0..1 + rng.below(4) {
             mutate_once(&mut rng, &mut input, &seeds);
         }
-        check(target, &format!("mutation {i} of seed {name}"), property, &input);
+        check(
+            target,
+            &format!("mutation {i} of seed {name}"),
+            property,
+            &input,
+        );
     }
 }
 
@@ -210,16 +236,33 @@ fn every_target_has_a_fuzz_binary_and_seeds() {
     let manifest = std::fs::read_to_string(fuzz.join("Cargo.toml")).expect("fuzz/Cargo.toml");
     for (name, _) in TARGETS {
         let source = fuzz.join("fuzz_targets").join(format!("{name}.rs"));
-        let text = std::fs::read_to_string(&source).unwrap_or_else(|e| panic!("{}: {e}", source.display()));
-        assert!(text.contains(&format!("fuzzing::{name}(")), "{} does not call fuzzing::{name}", source.display());
-        assert!(manifest.contains(&format!("name = \"{name}\"")), "fuzz/Cargo.toml has no [[bin]] {name}");
+        let text = std::fs::read_to_string(&source)
+            .unwrap_or_else(|e| panic!("{}: {e}", source.display()));
+        assert!(
+            text.contains(&format!("fuzzing::{name}(")),
+            "{} does not call fuzzing::{name}",
+            source.display()
+        );
+        assert!(
+            manifest.contains(&format!("name = \"{name}\"")),
+            "fuzz/Cargo.toml has no [[bin]] {name}"
+        );
         assert!(corpus_dir(name).is_dir(), "no seed corpus for {name}");
     }
     let targets: Vec<String> = std::fs::read_dir(fuzz.join("fuzz_targets"))
         .expect("fuzz/fuzz_targets")
-        .map(|e| e.expect("entry").file_name().to_string_lossy().trim_end_matches(".rs").to_owned())
+        .map(|e| {
+            e.expect("entry")
+                .file_name()
+                .to_string_lossy()
+                .trim_end_matches(".rs")
+                .to_owned()
+        })
         .collect();
     for target in &targets {
-        assert!(TARGETS.iter().any(|(name, _)| name == target), "fuzz target {target} has no property function");
+        assert!(
+            TARGETS.iter().any(|(name, _)| name == target),
+            "fuzz target {target} has no property function"
+        );
     }
 }

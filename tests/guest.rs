@@ -9,8 +9,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use createos_sandbox::guest::{
-    FileType, GlobOptions, GrepOptions, Guest, GuestChannel, GuestErrorCode, GuestOptions, ListOptions,
-    ManifestOptions, PatchAction, PathMap, ReadOptions, ReadResult, EMBEDDED_SOURCE,
+    FileType, GlobOptions, GrepOptions, Guest, GuestChannel, GuestErrorCode, GuestOptions,
+    ListOptions, ManifestOptions, PatchAction, PathMap, ReadOptions, ReadResult, EMBEDDED_SOURCE,
 };
 use createos_sandbox::ssh::{SshFiles, SshOptions, SshSession};
 use createos_sandbox::{CreateSandbox, Error, Sandbox};
@@ -75,7 +75,9 @@ fn require_sshd() {
 }
 
 fn ssh_options(keys: &tempfile::TempDir) -> SshOptions {
-    SshOptions::new().files(SshFiles::at(keys.path())).connect_timeout(Duration::from_secs(60))
+    SshOptions::new()
+        .files(SshFiles::at(keys.path()))
+        .connect_timeout(Duration::from_secs(60))
 }
 
 async fn fixture(via: Via) -> Fx {
@@ -86,12 +88,22 @@ async fn fixture(via: Via) -> Fx {
         Via::Process => None,
         Via::Ssh => {
             require_sshd();
-            Some(guarded(SshSession::connect(&sb, ssh_options(&keys))).await.expect("ssh connect"))
+            Some(
+                guarded(SshSession::connect(&sb, ssh_options(&keys)))
+                    .await
+                    .expect("ssh connect"),
+            )
         }
     };
     // what the SSH setup did through the control plane is not part of the test
     env.reset_stats().await;
-    Fx { env, sb, via, ssh, _keys: keys }
+    Fx {
+        env,
+        sb,
+        via,
+        ssh,
+        _keys: keys,
+    }
 }
 
 impl Fx {
@@ -118,7 +130,10 @@ impl Fx {
         let started = self.env.requests("createProcess").await;
         match self.via {
             Via::Ssh => assert_eq!(started, 0, "over SSH no managed process is started"),
-            Via::Process => assert!(started > 0, "over processes the helper runs as managed processes"),
+            Via::Process => assert!(
+                started > 0,
+                "over processes the helper runs as managed processes"
+            ),
         }
     }
 
@@ -131,32 +146,54 @@ impl Fx {
 }
 
 async fn sandbox(env: &common::Env) -> Sandbox {
-    env.client.create_sandbox(CreateSandbox::new("s-1vcpu-1gb")).await.expect("create")
+    env.client
+        .create_sandbox(CreateSandbox::new("s-1vcpu-1gb"))
+        .await
+        .expect("create")
 }
 
 /// The raw bytes of a guest file, through the files API (not the helper).
 async fn bytes_of(sb: &Sandbox, path: &str) -> Vec<u8> {
-    sb.download(path).await.expect("download").bytes(16 << 20).await.expect("body").to_vec()
+    sb.download(path)
+        .await
+        .expect("download")
+        .bytes(16 << 20)
+        .await
+        .expect("body")
+        .to_vec()
 }
 
 /// Run a shell script through the exec API (not the helper, not SSH).
 async fn api_sh(sb: &Sandbox, script: &str) -> String {
     let out = sb.exec("sh", ["-c", script]).await.expect("exec API");
-    assert!(out.success(), "script failed ({}): {}\n{}", out.exit_code, out.stderr, script);
+    assert!(
+        out.success(),
+        "script failed ({}): {}\n{}",
+        out.exit_code,
+        out.stderr,
+        script
+    );
     out.stdout
 }
 
 /// Inode and mtime of a guest file: an install (temp file + rename) changes the inode.
 async fn identity(sb: &Sandbox, path: &str) -> String {
-    api_sh(sb, &format!("stat -c '%i %Y' '{path}'")).await.trim().to_string()
+    api_sh(sb, &format!("stat -c '%i %Y' '{path}'"))
+        .await
+        .trim()
+        .to_string()
 }
 
 fn code(err: &Error) -> GuestErrorCode {
-    err.guest_code().cloned().unwrap_or_else(|| panic!("expected a guest error, got {err:?}"))
+    err.guest_code()
+        .cloned()
+        .unwrap_or_else(|| panic!("expected a guest error, got {err:?}"))
 }
 
 async fn guarded<T>(work: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(GUARD, work).await.expect("the test finished in time")
+    tokio::time::timeout(GUARD, work)
+        .await
+        .expect("the test finished in time")
 }
 
 async fn every_operation_round_trips(via: Via) {
@@ -276,8 +313,13 @@ async fn text_limits_are_enforced(via: Via) {
     let (sb, g, env) = (&fx.sb, fx.guest(), &fx.env);
     guarded(async {
         let latin1 = b"caf\xe9 au lait\n".to_vec();
-        sb.write("/root/work/latin1.txt", latin1.clone()).await.unwrap();
-        let err = g.read("latin1.txt", ReadOptions::default()).await.unwrap_err();
+        sb.write("/root/work/latin1.txt", latin1.clone())
+            .await
+            .unwrap();
+        let err = g
+            .read("latin1.txt", ReadOptions::default())
+            .await
+            .unwrap_err();
         assert_eq!(code(&err), GuestErrorCode::BinaryFile, "{err}");
         let err = g.edit("latin1.txt", "au", "with", false).await.unwrap_err();
         assert_eq!(code(&err), GuestErrorCode::BinaryFile);
@@ -288,30 +330,56 @@ async fn text_limits_are_enforced(via: Via) {
         let mib = line.repeat(16 * 1024);
         assert_eq!(mib.len(), 1 << 20);
         sb.write("/root/work/mib.txt", mib.clone()).await.unwrap();
-        match g.read("mib.txt", ReadOptions::default().limit(1)).await.unwrap() {
+        match g
+            .read("mib.txt", ReadOptions::default().limit(1))
+            .await
+            .unwrap()
+        {
             ReadResult::File(f) => assert_eq!((f.total_lines, f.lines), (16 * 1024, 1)),
             other => panic!("expected a file, got {other:?}"),
         }
         let over = format!("{mib}x");
         sb.write("/root/work/over.txt", over.clone()).await.unwrap();
-        let err = g.read("over.txt", ReadOptions::default()).await.unwrap_err();
+        let err = g
+            .read("over.txt", ReadOptions::default())
+            .await
+            .unwrap_err();
         assert_eq!(code(&err), GuestErrorCode::TooLarge, "{err}");
         let err = g.edit("over.txt", "x", "y", false).await.unwrap_err();
         assert_eq!(code(&err), GuestErrorCode::TooLarge);
         assert_eq!(bytes_of(sb, "/root/work/over.txt").await, over.as_bytes());
 
         // An answer over the configured bound is refused as such, not cut and misparsed.
-        let small = Guest::new(sb.clone(), PathMap::new(ROOT).unwrap(), fx.options().max_output(4096));
-        let err = small.read("mib.txt", ReadOptions::default()).await.unwrap_err();
+        let small = Guest::new(
+            sb.clone(),
+            PathMap::new(ROOT).unwrap(),
+            fx.options().max_output(4096),
+        );
+        let err = small
+            .read("mib.txt", ReadOptions::default())
+            .await
+            .unwrap_err();
         assert_eq!(code(&err), GuestErrorCode::AnswerTooLarge, "{err}");
 
         fx.assert_channel().await;
         // Bad arguments are caught before anything runs.
         env.reset_stats().await;
-        assert!(matches!(g.read("mib.txt", ReadOptions::default().limit(5000)).await, Err(Error::InvalidInput { .. })));
-        assert!(matches!(g.read("../../etc/passwd", ReadOptions::default()).await, Err(Error::InvalidInput { .. })));
-        assert!(matches!(g.edit("mib.txt", "", "x", false).await, Err(Error::InvalidInput { .. })));
-        assert!(matches!(g.grep("a\nb", GrepOptions::default()).await, Err(Error::InvalidInput { .. })));
+        assert!(matches!(
+            g.read("mib.txt", ReadOptions::default().limit(5000)).await,
+            Err(Error::InvalidInput { .. })
+        ));
+        assert!(matches!(
+            g.read("../../etc/passwd", ReadOptions::default()).await,
+            Err(Error::InvalidInput { .. })
+        ));
+        assert!(matches!(
+            g.edit("mib.txt", "", "x", false).await,
+            Err(Error::InvalidInput { .. })
+        ));
+        assert!(matches!(
+            g.grep("a\nb", GrepOptions::default()).await,
+            Err(Error::InvalidInput { .. })
+        ));
         assert_eq!(env.requests("createProcess").await, 0);
     })
     .await;
@@ -324,14 +392,25 @@ async fn refused_changes_leave_files_alone(via: Via) {
     guarded(async {
         // An edit whose oldString occurs twice.
         g.write("twice.txt", "x = 1\ny = 2\nx = 1\n").await.unwrap();
-        let err = g.edit("twice.txt", "x = 1", "x = 3", false).await.unwrap_err();
+        let err = g
+            .edit("twice.txt", "x = 1", "x = 3", false)
+            .await
+            .unwrap_err();
         assert_eq!(code(&err), GuestErrorCode::Ambiguous);
         assert_eq!(err.guest().unwrap().details.as_ref().unwrap()["count"], 2);
-        assert_eq!(bytes_of(sb, "/root/work/twice.txt").await, b"x = 1\ny = 2\nx = 1\n");
+        assert_eq!(
+            bytes_of(sb, "/root/work/twice.txt").await,
+            b"x = 1\ny = 2\nx = 1\n"
+        );
 
         // A three-file patch whose third hunk does not match.
         for name in ["one", "two", "three"] {
-            g.write(&format!("{name}.txt"), &format!("first {name}\nsecond {name}\n")).await.unwrap();
+            g.write(
+                &format!("{name}.txt"),
+                &format!("first {name}\nsecond {name}\n"),
+            )
+            .await
+            .unwrap();
         }
         let patch = "*** Begin Patch\n\
                      *** Update File: one.txt\n@@\n-first one\n+FIRST one\n\
@@ -341,10 +420,17 @@ async fn refused_changes_leave_files_alone(via: Via) {
         let err = g.patch(patch).await.unwrap_err();
         assert_eq!(code(&err), GuestErrorCode::PatchFailed, "{err}");
         let details = err.guest().unwrap().details.clone().unwrap();
-        assert!(details["file"].as_str().unwrap().ends_with("three.txt"), "{details}");
+        assert!(
+            details["file"].as_str().unwrap().ends_with("three.txt"),
+            "{details}"
+        );
         for name in ["one", "two", "three"] {
             let want = format!("first {name}\nsecond {name}\n");
-            assert_eq!(bytes_of(sb, &format!("/root/work/{name}.txt")).await, want.as_bytes(), "{name}");
+            assert_eq!(
+                bytes_of(sb, &format!("/root/work/{name}.txt")).await,
+                want.as_bytes(),
+                "{name}"
+            );
         }
 
         // A move onto an existing target.
@@ -356,10 +442,19 @@ async fn refused_changes_leave_files_alone(via: Via) {
         assert_eq!(bytes_of(sb, "/root/work/to.txt").await, b"to\n");
         g.move_path("from.txt", "to.txt", true).await.unwrap();
         assert_eq!(bytes_of(sb, "/root/work/to.txt").await, b"from\n");
-        assert!(g.stat("from.txt").await.unwrap_err().guest().unwrap().is_not_found());
+        assert!(g
+            .stat("from.txt")
+            .await
+            .unwrap_err()
+            .guest()
+            .unwrap()
+            .is_not_found());
 
         // Adding a file that exists.
-        let err = g.patch("*** Begin Patch\n*** Add File: to.txt\n+x\n*** End Patch\n").await.unwrap_err();
+        let err = g
+            .patch("*** Begin Patch\n*** Add File: to.txt\n+x\n*** End Patch\n")
+            .await
+            .unwrap_err();
         assert_eq!(code(&err), GuestErrorCode::Exists);
     })
     .await;
@@ -378,7 +473,14 @@ async fn concurrent_edits_of_one_file_are_serialized(via: Via) {
         first.write("shared.txt", &body).await.unwrap();
         let edits = |g: Guest, ids: Vec<usize>| async move {
             for i in ids {
-                let r = g.edit("shared.txt", &format!("slot-{i:02}\n"), &format!("done-{i:02}\n"), false).await;
+                let r = g
+                    .edit(
+                        "shared.txt",
+                        &format!("slot-{i:02}\n"),
+                        &format!("done-{i:02}\n"),
+                        false,
+                    )
+                    .await;
                 assert_eq!(r.expect("edit").replacements, 1);
             }
         };
@@ -389,7 +491,10 @@ async fn concurrent_edits_of_one_file_are_serialized(via: Via) {
     })
     .await;
     let want: String = (0..20).map(|i| format!("done-{i:02}\n")).collect();
-    assert_eq!(String::from_utf8(bytes_of(sb, "/root/work/shared.txt").await).unwrap(), want);
+    assert_eq!(
+        String::from_utf8(bytes_of(sb, "/root/work/shared.txt").await).unwrap(),
+        want
+    );
     fx.assert_channel().await;
     fx.shutdown().await;
 }
@@ -411,40 +516,60 @@ async fn helper_is_uploaded_once_per_version(via: Via) {
         let fresh = fx.guest_of(&env.client.sandbox(sb.id()).unwrap());
         fresh.stat("a.txt").await.unwrap();
         fresh.glob("*.txt", GlobOptions::default()).await.unwrap();
-        assert_eq!(identity(sb, &location.file).await, installed, "not installed again");
+        assert_eq!(
+            identity(sb, &location.file).await,
+            installed,
+            "not installed again"
+        );
         assert_eq!(env.requests("uploadFile").await, api_uploads(1));
 
-        assert!(location.file.starts_with("/tmp/.cos-guest/") && location.file.ends_with("/cos_guest.py"));
+        assert!(
+            location.file.starts_with("/tmp/.cos-guest/")
+                && location.file.ends_with("/cos_guest.py")
+        );
         let dir = g.stat(&location.dir).await.unwrap();
         assert_eq!((dir.kind, dir.mode.as_str()), (FileType::Directory, "0700"));
         assert_eq!(g.stat("/tmp/.cos-guest").await.unwrap().mode, "0700");
         assert_eq!(g.stat(&location.file).await.unwrap().mode, "0600");
-        assert_eq!(bytes_of(sb, &location.file).await, EMBEDDED_SOURCE.as_bytes());
+        assert_eq!(
+            bytes_of(sb, &location.file).await,
+            EMBEDDED_SOURCE.as_bytes()
+        );
 
         // Another helper version goes to its own directory and is uploaded once.
         let variant = Guest::new(
             sb.clone(),
             PathMap::new(ROOT).unwrap(),
-            fx.options().helper_source(format!("{EMBEDDED_SOURCE}\n# test variant\n")),
+            fx.options()
+                .helper_source(format!("{EMBEDDED_SOURCE}\n# test variant\n")),
         );
         assert_ne!(variant.helper_location().dir, location.dir);
         variant.stat("a.txt").await.unwrap();
         let variant_installed = identity(sb, &variant.helper_location().file).await;
         variant.read("a.txt", ReadOptions::default()).await.unwrap();
-        assert_eq!(identity(sb, &variant.helper_location().file).await, variant_installed);
+        assert_eq!(
+            identity(sb, &variant.helper_location().file).await,
+            variant_installed
+        );
         assert_eq!(env.requests("uploadFile").await, api_uploads(2));
 
         // A copy that vanished or was damaged is noticed and replaced.
         api_sh(sb, &format!("echo broken > {}", location.file)).await;
         g.stat("a.txt").await.unwrap();
         assert_eq!(env.requests("uploadFile").await, api_uploads(3));
-        assert_eq!(bytes_of(sb, &location.file).await, EMBEDDED_SOURCE.as_bytes());
+        assert_eq!(
+            bytes_of(sb, &location.file).await,
+            EMBEDDED_SOURCE.as_bytes()
+        );
         let replaced = identity(sb, &location.file).await;
         g.stat("a.txt").await.unwrap();
         assert_eq!(identity(sb, &location.file).await, replaced);
         api_sh(sb, &format!("rm -rf {}", location.dir)).await;
         g.stat("a.txt").await.unwrap();
-        assert_eq!(bytes_of(sb, &location.file).await, EMBEDDED_SOURCE.as_bytes());
+        assert_eq!(
+            bytes_of(sb, &location.file).await,
+            EMBEDDED_SOURCE.as_bytes()
+        );
         assert_eq!(env.requests("uploadFile").await, api_uploads(4));
     })
     .await;
@@ -467,14 +592,20 @@ async fn missing_python_and_broken_helpers_are_typed(via: Via) {
     let sb = &fx.sb;
     let paths = PathMap::new(ROOT).unwrap();
     guarded(async {
-        let no_python = Guest::new(sb.clone(), paths.clone(), fx.options().python("python3-not-installed"));
+        let no_python = Guest::new(
+            sb.clone(),
+            paths.clone(),
+            fx.options().python("python3-not-installed"),
+        );
         let err = no_python.stat("/").await.unwrap_err();
         assert_eq!(code(&err), GuestErrorCode::PythonMissing, "{err}");
 
         let garbage = Guest::new(
             sb.clone(),
             paths.clone(),
-            fx.options().helper_source("import sys\ndef main():\n    sys.stdout.write('not json')\n    return 0\n"),
+            fx.options().helper_source(
+                "import sys\ndef main():\n    sys.stdout.write('not json')\n    return 0\n",
+            ),
         );
         let err = garbage.stat("/").await.unwrap_err();
         assert_eq!(code(&err), GuestErrorCode::HelperFailed, "{err}");
@@ -502,7 +633,11 @@ async fn missing_python_and_broken_helpers_are_typed(via: Via) {
         assert_eq!(live.trim(), "", "the hung helper was stopped");
         if via == Via::Process {
             let list = sb.processes().list().await.unwrap();
-            assert_eq!(list.iter().filter(|p| !p.state.is_finished()).count(), 0, "no managed process is left");
+            assert_eq!(
+                list.iter().filter(|p| !p.state.is_finished()).count(),
+                0,
+                "no managed process is left"
+            );
         }
     })
     .await;
@@ -515,7 +650,11 @@ async fn host_project_paths_map_into_the_guest(via: Via) {
     let sb = &fx.sb;
     let project = tempfile::tempdir().unwrap();
     let host = project.path().to_str().unwrap().to_string();
-    let g = Guest::new(sb.clone(), PathMap::new("/root/proj").unwrap().with_host_root(&host), fx.options());
+    let g = Guest::new(
+        sb.clone(),
+        PathMap::new("/root/proj").unwrap().with_host_root(&host),
+        fx.options(),
+    );
     guarded(async {
         let w = g.write(&format!("{host}/lib/mod.txt"), "one\n").await.unwrap();
         assert_eq!(w.path, "/root/proj/lib/mod.txt");
@@ -548,7 +687,11 @@ async fn the_channel_follows_the_ssh_connection() {
     let keys = tempfile::tempdir().unwrap();
     let session = SshSession::new(&sb, ssh_options(&keys)).expect("session");
     let paths = PathMap::new(ROOT).unwrap();
-    let g = Guest::new(sb.clone(), paths.clone(), GuestOptions::new().ssh_session(session.clone()));
+    let g = Guest::new(
+        sb.clone(),
+        paths.clone(),
+        GuestOptions::new().ssh_session(session.clone()),
+    );
     assert_eq!(g.channel(), GuestChannel::Auto);
     guarded(async {
         // Not connected: a managed process, and no SSH connection is opened for it.
@@ -579,9 +722,19 @@ async fn the_channel_follows_the_ssh_connection() {
         assert_eq!(session.connects(), 1);
 
         // Asked for SSH: it connects when needed.
-        let forced = Guest::new(sb.clone(), paths.clone(), GuestOptions::new().channel(GuestChannel::Ssh).ssh_session(session.clone()));
+        let forced = Guest::new(
+            sb.clone(),
+            paths.clone(),
+            GuestOptions::new()
+                .channel(GuestChannel::Ssh)
+                .ssh_session(session.clone()),
+        );
         env.reset_stats().await;
-        match forced.read("auto.txt", ReadOptions::default()).await.unwrap() {
+        match forced
+            .read("auto.txt", ReadOptions::default())
+            .await
+            .unwrap()
+        {
             ReadResult::File(f) => assert_eq!(f.content, "1: two"),
             other => panic!("expected a file, got {other:?}"),
         }
@@ -589,7 +742,13 @@ async fn the_channel_follows_the_ssh_connection() {
         assert_eq!(session.connects(), 2);
 
         // Asked for processes: a live connection is not used.
-        let pinned = Guest::new(sb.clone(), paths, GuestOptions::new().channel(GuestChannel::Process).ssh_session(session.clone()));
+        let pinned = Guest::new(
+            sb.clone(),
+            paths,
+            GuestOptions::new()
+                .channel(GuestChannel::Process)
+                .ssh_session(session.clone()),
+        );
         assert!(!pinned.uses_ssh().await);
         env.reset_stats().await;
         pinned.stat("auto.txt").await.unwrap();
@@ -602,15 +761,38 @@ async fn the_channel_follows_the_ssh_connection() {
 
 #[test]
 fn path_mapping_rules() {
-    let map = PathMap::new("/root/workspace").unwrap().with_host_root("/home/dev/app");
-    assert_eq!(map.to_guest("src/main.rs").unwrap(), "/root/workspace/src/main.rs");
-    assert_eq!(map.to_guest("./src/../Cargo.toml").unwrap(), "/root/workspace/Cargo.toml");
-    assert_eq!(map.to_guest("/home/dev/app/src/lib.rs").unwrap(), "/root/workspace/src/lib.rs");
+    let map = PathMap::new("/root/workspace")
+        .unwrap()
+        .with_host_root("/home/dev/app");
+    assert_eq!(
+        map.to_guest("src/main.rs").unwrap(),
+        "/root/workspace/src/main.rs"
+    );
+    assert_eq!(
+        map.to_guest("./src/../Cargo.toml").unwrap(),
+        "/root/workspace/Cargo.toml"
+    );
+    assert_eq!(
+        map.to_guest("/home/dev/app/src/lib.rs").unwrap(),
+        "/root/workspace/src/lib.rs"
+    );
     assert_eq!(map.to_guest("/home/dev/app").unwrap(), "/root/workspace");
-    assert_eq!(map.to_guest("/home/dev/application/x").unwrap(), "/home/dev/application/x");
+    assert_eq!(
+        map.to_guest("/home/dev/application/x").unwrap(),
+        "/home/dev/application/x"
+    );
     assert_eq!(map.to_guest("/var/log/syslog").unwrap(), "/var/log/syslog");
-    for escape in ["..", "../x", "src/../../x", "/home/dev/app/../secret", "/../etc"] {
-        assert!(matches!(map.to_guest(escape), Err(Error::InvalidInput { .. })), "{escape} must be refused");
+    for escape in [
+        "..",
+        "../x",
+        "src/../../x",
+        "/home/dev/app/../secret",
+        "/../etc",
+    ] {
+        assert!(
+            matches!(map.to_guest(escape), Err(Error::InvalidInput { .. })),
+            "{escape} must be refused"
+        );
     }
     let patch = "*** Begin Patch\n*** Add File: a.txt\n+x\n*** Update File: /home/dev/app/b.txt\n*** Move to: c/d.txt\n\
                  @@\n-*** Delete File: not/a/header\n+y\n*** Delete File: /etc/motd\n*** End Patch\n";
@@ -620,5 +802,7 @@ fn path_mapping_rules() {
          *** Move to: /root/workspace/c/d.txt\n@@\n-*** Delete File: not/a/header\n+y\n*** Delete File: /etc/motd\n\
          *** End Patch\n"
     );
-    assert!(map.rewrite_patch("*** Begin Patch\n*** Move to: ../../x\n*** End Patch\n").is_err());
+    assert!(map
+        .rewrite_patch("*** Begin Patch\n*** Move to: ../../x\n*** End Patch\n")
+        .is_err());
 }

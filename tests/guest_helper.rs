@@ -30,17 +30,42 @@ fn guest_helper_python_suite_passes() {
     let suite = Path::new(env!("CARGO_MANIFEST_DIR")).join("guest/test_cos_guest.py");
     assert!(suite.is_file(), "missing {}", suite.display());
 
-    let version = python3(&["-c", "import sys; sys.exit(0 if sys.version_info >= (3, 9) else 1)"]);
-    assert!(version.status.success(), "cos_guest.py needs Python >= 3.9\n{}", report(&version));
+    let version = python3(&[
+        "-c",
+        "import sys; sys.exit(0 if sys.version_info >= (3, 9) else 1)",
+    ]);
+    assert!(
+        version.status.success(),
+        "cos_guest.py needs Python >= 3.9\n{}",
+        report(&version)
+    );
 
     let output = python3(&["guest/test_cos_guest.py"]);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "guest helper tests failed\n{}", report(&output));
+    assert!(
+        output.status.success(),
+        "guest helper tests failed\n{}",
+        report(&output)
+    );
     // unittest reports "Ran N tests" then "OK": make sure tests actually ran.
     let ran = stderr
         .lines()
-        .find_map(|line| line.strip_prefix("Ran ")?.split_whitespace().next()?.parse::<u32>().ok())
+        .find_map(|line| {
+            line.strip_prefix("Ran ")?
+                .split_whitespace()
+                .next()?
+                .parse::<u32>()
+                .ok()
+        })
         .unwrap_or(0);
-    assert!(ran >= 50, "expected the full guest suite to run, saw {ran} tests\n{}", report(&output));
-    assert!(stderr.lines().any(|line| line.starts_with("OK")), "no OK line\n{}", report(&output));
+    assert!(
+        ran >= 50,
+        "expected the full guest suite to run, saw {ran} tests\n{}",
+        report(&output)
+    );
+    assert!(
+        stderr.lines().any(|line| line.starts_with("OK")),
+        "no OK line\n{}",
+        report(&output)
+    );
 }

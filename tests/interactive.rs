@@ -18,7 +18,10 @@ use tokio::net::TcpStream;
 const GUARD: Duration = Duration::from_secs(60);
 
 async fn sandbox(env: &common::Env) -> Sandbox {
-    env.client.create_sandbox(CreateSandbox::new("s-1vcpu-1gb")).await.expect("create")
+    env.client
+        .create_sandbox(CreateSandbox::new("s-1vcpu-1gb"))
+        .await
+        .expect("create")
 }
 
 /// Read shell output until `needle` appears.
@@ -31,7 +34,10 @@ async fn read_until(output: &mut ShellOutput, needle: &str) -> String {
                 return;
             }
         }
-        panic!("shell output ended before {needle:?}: {:?}", String::from_utf8_lossy(&seen));
+        panic!(
+            "shell output ended before {needle:?}: {:?}",
+            String::from_utf8_lossy(&seen)
+        );
     })
     .await
     .unwrap_or_else(|_| panic!("no {needle:?} in {:?}", String::from_utf8_lossy(&seen)));
@@ -44,15 +50,24 @@ async fn round_trip(mut shell: ShellSession) {
     shell.input.flush().await.unwrap();
     read_until(&mut shell.output, "24 80").await;
     shell.resize(40, 120).await.unwrap();
-    shell.input.write_all(b"stty size; echo calc-$((6*7))\n").await.unwrap();
+    shell
+        .input
+        .write_all(b"stty size; echo calc-$((6*7))\n")
+        .await
+        .unwrap();
     let seen = read_until(&mut shell.output, "calc-42").await;
     assert!(seen.contains("40 120"), "{seen:?}");
-    assert!(matches!(shell.resize(0, 1).await, Err(Error::InvalidInput { .. })));
+    assert!(matches!(
+        shell.resize(0, 1).await,
+        Err(Error::InvalidInput { .. })
+    ));
     // Typing `exit` ends the shell, and with it the output stream.
     shell.input.write_all(b"exit\n").await.unwrap();
-    tokio::time::timeout(GUARD, async { while let Some(Ok(_)) = shell.output.next().await {} })
-        .await
-        .expect("output ends after exit");
+    tokio::time::timeout(GUARD, async {
+        while let Some(Ok(_)) = shell.output.next().await {}
+    })
+    .await
+    .expect("output ends after exit");
 }
 
 #[tokio::test]
@@ -64,12 +79,18 @@ async fn shell_round_trip_with_resize() {
 
     // Shutting down the input ends the session from our side.
     let mut shell = sb.shell(24, 80).await.unwrap();
-    shell.input.write_all(b"echo first-$((1+1))\n").await.unwrap();
+    shell
+        .input
+        .write_all(b"echo first-$((1+1))\n")
+        .await
+        .unwrap();
     read_until(&mut shell.output, "first-2").await;
     shell.input.shutdown().await.unwrap();
-    tokio::time::timeout(GUARD, async { while let Some(Ok(_)) = shell.output.next().await {} })
-        .await
-        .expect("session ends after our close");
+    tokio::time::timeout(GUARD, async {
+        while let Some(Ok(_)) = shell.output.next().await {}
+    })
+    .await
+    .expect("session ends after our close");
     assert!(shell.input.write_all(b"more").await.is_err());
     env.shutdown().await;
 }
@@ -89,15 +110,24 @@ async fn refusals_become_typed_errors() {
     let sb = sandbox(&env).await;
     let ghost = env.client.sandbox("sb-00000000000000000000000000").unwrap();
     let err = ghost.shell(24, 80).await.unwrap_err();
-    let Error::NotFound(api) = &err else { panic!("{err:?}") };
+    let Error::NotFound(api) = &err else {
+        panic!("{err:?}")
+    };
     assert_eq!(api.fields["sandbox"], "sandbox not found");
     assert!(api.request_id.is_some());
     let err = ghost.shell_ws(24, 80).await.unwrap_err();
     assert!(err.is_not_found(), "{err:?}");
-    assert!(matches!(sb.shell(0, 80).await, Err(Error::InvalidInput { .. })));
-    assert!(matches!(sb.tunnel(0).await, Err(Error::InvalidInput { .. })));
+    assert!(matches!(
+        sb.shell(0, 80).await,
+        Err(Error::InvalidInput { .. })
+    ));
+    assert!(matches!(
+        sb.tunnel(0).await,
+        Err(Error::InvalidInput { .. })
+    ));
     // 503 refusals are retried (the server did not act on them).
-    env.add_fault("POST /v1/sandboxes/*/shell status=503 count=2").await;
+    env.add_fault("POST /v1/sandboxes/*/shell status=503 count=2")
+        .await;
     let shell = sb.shell(24, 80).await.unwrap();
     drop(shell);
     assert_eq!(env.requests("openShell").await, 4, "404 + 2×503 + success");
@@ -115,7 +145,8 @@ async fn refusals_become_typed_errors() {
 
 // ---------------------------------------------------------------------------------- tunnels
 
-const HTTP_SERVER: &str = "mkdir -p /tmp/www && printf '%s' \"$BODY\" > /tmp/www/index.html && cd /tmp/www && \
+const HTTP_SERVER: &str =
+    "mkdir -p /tmp/www && printf '%s' \"$BODY\" > /tmp/www/index.html && cd /tmp/www && \
                            exec python3 -m http.server 8080 --bind 127.0.0.1";
 
 /// Reads until EOF, answers `got <n>` and closes: checks half-close through the tunnel.
@@ -183,7 +214,9 @@ async fn serve(sb: &Sandbox, spec: ProcessSpec, port: u16) -> Process {
 
 async fn http_get(addr: SocketAddr) -> String {
     let mut conn = TcpStream::connect(addr).await.unwrap();
-    conn.write_all(b"GET /index.html HTTP/1.0\r\nHost: localhost\r\n\r\n").await.unwrap();
+    conn.write_all(b"GET /index.html HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .await
+        .unwrap();
     let mut answer = Vec::new();
     conn.read_to_end(&mut answer).await.unwrap();
     String::from_utf8_lossy(&answer).into_owned()
@@ -193,12 +226,18 @@ async fn http_get(addr: SocketAddr) -> String {
 async fn each_local_port_reaches_its_own_sandbox() {
     let env = common::start().await;
     let (a, b) = (sandbox(&env).await, sandbox(&env).await);
-    let http = |body: &str| ProcessSpec::new("sh").args(["-c", HTTP_SERVER]).env("BODY", body);
+    let http = |body: &str| {
+        ProcessSpec::new("sh")
+            .args(["-c", HTTP_SERVER])
+            .env("BODY", body)
+    };
     let server_a = serve(&a, http("hello from A"), 8080).await;
     let server_b = serve(&b, http("hello from B"), 8080).await;
 
     let listener_a = TunnelListener::bind(&a, 8080, None).await.unwrap();
-    let listener_b = TunnelListener::bind(&b, 8080, Some("127.0.0.1:0".parse().unwrap())).await.unwrap();
+    let listener_b = TunnelListener::bind(&b, 8080, Some("127.0.0.1:0".parse().unwrap()))
+        .await
+        .unwrap();
     assert!(listener_a.local_addr().ip().is_loopback());
     assert_eq!(listener_a.remote_port(), 8080);
     let (addr_a, addr_b) = (listener_a.local_addr(), listener_b.local_addr());
@@ -209,7 +248,10 @@ async fn each_local_port_reaches_its_own_sandbox() {
 
     for _ in 0..3 {
         let answer_a = http_get(addr_a).await;
-        assert!(answer_a.starts_with("HTTP/1.0 200") && answer_a.ends_with("hello from A"), "{answer_a}");
+        assert!(
+            answer_a.starts_with("HTTP/1.0 200") && answer_a.ends_with("hello from A"),
+            "{answer_a}"
+        );
         let answer_b = http_get(addr_b).await;
         assert!(answer_b.ends_with("hello from B"), "{answer_b}");
     }
@@ -239,7 +281,12 @@ async fn each_local_port_reaches_its_own_sandbox() {
 async fn half_close_and_a_hundred_concurrent_connections() {
     let env = common::start().await;
     let sb = sandbox(&env).await;
-    let server = serve(&sb, ProcessSpec::new("python3").args(["-c", COUNT_SERVER]), 9000).await;
+    let server = serve(
+        &sb,
+        ProcessSpec::new("python3").args(["-c", COUNT_SERVER]),
+        9000,
+    )
+    .await;
 
     // One raw tunnel: write, half-close, and the answer still comes back.
     let mut conn = sb.tunnel(9000).await.unwrap();

@@ -25,7 +25,9 @@ fn key(writer: usize, thread: usize, pin: usize) -> PublicKey {
     seed[8..16].copy_from_slice(&(thread as u64).to_le_bytes());
     seed[16..24].copy_from_slice(&(pin as u64).to_le_bytes());
     seed[31] = 1;
-    PrivateKey::from(Ed25519Keypair::from_seed(&seed)).public_key().clone()
+    PrivateKey::from(Ed25519Keypair::from_seed(&seed))
+        .public_key()
+        .clone()
 }
 
 fn host(writer: usize, thread: usize, pin: usize) -> String {
@@ -39,7 +41,9 @@ fn pin_all(file: &Path, writer: usize) {
             scope.spawn(move || {
                 let known = KnownHosts::new(file);
                 for pin in 0..PINS_PER_THREAD {
-                    let status = known.verify_or_pin(&host(writer, thread, pin), &key(writer, thread, pin)).unwrap();
+                    let status = known
+                        .verify_or_pin(&host(writer, thread, pin), &key(writer, thread, pin))
+                        .unwrap();
                     assert_eq!(status, HostKeyStatus::PinnedNow);
                 }
             });
@@ -55,15 +59,26 @@ fn assert_all_pinned(file: &Path, writers: usize) {
         for thread in 0..THREADS {
             for pin in 0..PINS_PER_THREAD {
                 match known.lookup(&host(writer, thread, pin)).unwrap() {
-                    Some(found) => assert_eq!(found.key_data(), key(writer, thread, pin).key_data()),
+                    Some(found) => {
+                        assert_eq!(found.key_data(), key(writer, thread, pin).key_data())
+                    }
                     None => missing.push(host(writer, thread, pin)),
                 }
             }
         }
     }
-    assert!(missing.is_empty(), "{} pin(s) lost, e.g. {:?}", missing.len(), &missing[..missing.len().min(5)]);
+    assert!(
+        missing.is_empty(),
+        "{} pin(s) lost, e.g. {:?}",
+        missing.len(),
+        &missing[..missing.len().min(5)]
+    );
     let lines = std::fs::read_to_string(file).unwrap().lines().count();
-    assert_eq!(lines, writers * THREADS * PINS_PER_THREAD, "a pin was written twice");
+    assert_eq!(
+        lines,
+        writers * THREADS * PINS_PER_THREAD,
+        "a pin was written twice"
+    );
 }
 
 /// A writer. Spawned by [`concurrent_processes_lose_no_pin`] it pins into the shared file once
@@ -78,7 +93,11 @@ fn pinning_child() {
         return;
     };
     let mut parts = spec.split('|');
-    let (file, writer, start) = (parts.next().unwrap(), parts.next().unwrap(), parts.next().unwrap());
+    let (file, writer, start) = (
+        parts.next().unwrap(),
+        parts.next().unwrap(),
+        parts.next().unwrap(),
+    );
     let writer: usize = writer.parse().unwrap();
     while !Path::new(start).exists() {
         std::thread::sleep(Duration::from_millis(1));
@@ -96,7 +115,10 @@ fn concurrent_processes_lose_no_pin() {
         .map(|writer| {
             Command::new(&me)
                 .args(["--exact", "pinning_child", "--test-threads", "1", "--quiet"])
-                .env(CHILD_ENV, format!("{}|{writer}|{}", file.display(), start.display()))
+                .env(
+                    CHILD_ENV,
+                    format!("{}|{writer}|{}", file.display(), start.display()),
+                )
                 .stdout(Stdio::null())
                 .spawn()
                 .unwrap()

@@ -20,7 +20,10 @@ use tokio_util::sync::CancellationToken;
 const GUARD: Duration = Duration::from_secs(120);
 
 async fn sandbox(env: &common::Env) -> Sandbox {
-    env.client.create_sandbox(CreateSandbox::new("s-1vcpu-1gb")).await.expect("create")
+    env.client
+        .create_sandbox(CreateSandbox::new("s-1vcpu-1gb"))
+        .await
+        .expect("create")
 }
 
 fn sh(script: &str) -> ProcessSpec {
@@ -44,7 +47,11 @@ async fn collect(mut stream: OutputStream) -> Collected {
         while let Some(event) = stream.next().await {
             match event.expect("output event") {
                 OutputEvent::Data { seq, stream, bytes } => {
-                    assert!(c.seqs.last().is_none_or(|last| seq > *last), "seq {seq} after {:?}", c.seqs.last());
+                    assert!(
+                        c.seqs.last().is_none_or(|last| seq > *last),
+                        "seq {seq} after {:?}",
+                        c.seqs.last()
+                    );
                     c.seqs.push(seq);
                     match stream {
                         StreamKind::Stdout => c.stdout.extend_from_slice(&bytes),
@@ -53,7 +60,11 @@ async fn collect(mut stream: OutputStream) -> Collected {
                         StreamKind::Other(other) => panic!("unknown stream {other}"),
                     }
                 }
-                OutputEvent::Gap { from_seq, to_seq, lost_bytes } => c.gaps.push((from_seq, to_seq, lost_bytes)),
+                OutputEvent::Gap {
+                    from_seq,
+                    to_seq,
+                    lost_bytes,
+                } => c.gaps.push((from_seq, to_seq, lost_bytes)),
                 OutputEvent::Exit { code, signal } => c.exit = Some((code, signal)),
                 OutputEvent::Error(message) => c.errors.push(message),
             }
@@ -76,7 +87,10 @@ async fn read_until(stream: &mut OutputStream, needle: &str) -> String {
                 }
             }
         }
-        panic!("stream ended before {needle:?}: {:?}", String::from_utf8_lossy(&seen));
+        panic!(
+            "stream ended before {needle:?}: {:?}",
+            String::from_utf8_lossy(&seen)
+        );
     })
     .await
     .unwrap_or_else(|_| panic!("no {needle:?} in {:?}", String::from_utf8_lossy(&seen)));
@@ -87,12 +101,18 @@ async fn read_until(stream: &mut OutputStream, needle: &str) -> String {
 async fn guest_cmdlines(sb: &Sandbox) -> String {
     let script = r#"for p in /proc/[0-9]*; do tr '\0' ' ' < "$p/cmdline" 2>/dev/null; echo; done"#;
     let out = sb.exec("sh", ["-c", script]).await.expect("exec ps");
-    assert_eq!(out.exit_code, 0, "ps-style listing failed: {:?} {}", out.error, out.stderr);
+    assert_eq!(
+        out.exit_code, 0,
+        "ps-style listing failed: {:?} {}",
+        out.error, out.stderr
+    );
     out.stdout
 }
 
 async fn live_processes(env: &common::Env) -> u64 {
-    env.stats().await["live_processes"].as_u64().expect("live_processes in stats")
+    env.stats().await["live_processes"]
+        .as_u64()
+        .expect("live_processes in stats")
 }
 
 async fn wait_live_at_least(env: &common::Env, n: u64) {
@@ -112,7 +132,9 @@ async fn start_get_list_wait_and_output_fields() {
     let env = common::start().await;
     let sb = sandbox(&env).await;
     let procs = sb.processes();
-    let spec = sh("echo out; echo \"$GREETING\"; echo err >&2; exit 3").cwd("/tmp").env("GREETING", "hi there");
+    let spec = sh("echo out; echo \"$GREETING\"; echo err >&2; exit 3")
+        .cwd("/tmp")
+        .env("GREETING", "hi there");
     let p = procs.start(spec).await.unwrap();
     let started = p.details();
     assert!(!started.process_id.is_empty());
@@ -130,7 +152,11 @@ async fn start_get_list_wait_and_output_fields() {
     assert!(done.leader_exited && done.tree_exited);
     assert_eq!(done.state, ProcessState::Exited);
     assert!(done.finished_at.is_some());
-    assert_eq!(p.details().exit_code, Some(3), "wait refreshes the cached details");
+    assert_eq!(
+        p.details().exit_code,
+        Some(3),
+        "wait refreshes the cached details"
+    );
 
     let out = collect(p.connect(0).await.unwrap()).await;
     assert_eq!(out.stdout, b"out\nhi there\n");
@@ -152,13 +178,22 @@ async fn start_get_list_wait_and_output_fields() {
     assert_eq!(again.details().exit_code, Some(3));
     assert_eq!(again.details().cwd.as_deref(), Some("/tmp"));
     let list = procs.list().await.unwrap();
-    assert!(list.iter().any(|d| d.process_id == p.id() && d.exit_code == Some(3)));
+    assert!(list
+        .iter()
+        .any(|d| d.process_id == p.id() && d.exit_code == Some(3)));
 
     // Unknown ids and bad input.
     let missing = procs.get("proc_doesnotexist").await.unwrap_err();
     assert!(missing.is_not_found(), "{missing:?}");
-    assert!(matches!(procs.start(ProcessSpec::new("ls").cwd("relative")).await, Err(Error::InvalidInput { .. })));
-    assert_eq!(env.requests("createProcess").await, 1, "bad input never reaches the server");
+    assert!(matches!(
+        procs.start(ProcessSpec::new("ls").cwd("relative")).await,
+        Err(Error::InvalidInput { .. })
+    ));
+    assert_eq!(
+        env.requests("createProcess").await,
+        1,
+        "bad input never reaches the server"
+    );
     let no_cmd = procs.start(ProcessSpec::default()).await.unwrap_err();
     assert!(matches!(no_cmd, Error::InvalidInput { ref field, .. } if field == "cmd"));
     env.shutdown().await;
@@ -168,7 +203,11 @@ async fn start_get_list_wait_and_output_fields() {
 async fn pty_resize_input_and_foreground() {
     let env = common::start().await;
     let sb = sandbox(&env).await;
-    let p = sb.processes().start(ProcessSpec::new("sh").pty(24, 80)).await.unwrap();
+    let p = sb
+        .processes()
+        .start(ProcessSpec::new("sh").pty(24, 80))
+        .await
+        .unwrap();
     assert_eq!(p.details().kind, ProcessKind::Pty);
     let mut output = p.connect(0).await.unwrap();
 
@@ -177,7 +216,10 @@ async fn pty_resize_input_and_foreground() {
     p.resize(30, 100).await.unwrap();
     p.write_input("stty size\n").await.unwrap();
     read_until(&mut output, "30 100").await;
-    assert!(matches!(p.resize(0, 10).await, Err(Error::InvalidInput { .. })));
+    assert!(matches!(
+        p.resize(0, 10).await,
+        Err(Error::InvalidInput { .. })
+    ));
 
     p.write_input("sleep 30\n").await.unwrap();
     let foreground = tokio::time::timeout(Duration::from_secs(20), async {
@@ -204,7 +246,10 @@ async fn pty_resize_input_and_foreground() {
     p.write_input("exit 5\n").await.unwrap();
     let rest = collect(output).await;
     assert_eq!(rest.exit, Some((Some(5), None)));
-    assert!(rest.stdout.is_empty() && rest.stderr.is_empty(), "PTY output arrives as `pty`");
+    assert!(
+        rest.stdout.is_empty() && rest.stderr.is_empty(),
+        "PTY output arrives as `pty`"
+    );
     env.shutdown().await;
 }
 
@@ -215,7 +260,9 @@ async fn signals_and_stop_take_the_whole_tree() {
     let procs = sb.processes();
 
     let p = procs
-        .start(sh("trap 'echo got-usr1' USR1; echo ready; while :; do sleep 0.05; done"))
+        .start(sh(
+            "trap 'echo got-usr1' USR1; echo ready; while :; do sleep 0.05; done",
+        ))
         .await
         .unwrap();
     let mut output = p.connect(0).await.unwrap();
@@ -229,13 +276,24 @@ async fn signals_and_stop_take_the_whole_tree() {
     let rest = collect(output).await;
     assert_eq!(rest.exit, Some((None, Some("SIGTERM".to_string()))));
     let err = p.signal(Signal::Int).await.unwrap_err();
-    assert!(matches!(err, Error::Conflict(_)), "signalling an exited process: {err:?}");
+    assert!(
+        matches!(err, Error::Conflict(_)),
+        "signalling an exited process: {err:?}"
+    );
 
     // A tree that ignores SIGTERM is killed after the grace period.
-    let stubborn = procs.start(sh("trap '' TERM; sleep 3011 & sleep 3012 & echo started; wait")).await.unwrap();
+    let stubborn = procs
+        .start(sh(
+            "trap '' TERM; sleep 3011 & sleep 3012 & echo started; wait",
+        ))
+        .await
+        .unwrap();
     let mut out = stubborn.connect(0).await.unwrap();
     read_until(&mut out, "started").await;
-    let stopped = stubborn.stop(Some(Duration::from_millis(200))).await.unwrap();
+    let stopped = stubborn
+        .stop(Some(Duration::from_millis(200)))
+        .await
+        .unwrap();
     assert!(stopped.tree_exited && stopped.leader_exited, "{stopped:?}");
     assert_eq!(stopped.signal.as_deref(), Some("SIGKILL"));
     assert!(stopped.state.is_finished());
@@ -244,7 +302,10 @@ async fn signals_and_stop_take_the_whole_tree() {
     assert_eq!(again.signal, stopped.signal);
     assert_eq!(again.finished_at, stopped.finished_at);
     let cmdlines = guest_cmdlines(&sb).await;
-    assert!(!cmdlines.contains("sleep 3011") && !cmdlines.contains("sleep 3012"), "{cmdlines}");
+    assert!(
+        !cmdlines.contains("sleep 3011") && !cmdlines.contains("sleep 3012"),
+        "{cmdlines}"
+    );
     env.shutdown().await;
 }
 
@@ -254,15 +315,26 @@ async fn signals_and_stop_take_the_whole_tree() {
 async fn one_mib_of_input_arrives_complete_and_in_order() {
     let env = common::start().await;
     let sb = sandbox(&env).await;
-    let p = sb.processes().start(sh("tee /tmp/in.bin | sha256sum; wc -c < /tmp/in.bin")).await.unwrap();
+    let p = sb
+        .processes()
+        .start(sh("tee /tmp/in.bin | sha256sum; wc -c < /tmp/in.bin"))
+        .await
+        .unwrap();
     let mut input = vec![0u8; 1 << 20];
     rand::thread_rng().fill_bytes(&mut input);
 
     let written = p.write_input(&input).await.unwrap();
     assert_eq!(written.bytes, 1 << 20);
     assert_eq!(written.chunks, (1 << 20) / INPUT_CHUNK);
-    assert_eq!(written.input_seq, Some(written.chunks as i64), "input_seq counts the writes");
-    assert_eq!(env.requests("writeProcessInput").await, written.chunks as u64);
+    assert_eq!(
+        written.input_seq,
+        Some(written.chunks as i64),
+        "input_seq counts the writes"
+    );
+    assert_eq!(
+        env.requests("writeProcessInput").await,
+        written.chunks as u64
+    );
     p.close_stdin().await.unwrap();
     p.close_stdin().await.unwrap(); // idempotent
 
@@ -272,7 +344,10 @@ async fn one_mib_of_input_arrives_complete_and_in_order() {
     assert_eq!(text, expected);
     assert_eq!(out.exit, Some((Some(0), None)));
     let err = p.write_input(b"late").await.unwrap_err();
-    assert!(matches!(err, Error::Conflict(_)), "input after close: {err:?}");
+    assert!(
+        matches!(err, Error::Conflict(_)),
+        "input after close: {err:?}"
+    );
     env.shutdown().await;
 }
 
@@ -282,24 +357,41 @@ async fn input_is_resent_only_when_the_server_refused_it() {
     let sb = sandbox(&env).await;
     let p = sb.processes().start(sh("cat")).await.unwrap();
     // 503 and 429 mean "not applied": the chunk goes again and arrives once.
-    env.add_fault("POST /v1/sandboxes/*/processes/*/input status=503 count=1").await;
-    env.add_fault("POST /v1/sandboxes/*/processes/*/input status=429 retry_after=0 count=1 after=1").await;
+    env.add_fault("POST /v1/sandboxes/*/processes/*/input status=503 count=1")
+        .await;
+    env.add_fault(
+        "POST /v1/sandboxes/*/processes/*/input status=429 retry_after=0 count=1 after=1",
+    )
+    .await;
     p.write_input(b"once\n").await.unwrap();
     assert_eq!(env.requests("writeProcessInput").await, 3);
-    assert_eq!(env.handled("writeProcessInput").await, 1, "applied exactly once");
+    assert_eq!(
+        env.handled("writeProcessInput").await,
+        1,
+        "applied exactly once"
+    );
     // A connection dropped after the handler ran may have delivered it: never sent again.
-    env.add_fault("POST /v1/sandboxes/*/processes/*/input reset when=after count=1").await;
+    env.add_fault("POST /v1/sandboxes/*/processes/*/input reset when=after count=1")
+        .await;
     let err = p.write_input(b"maybe\n").await.unwrap_err();
     assert!(matches!(err, Error::Connection { .. }), "{err:?}");
-    assert_eq!(env.requests("writeProcessInput").await, 4, "an ambiguous failure is not retried");
+    assert_eq!(
+        env.requests("writeProcessInput").await,
+        4,
+        "an ambiguous failure is not retried"
+    );
     p.close_stdin().await.unwrap();
     p.wait(WaitScope::Tree, Some(GUARD)).await.unwrap();
     let out = collect(p.connect(0).await.unwrap()).await;
     assert_eq!(out.stdout, b"once\nmaybe\n", "each chunk delivered once");
     // Other POSTs keep the transport's 429/503 retries.
-    env.add_fault("POST /v1/sandboxes/*/processes/*/resize status=503 count=1").await;
+    env.add_fault("POST /v1/sandboxes/*/processes/*/resize status=503 count=1")
+        .await;
     let err = p.resize(10, 10).await.unwrap_err();
-    assert!(matches!(err, Error::Validation(_) | Error::Conflict(_)), "pipe processes cannot be resized: {err:?}");
+    assert!(
+        matches!(err, Error::Validation(_) | Error::Conflict(_)),
+        "pipe processes cannot be resized: {err:?}"
+    );
     assert_eq!(env.requests("resizeProcess").await, 2);
     env.shutdown().await;
 }
@@ -313,7 +405,8 @@ async fn wait_loops_past_408_and_honours_the_callers_timeout() {
     let procs = sb.processes();
 
     // More 408s than the transport's own retry budget (10 in tests): `wait` must re-poll.
-    env.add_fault("GET /v1/sandboxes/*/processes/*/wait status=408 count=12").await;
+    env.add_fault("GET /v1/sandboxes/*/processes/*/wait status=408 count=12")
+        .await;
     let p = procs.start(sh("sleep 0.2; exit 4")).await.unwrap();
     let done = p.wait(WaitScope::Leader, Some(GUARD)).await.unwrap();
     assert_eq!(done.exit_code, Some(4));
@@ -322,7 +415,10 @@ async fn wait_loops_past_408_and_honours_the_callers_timeout() {
 
     // The server's real 408 (long-poll budget spent) ends in the caller's timeout.
     let slow = procs.start(sh("sleep 3021")).await.unwrap();
-    let err = slow.wait(WaitScope::Tree, Some(Duration::from_millis(400))).await.unwrap_err();
+    let err = slow
+        .wait(WaitScope::Tree, Some(Duration::from_millis(400)))
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::Timeout { .. }), "{err:?}");
     slow.stop(Some(Duration::ZERO)).await.unwrap();
     env.shutdown().await;
@@ -333,7 +429,10 @@ async fn wait_loops_past_408_and_honours_the_callers_timeout() {
 #[tokio::test]
 async fn fifty_megabytes_arrive_byte_exact_through_cut_connections() {
     // The whole output stays retained: no gap is legitimate.
-    let config = createos_mock::MockConfig { journal_bytes: 64 << 20, ..Default::default() };
+    let config = createos_mock::MockConfig {
+        journal_bytes: 64 << 20,
+        ..Default::default()
+    };
     let env = common::start_with(config).await;
     let sb = sandbox(&env).await;
     let p = sb
@@ -341,7 +440,8 @@ async fn fifty_megabytes_arrive_byte_exact_through_cut_connections() {
         .start(sh("head -c 52428800 /dev/urandom > /tmp/r.bin && sha256sum < /tmp/r.bin >&2 && cat /tmp/r.bin"))
         .await
         .unwrap();
-    env.add_fault("GET /v1/sandboxes/*/processes/*/connect cut=1048576").await;
+    env.add_fault("GET /v1/sandboxes/*/processes/*/connect cut=1048576")
+        .await;
 
     let mut stream = p.connect(0).await.unwrap();
     let mut hasher = Sha256::new();
@@ -369,12 +469,24 @@ async fn fifty_megabytes_arrive_byte_exact_through_cut_connections() {
     })
     .await
     .expect("50 MB in time");
-    assert_eq!(exit, Some((Some(0), None)), "stderr: {:?}", String::from_utf8_lossy(&stderr));
+    assert_eq!(
+        exit,
+        Some((Some(0), None)),
+        "stderr: {:?}",
+        String::from_utf8_lossy(&stderr)
+    );
     assert_eq!(stdout_len, 52_428_800);
     let remote = String::from_utf8(stderr).unwrap();
-    assert_eq!(remote.split_whitespace().next().unwrap(), format!("{:x}", hasher.finalize()));
+    assert_eq!(
+        remote.split_whitespace().next().unwrap(),
+        format!("{:x}", hasher.finalize())
+    );
     // ~67 MB of NDJSON cut every MiB: the stream must have reconnected many times.
-    assert!(stream.connections() >= 40, "connections: {}", stream.connections());
+    assert!(
+        stream.connections() >= 40,
+        "connections: {}",
+        stream.connections()
+    );
     assert!(env.requests("connectProcess").await >= 40);
     assert_eq!(stream.last_seq(), last_seq);
     env.shutdown().await;
@@ -382,7 +494,10 @@ async fn fifty_megabytes_arrive_byte_exact_through_cut_connections() {
 
 #[tokio::test]
 async fn a_journal_smaller_than_the_output_yields_an_exact_gap() {
-    let config = createos_mock::MockConfig { journal_bytes: 256 * 1024, ..Default::default() };
+    let config = createos_mock::MockConfig {
+        journal_bytes: 256 * 1024,
+        ..Default::default()
+    };
     let env = common::start_with(config).await;
     let sb = sandbox(&env).await;
     // Deterministic output, so the test knows every byte the process wrote.
@@ -391,14 +506,21 @@ async fn a_journal_smaller_than_the_output_yields_an_exact_gap() {
     let done = p.wait(WaitScope::Tree, Some(GUARD)).await.unwrap();
     assert_eq!(done.exit_code, Some(0));
     let window = p.info().await.unwrap().output;
-    assert!(window.oldest_seq > 1, "the journal evicted early output: {window:?}");
+    assert!(
+        window.oldest_seq > 1,
+        "the journal evicted early output: {window:?}"
+    );
     assert!(window.bytes <= 256 * 1024);
 
     let out = collect(p.connect(0).await.unwrap()).await;
     assert_eq!(out.gaps.len(), 1, "{:?}", out.gaps);
     let (from, to, lost) = out.gaps[0];
     assert_eq!((from, to), (1, window.oldest_seq - 1));
-    assert_eq!(out.seqs.first(), Some(&window.oldest_seq), "resumes at the oldest retained chunk");
+    assert_eq!(
+        out.seqs.first(),
+        Some(&window.oldest_seq),
+        "resumes at the oldest retained chunk"
+    );
     assert_eq!(out.seqs.last(), Some(&window.newest_seq));
     // What arrived is exactly the retained tail of the real output …
     assert_eq!(out.stdout.len() as u64, window.bytes);
@@ -425,11 +547,20 @@ async fn run_collects_output_and_enforces_limits() {
     let procs = sb.processes();
     env.reset_stats().await;
     let out = procs
-        .run(sh("printf hello; printf oops >&2; exit 7"), RunOptions::default())
+        .run(
+            sh("printf hello; printf oops >&2; exit 7"),
+            RunOptions::default(),
+        )
         .await
         .unwrap();
     // Start and follow: the exit event answers, no `wait` round trip.
-    assert_eq!((env.requests("createProcess").await, env.requests("connectProcess").await), (1, 1));
+    assert_eq!(
+        (
+            env.requests("createProcess").await,
+            env.requests("connectProcess").await
+        ),
+        (1, 1)
+    );
     assert_eq!(env.requests("waitProcess").await, 0);
     assert_eq!(out.exit_code, Some(7));
     assert_eq!(out.signal, None);
@@ -438,22 +569,40 @@ async fn run_collects_output_and_enforces_limits() {
     assert!(!out.truncated && !out.success());
 
     let out = procs
-        .run(sh("head -c 100000 /dev/zero"), RunOptions::default().max_output_bytes(1000))
+        .run(
+            sh("head -c 100000 /dev/zero"),
+            RunOptions::default().max_output_bytes(1000),
+        )
         .await
         .unwrap();
     assert_eq!(out.stdout.len(), 1000);
     assert!(out.truncated && out.success());
 
     // Killed by a signal: the exit event carries it.
-    let out = procs.run(sh("kill -TERM $$"), RunOptions::default()).await.unwrap();
-    assert_eq!((out.exit_code, out.signal.as_deref()), (None, Some("SIGTERM")));
+    let out = procs
+        .run(sh("kill -TERM $$"), RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        (out.exit_code, out.signal.as_deref()),
+        (None, Some("SIGTERM"))
+    );
 
     let err = procs
-        .run(sh("sleep 3031"), RunOptions::default().timeout(Duration::from_millis(300)).stop_grace(Duration::ZERO))
+        .run(
+            sh("sleep 3031"),
+            RunOptions::default()
+                .timeout(Duration::from_millis(300))
+                .stop_grace(Duration::ZERO),
+        )
         .await
         .unwrap_err();
     assert!(matches!(err, Error::Timeout { .. }), "{err:?}");
-    assert_eq!(live_processes(&env).await, 0, "the timed-out run was stopped before returning");
+    assert_eq!(
+        live_processes(&env).await,
+        0,
+        "the timed-out run was stopped before returning"
+    );
     env.shutdown().await;
 }
 
@@ -464,18 +613,33 @@ async fn cancelling_a_run_by_token_stops_the_remote_tree() {
     let token = CancellationToken::new();
     let run = {
         let procs = sb.processes();
-        let options = RunOptions::default().cancel(token.clone()).stop_grace(Duration::from_millis(200));
-        tokio::spawn(async move { procs.run(sh("sleep 3041 & sleep 3042 & wait"), options).await })
+        let options = RunOptions::default()
+            .cancel(token.clone())
+            .stop_grace(Duration::from_millis(200));
+        tokio::spawn(async move {
+            procs
+                .run(sh("sleep 3041 & sleep 3042 & wait"), options)
+                .await
+        })
     };
     wait_live_at_least(&env, 1).await;
-    assert!(guest_cmdlines(&sb).await.contains("sleep 3041"), "the tree is running");
+    assert!(
+        guest_cmdlines(&sb).await.contains("sleep 3041"),
+        "the tree is running"
+    );
     token.cancel();
-    let result = tokio::time::timeout(GUARD, run).await.expect("run returns").expect("task");
+    let result = tokio::time::timeout(GUARD, run)
+        .await
+        .expect("run returns")
+        .expect("task");
     assert!(matches!(result, Err(Error::Cancelled)), "{result:?}");
     // The stop was awaited: nothing of the tree is left by now.
     assert_eq!(live_processes(&env).await, 0);
     let cmdlines = guest_cmdlines(&sb).await;
-    assert!(!cmdlines.contains("sleep 3041") && !cmdlines.contains("sleep 3042"), "{cmdlines}");
+    assert!(
+        !cmdlines.contains("sleep 3041") && !cmdlines.contains("sleep 3042"),
+        "{cmdlines}"
+    );
     let listed = sb.processes().list().await.unwrap();
     assert!(listed.iter().all(|d| d.tree_exited), "{listed:?}");
     env.shutdown().await;
@@ -488,7 +652,11 @@ async fn dropping_a_run_stops_the_remote_tree() {
     let run = {
         let procs = sb.processes();
         let options = RunOptions::default().stop_grace(Duration::from_millis(200));
-        tokio::spawn(async move { procs.run(sh("sleep 3051 & sleep 3052 & wait"), options).await })
+        tokio::spawn(async move {
+            procs
+                .run(sh("sleep 3051 & sleep 3052 & wait"), options)
+                .await
+        })
     };
     wait_live_at_least(&env, 1).await;
     run.abort(); // drops the run future
@@ -502,7 +670,10 @@ async fn dropping_a_run_stops_the_remote_tree() {
     .await
     .expect("the dropped run's tree was stopped");
     let cmdlines = guest_cmdlines(&sb).await;
-    assert!(!cmdlines.contains("sleep 3051") && !cmdlines.contains("sleep 3052"), "{cmdlines}");
+    assert!(
+        !cmdlines.contains("sleep 3051") && !cmdlines.contains("sleep 3052"),
+        "{cmdlines}"
+    );
     assert!(env.requests("stopProcess").await >= 1);
     env.shutdown().await;
 }
@@ -517,10 +688,23 @@ async fn handles_without_a_fetch_and_closed_sandboxes() {
     let p: Process = procs.start(sh("echo x")).await.unwrap();
     let handle = procs.handle(p.id()).unwrap();
     assert_eq!(handle.details().exit_code, None, "no request was made");
-    assert_eq!(handle.wait(WaitScope::Leader, Some(GUARD)).await.unwrap().exit_code, Some(0));
-    assert!(matches!(procs.handle("bad/id"), Err(Error::InvalidInput { .. })));
+    assert_eq!(
+        handle
+            .wait(WaitScope::Leader, Some(GUARD))
+            .await
+            .unwrap()
+            .exit_code,
+        Some(0)
+    );
+    assert!(matches!(
+        procs.handle("bad/id"),
+        Err(Error::InvalidInput { .. })
+    ));
     sb.destroy().await.unwrap();
     let err = procs.start(sh("true")).await.unwrap_err();
-    assert!(matches!(err, Error::NotFound(_) | Error::Conflict(_)), "{err:?}");
+    assert!(
+        matches!(err, Error::NotFound(_) | Error::Conflict(_)),
+        "{err:?}"
+    );
     env.shutdown().await;
 }

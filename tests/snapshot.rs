@@ -21,8 +21,17 @@ use tempfile::TempDir;
 // fixtures
 
 fn run_git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git").arg("-C").arg(dir).args(args).output().expect("git runs");
-    assert!(out.status.success(), "git {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// A fresh repository with its own identity (nothing global is touched).
@@ -47,7 +56,10 @@ fn write(root: &Path, rel: impl AsRef<Path>, content: &[u8]) {
 
 /// Options that never consult the real home directory.
 fn opts(tmp: &TempDir) -> SnapshotOptions {
-    SnapshotOptions { home_dir: Some(tmp.path().join("no-such-home")), ..SnapshotOptions::default() }
+    SnapshotOptions {
+        home_dir: Some(tmp.path().join("no-such-home")),
+        ..SnapshotOptions::default()
+    }
 }
 
 fn scan(dir: &Path, options: &SnapshotOptions) -> Snapshot {
@@ -63,7 +75,11 @@ fn set(paths: &[&str]) -> BTreeSet<PathBuf> {
 }
 
 fn reason(snapshot: &Snapshot, path: impl AsRef<Path>) -> Option<DropReason> {
-    snapshot.dropped().iter().find(|(p, _)| p == path.as_ref()).map(|(_, r)| r.clone())
+    snapshot
+        .dropped()
+        .iter()
+        .find(|(p, _)| p == path.as_ref())
+        .map(|(_, r)| r.clone())
 }
 
 fn tar_bytes(snapshot: &Snapshot) -> Vec<u8> {
@@ -91,7 +107,10 @@ fn read_archive(bytes: &[u8]) -> Vec<ArchivedEntry> {
         let mut entry = entry.expect("tar entry");
         let header = entry.header().clone();
         let path = entry.path().expect("entry path").into_owned();
-        let target = entry.link_name().expect("link name").map(|t| t.into_owned());
+        let target = entry
+            .link_name()
+            .expect("link name")
+            .map(|t| t.into_owned());
         let mut data = Vec::new();
         entry.read_to_end(&mut data).expect("entry data");
         out.push(ArchivedEntry {
@@ -122,12 +141,27 @@ fn extract_and_compare(snapshot: &Snapshot, archive: &[u8], gzip: bool) {
         .arg(&dest)
         .output()
         .expect("tar runs");
-    assert!(out.status.success(), "tar -x failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "tar -x failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     let (files, dirs) = tree(&dest);
-    assert_eq!(files, listed(snapshot), "extracted files equal the snapshot's list");
-    let want_dirs: BTreeSet<PathBuf> = snapshot.directories().iter().map(|d| d.path.clone()).collect();
-    assert_eq!(dirs, want_dirs, "extracted directories equal the implied ones");
+    assert_eq!(
+        files,
+        listed(snapshot),
+        "extracted files equal the snapshot's list"
+    );
+    let want_dirs: BTreeSet<PathBuf> = snapshot
+        .directories()
+        .iter()
+        .map(|d| d.path.clone())
+        .collect();
+    assert_eq!(
+        dirs, want_dirs,
+        "extracted directories equal the implied ones"
+    );
 
     for entry in snapshot.files() {
         let got = dest.join(&entry.path);
@@ -136,13 +170,32 @@ fn extract_and_compare(snapshot: &Snapshot, archive: &[u8], gzip: bool) {
             EntryKind::File => {
                 assert!(meta.is_file(), "{} is a file", entry.path.display());
                 let want = std::fs::read(snapshot.root().join(&entry.path)).expect("source");
-                assert_eq!(std::fs::read(&got).expect("extracted"), want, "{}", entry.path.display());
-                assert_eq!(meta.permissions().mode() & 0o7777, entry.mode, "{} mode", entry.path.display());
-                let mtime = meta.modified().expect("mtime").duration_since(UNIX_EPOCH).expect("epoch").as_secs();
+                assert_eq!(
+                    std::fs::read(&got).expect("extracted"),
+                    want,
+                    "{}",
+                    entry.path.display()
+                );
+                assert_eq!(
+                    meta.permissions().mode() & 0o7777,
+                    entry.mode,
+                    "{} mode",
+                    entry.path.display()
+                );
+                let mtime = meta
+                    .modified()
+                    .expect("mtime")
+                    .duration_since(UNIX_EPOCH)
+                    .expect("epoch")
+                    .as_secs();
                 assert_eq!(mtime, entry.mtime, "{} mtime", entry.path.display());
             }
             EntryKind::Symlink { target } => {
-                assert!(meta.file_type().is_symlink(), "{} stays a link", entry.path.display());
+                assert!(
+                    meta.file_type().is_symlink(),
+                    "{} stays a link",
+                    entry.path.display()
+                );
                 assert_eq!(&std::fs::read_link(&got).expect("link"), target);
             }
             EntryKind::Directory => panic!("files() never holds directories"),
@@ -185,9 +238,16 @@ fn git_lists_tracked_and_untracked_unignored_files() {
     write(&repo, "build/out.bin", b"ignored dir\n");
 
     let snap = scan(&repo, &opts(&tmp));
-    assert_eq!(listed(&snap), set(&[".gitignore", "notes.txt", "src/main.rs"]));
+    assert_eq!(
+        listed(&snap),
+        set(&[".gitignore", "notes.txt", "src/main.rs"])
+    );
     assert_eq!(reason(&snap, "debug.log"), Some(DropReason::Ignored));
-    assert_eq!(reason(&snap, "build"), Some(DropReason::Ignored), "an ignored directory is reported once");
+    assert_eq!(
+        reason(&snap, "build"),
+        Some(DropReason::Ignored),
+        "an ignored directory is reported once"
+    );
     assert!(matches!(snap.source(), ListingSource::Git { .. }));
     assert_eq!(snap.directories().len(), 1, "only src/ is implied");
     extract_and_compare(&snap, &tar_bytes(&snap), false);
@@ -206,7 +266,18 @@ fn submodules_and_nested_repositories_are_dropped_with_their_content() {
     git_repo(&outer);
     write(&outer, "a.txt", b"main\n");
     let inner_url = inner.to_str().expect("utf-8 temp path");
-    run_git(&outer, &["-c", "protocol.file.allow=always", "submodule", "add", "-q", inner_url, "vendor/sub"]);
+    run_git(
+        &outer,
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "add",
+            "-q",
+            inner_url,
+            "vendor/sub",
+        ],
+    );
     commit_all(&outer);
     // an untracked repository inside the project (not a submodule)
     git_repo(&outer.join("scratch"));
@@ -214,10 +285,17 @@ fn submodules_and_nested_repositories_are_dropped_with_their_content() {
 
     let snap = scan(&outer, &opts(&tmp));
     assert_eq!(listed(&snap), set(&[".gitmodules", "a.txt"]));
-    assert_eq!(reason(&snap, "vendor/sub"), Some(DropReason::Gitlink { submodule: "vendor/sub".into() }));
+    assert_eq!(
+        reason(&snap, "vendor/sub"),
+        Some(DropReason::Gitlink {
+            submodule: "vendor/sub".into()
+        })
+    );
     assert_eq!(reason(&snap, "scratch"), Some(DropReason::NestedRepository));
     let archive = read_archive(&tar_bytes(&snap));
-    assert!(archive.iter().all(|e| !e.path.starts_with("vendor") && !e.path.starts_with("scratch")));
+    assert!(archive
+        .iter()
+        .all(|e| !e.path.starts_with("vendor") && !e.path.starts_with("scratch")));
 }
 
 #[test]
@@ -235,19 +313,47 @@ fn user_excludes_beat_every_other_rule() {
     commit_all(&repo);
 
     let options = SnapshotOptions {
-        excludes: vec![".env.example".into(), ".env".into(), "fixtures/".into(), "*.mp4".into(), "docs/*.png".into()],
+        excludes: vec![
+            ".env.example".into(),
+            ".env".into(),
+            "fixtures/".into(),
+            "*.mp4".into(),
+            "docs/*.png".into(),
+        ],
         ..opts(&tmp)
     };
     let snap = scan(&repo, &options);
     assert_eq!(listed(&snap), set(&["docs/deep/b.png", "keep.txt"]));
-    assert_eq!(reason(&snap, ".env.example"), Some(DropReason::UserExclude(".env.example".into())));
-    assert_eq!(reason(&snap, ".env"), Some(DropReason::UserExclude(".env".into())), "user excludes come first");
-    assert_eq!(reason(&snap, "fixtures/big.bin"), Some(DropReason::UserExclude("fixtures/".into())));
-    assert_eq!(reason(&snap, "media/clip.mp4"), Some(DropReason::UserExclude("*.mp4".into())));
-    assert_eq!(reason(&snap, "docs/a.png"), Some(DropReason::UserExclude("docs/*.png".into())));
+    assert_eq!(
+        reason(&snap, ".env.example"),
+        Some(DropReason::UserExclude(".env.example".into()))
+    );
+    assert_eq!(
+        reason(&snap, ".env"),
+        Some(DropReason::UserExclude(".env".into())),
+        "user excludes come first"
+    );
+    assert_eq!(
+        reason(&snap, "fixtures/big.bin"),
+        Some(DropReason::UserExclude("fixtures/".into()))
+    );
+    assert_eq!(
+        reason(&snap, "media/clip.mp4"),
+        Some(DropReason::UserExclude("*.mp4".into()))
+    );
+    assert_eq!(
+        reason(&snap, "docs/a.png"),
+        Some(DropReason::UserExclude("docs/*.png".into()))
+    );
 
-    let bad = SnapshotOptions { excludes: vec!["!keep.txt".into()], ..opts(&tmp) };
-    assert!(matches!(Snapshot::scan(&repo, &bad), Err(Error::InvalidInput { .. })));
+    let bad = SnapshotOptions {
+        excludes: vec!["!keep.txt".into()],
+        ..opts(&tmp)
+    };
+    assert!(matches!(
+        Snapshot::scan(&repo, &bad),
+        Err(Error::InvalidInput { .. })
+    ));
 }
 
 #[test]
@@ -255,7 +361,15 @@ fn credential_shapes_are_denied_but_env_templates_kept() {
     let tmp = TempDir::new().expect("tmp");
     let repo = tmp.path().join("repo");
     git_repo(&repo);
-    for name in [".env", ".env.local", ".env.example", ".env.sample", ".env.template", "id_rsa", "id_rsa.pub"] {
+    for name in [
+        ".env",
+        ".env.local",
+        ".env.example",
+        ".env.sample",
+        ".env.template",
+        "id_rsa",
+        "id_rsa.pub",
+    ] {
         write(&repo, name, b"x\n");
     }
     write(&repo, "certs/server.pem", b"-----BEGIN\n");
@@ -265,7 +379,16 @@ fn credential_shapes_are_denied_but_env_templates_kept() {
     commit_all(&repo);
 
     let snap = scan(&repo, &opts(&tmp));
-    assert_eq!(listed(&snap), set(&[".env.example", ".env.sample", ".env.template", "app/main.py", "id_rsa.pub"]));
+    assert_eq!(
+        listed(&snap),
+        set(&[
+            ".env.example",
+            ".env.sample",
+            ".env.template",
+            "app/main.py",
+            "id_rsa.pub"
+        ])
+    );
     for (path, rule) in [
         (".env", ".env"),
         (".env.local", ".env.*"),
@@ -274,10 +397,20 @@ fn credential_shapes_are_denied_but_env_templates_kept() {
         (".aws/credentials", ".aws/"),
         (".ssh/config", ".ssh/"),
     ] {
-        assert_eq!(reason(&snap, path), Some(DropReason::DenyList(rule)), "{path}");
+        assert_eq!(
+            reason(&snap, path),
+            Some(DropReason::DenyList(rule)),
+            "{path}"
+        );
     }
     // the same rules outside Git
-    let walked = scan(&repo, &SnapshotOptions { git: GitMode::Off, ..opts(&tmp) });
+    let walked = scan(
+        &repo,
+        &SnapshotOptions {
+            git: GitMode::Off,
+            ..opts(&tmp)
+        },
+    );
     assert_eq!(listed(&walked), listed(&snap));
     assert_eq!(reason(&walked, ".git"), Some(DropReason::Vcs));
 }
@@ -309,14 +442,20 @@ fn a_subdirectory_of_the_work_tree_is_listed_relative_to_itself() {
     write(&repo, "app/main.rs", b"fn main() {}\n");
     write(&repo, "app/src/lib.rs", b"\n");
     commit_all(&repo);
-    write(&repo, "app/scratch.tmp", b"ignored by the top-level rules\n");
+    write(
+        &repo,
+        "app/scratch.tmp",
+        b"ignored by the top-level rules\n",
+    );
     write(&repo, "app/new.rs", b"untracked\n");
 
     let snap = scan(&repo.join("app"), &opts(&tmp));
     assert_eq!(listed(&snap), set(&["main.rs", "new.rs", "src/lib.rs"]));
     assert_eq!(reason(&snap, "scratch.tmp"), Some(DropReason::Ignored));
     match snap.source() {
-        ListingSource::Git { work_tree } => assert_eq!(work_tree, &repo.canonicalize().expect("canonical")),
+        ListingSource::Git { work_tree } => {
+            assert_eq!(work_tree, &repo.canonicalize().expect("canonical"))
+        }
         other => panic!("expected a Git listing, got {other:?}"),
     }
 }
@@ -334,7 +473,10 @@ fn nothing_to_upload_is_an_error() {
     let empty = tmp.path().join("empty");
     std::fs::create_dir_all(empty.join("only/dirs")).expect("dirs");
     let err = Snapshot::scan(&empty, &opts(&tmp)).expect_err("no files at all");
-    assert!(matches!(&err, Error::InvalidInput { message, .. } if message.contains("no files")), "{err}");
+    assert!(
+        matches!(&err, Error::InvalidInput { message, .. } if message.contains("no files")),
+        "{err}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -358,15 +500,38 @@ fn outside_git_the_walk_honours_ignore_files_and_keeps_hidden_files() {
     write(&dir, "fixtures/huge.bin", b"excluded\n");
     std::fs::create_dir_all(dir.join("empty")).expect("empty dir");
 
-    let snap = scan(&dir, &SnapshotOptions { excludes: vec!["fixtures/".into()], ..opts(&tmp) });
+    let snap = scan(
+        &dir,
+        &SnapshotOptions {
+            excludes: vec!["fixtures/".into()],
+            ..opts(&tmp)
+        },
+    );
     assert_eq!(snap.source(), &ListingSource::Walk);
-    assert_eq!(listed(&snap), set(&[".gitignore", ".hidden", ".ignore", "keep.tmp", "sub/.gitignore", "sub/kept.txt"]));
+    assert_eq!(
+        listed(&snap),
+        set(&[
+            ".gitignore",
+            ".hidden",
+            ".ignore",
+            "keep.tmp",
+            "sub/.gitignore",
+            "sub/kept.txt"
+        ])
+    );
     assert_eq!(reason(&snap, "drop.tmp"), Some(DropReason::Ignored));
     assert_eq!(reason(&snap, "build"), Some(DropReason::Ignored));
     assert_eq!(reason(&snap, "sub/local.txt"), Some(DropReason::Ignored));
-    assert_eq!(reason(&snap, ".hg"), Some(DropReason::Vcs), "pruned directories are reported once");
+    assert_eq!(
+        reason(&snap, ".hg"),
+        Some(DropReason::Vcs),
+        "pruned directories are reported once"
+    );
     assert_eq!(reason(&snap, ".ssh"), Some(DropReason::DenyList(".ssh/")));
-    assert_eq!(reason(&snap, "fixtures"), Some(DropReason::UserExclude("fixtures/".into())));
+    assert_eq!(
+        reason(&snap, "fixtures"),
+        Some(DropReason::UserExclude("fixtures/".into()))
+    );
     extract_and_compare(&snap, &tar_bytes(&snap), false);
 }
 
@@ -393,13 +558,29 @@ fn symlinks_are_archived_as_links_never_followed() {
             commit_all(&dir);
         }
 
-        let options = SnapshotOptions { git: if git { GitMode::Auto } else { GitMode::Off }, ..opts(&tmp) };
+        let options = SnapshotOptions {
+            git: if git { GitMode::Auto } else { GitMode::Off },
+            ..opts(&tmp)
+        };
         let snap = scan(&dir, &options);
-        assert_eq!(listed(&snap), set(&["a.txt", "dangling", "dirlink", "inside", "outside", "sub/b.txt"]));
+        assert_eq!(
+            listed(&snap),
+            set(&[
+                "a.txt",
+                "dangling",
+                "dirlink",
+                "inside",
+                "outside",
+                "sub/b.txt"
+            ])
+        );
         let bytes = tar_bytes(&snap);
         let archive = read_archive(&bytes);
         let link = |name: &str| {
-            let e = archive.iter().find(|e| e.path == Path::new(name)).unwrap_or_else(|| panic!("{name} archived"));
+            let e = archive
+                .iter()
+                .find(|e| e.path == Path::new(name))
+                .unwrap_or_else(|| panic!("{name} archived"));
             assert_eq!(e.kind, tar::EntryType::Symlink, "{name} is a link");
             assert!(e.data.is_empty(), "{name} carries no content");
             e.target.clone().expect("target")
@@ -428,9 +609,18 @@ fn tracked_files_behind_a_symlinked_directory_are_refused() {
     symlink(&elsewhere, repo.join("d")).expect("link d");
 
     let snap = scan(&repo, &opts(&tmp));
-    assert!(matches!(reason(&snap, "d/f.txt"), Some(DropReason::Escapes(_))), "{:?}", snap.dropped());
-    assert!(listed(&snap).contains(Path::new("d")), "the link itself is untracked-unignored and kept as a link");
-    assert!(!tar_bytes(&snap).windows(15).any(|w| w == b"outside content"));
+    assert!(
+        matches!(reason(&snap, "d/f.txt"), Some(DropReason::Escapes(_))),
+        "{:?}",
+        snap.dropped()
+    );
+    assert!(
+        listed(&snap).contains(Path::new("d")),
+        "the link itself is untracked-unignored and kept as a link"
+    );
+    assert!(!tar_bytes(&snap)
+        .windows(15)
+        .any(|w| w == b"outside content"));
 }
 
 #[test]
@@ -460,7 +650,10 @@ fn odd_file_names_survive_the_round_trip() {
             run_git(&dir, &["add", "--", "with space.txt", "new\nline.txt"]);
             run_git(&dir, &["commit", "-q", "-m", "odd"]);
         }
-        let options = SnapshotOptions { git: if git { GitMode::Auto } else { GitMode::Off }, ..opts(&tmp) };
+        let options = SnapshotOptions {
+            git: if git { GitMode::Auto } else { GitMode::Off },
+            ..opts(&tmp)
+        };
         let snap = scan(&dir, &options);
         let want: BTreeSet<PathBuf> = odd.iter().map(PathBuf::from).collect();
         assert_eq!(listed(&snap), want, "git={git}");
@@ -470,7 +663,10 @@ fn odd_file_names_survive_the_round_trip() {
             .filter(|e| e.kind == tar::EntryType::Regular)
             .map(|e| e.path.as_os_str().as_bytes().to_vec())
             .collect();
-        assert_eq!(archived, odd.iter().map(|n| n.as_bytes().to_vec()).collect());
+        assert_eq!(
+            archived,
+            odd.iter().map(|n| n.as_bytes().to_vec()).collect()
+        );
         extract_and_compare(&snap, &bytes, false);
     }
 }
@@ -481,23 +677,48 @@ fn headers_keep_modes_and_mtimes_with_anonymous_owners() {
     let dir = tmp.path().join("plain");
     write(&dir, "bin/run.sh", b"#!/bin/sh\necho hi\n");
     write(&dir, "ro.txt", b"read only\n");
-    std::fs::set_permissions(dir.join("bin/run.sh"), std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    std::fs::set_permissions(dir.join("ro.txt"), std::fs::Permissions::from_mode(0o440)).expect("chmod");
-    std::fs::set_permissions(dir.join("bin"), std::fs::Permissions::from_mode(0o750)).expect("chmod dir");
+    std::fs::set_permissions(
+        dir.join("bin/run.sh"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .expect("chmod");
+    std::fs::set_permissions(dir.join("ro.txt"), std::fs::Permissions::from_mode(0o440))
+        .expect("chmod");
+    std::fs::set_permissions(dir.join("bin"), std::fs::Permissions::from_mode(0o750))
+        .expect("chmod dir");
     let when = UNIX_EPOCH + Duration::from_secs(1_600_000_000);
-    std::fs::File::options().write(true).open(dir.join("bin/run.sh")).expect("open").set_modified(when).expect("mtime");
+    std::fs::File::options()
+        .write(true)
+        .open(dir.join("bin/run.sh"))
+        .expect("open")
+        .set_modified(when)
+        .expect("mtime");
 
     let snap = scan(&dir, &opts(&tmp));
     let archive = read_archive(&tar_bytes(&snap));
-    let find = |name: &str| archive.iter().find(|e| e.path == Path::new(name)).expect("entry");
-    assert_eq!(find("bin/").kind, tar::EntryType::Directory, "directories get explicit entries");
+    let find = |name: &str| {
+        archive
+            .iter()
+            .find(|e| e.path == Path::new(name))
+            .expect("entry")
+    };
+    assert_eq!(
+        find("bin/").kind,
+        tar::EntryType::Directory,
+        "directories get explicit entries"
+    );
     assert_eq!(find("bin/").mode, 0o750);
     assert_eq!(find("bin/run.sh").mode, 0o755);
     assert_eq!(find("bin/run.sh").mtime, 1_600_000_000);
     assert_eq!(find("ro.txt").mode, 0o440);
     assert!(archive.iter().all(|e| e.uid == 0 && e.username.is_empty()));
     // the directory entry comes before what it holds
-    let pos = |name: &str| archive.iter().position(|e| e.path == Path::new(name)).expect("entry");
+    let pos = |name: &str| {
+        archive
+            .iter()
+            .position(|e| e.path == Path::new(name))
+            .expect("entry")
+    };
     assert!(pos("bin/") < pos("bin/run.sh"));
 }
 
@@ -509,14 +730,20 @@ fn long_names_and_link_targets_use_gnu_extensions_and_exact_size_holds() {
     write(&dir, &deep, b"deep\n");
     write(&dir, "x".repeat(100), b"exactly one hundred\n");
     write(&dir, "short.txt", &vec![7u8; 1000]);
-    symlink(format!("{deep}/../../{}", "t".repeat(150)), dir.join("longlink")).expect("long link");
+    symlink(
+        format!("{deep}/../../{}", "t".repeat(150)),
+        dir.join("longlink"),
+    )
+    .expect("long link");
 
     let snap = scan(&dir, &opts(&tmp));
     let bytes = tar_bytes(&snap);
     assert_eq!(bytes.len() as u64, snap.exact_size());
     assert_eq!(bytes.len() % 512, 0);
     let archive = read_archive(&bytes);
-    assert!(archive.iter().any(|e| e.path == Path::new(&deep) && e.data == b"deep\n"));
+    assert!(archive
+        .iter()
+        .any(|e| e.path == Path::new(&deep) && e.data == b"deep\n"));
     extract_and_compare(&snap, &bytes, false);
 }
 
@@ -533,23 +760,44 @@ fn refuses_the_root_home_sensitive_folders_and_non_directories() {
     assert!(invalid(Path::new("/"), &opts(&tmp)).contains("root"));
 
     // the real home directory, with the default options
-    if let Some(home) = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_dir()) {
+    if let Some(home) = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|h| h.is_dir())
+    {
         assert!(invalid(&home, &SnapshotOptions::default()).contains("home"));
     }
     let home = tmp.path().join("home");
     write(&home, "project/main.rs", b"\n");
     write(&home, ".ssh/keys/id.txt", b"\n");
-    let with_home = SnapshotOptions { home_dir: Some(home.clone()), ..SnapshotOptions::default() };
+    let with_home = SnapshotOptions {
+        home_dir: Some(home.clone()),
+        ..SnapshotOptions::default()
+    };
     assert!(invalid(&home, &with_home).contains("home"));
-    assert!(invalid(&home.join("project/.."), &with_home).contains("home"), "compared after realpath");
+    assert!(
+        invalid(&home.join("project/.."), &with_home).contains("home"),
+        "compared after realpath"
+    );
     assert!(invalid(tmp.path(), &with_home).contains("contains your home"));
     assert!(invalid(&home.join(".ssh/keys"), &with_home).contains(".ssh"));
-    let forced = SnapshotOptions { allow_sensitive_root: true, ..with_home.clone() };
-    assert_eq!(listed(&scan(&home.join(".ssh/keys"), &forced)), set(&["id.txt"]));
-    assert_eq!(listed(&scan(&home.join("project"), &with_home)), set(&["main.rs"]));
+    let forced = SnapshotOptions {
+        allow_sensitive_root: true,
+        ..with_home.clone()
+    };
+    assert_eq!(
+        listed(&scan(&home.join(".ssh/keys"), &forced)),
+        set(&["id.txt"])
+    );
+    assert_eq!(
+        listed(&scan(&home.join("project"), &with_home)),
+        set(&["main.rs"])
+    );
 
     assert!(invalid(&home.join("project/main.rs"), &with_home).contains("not a directory"));
-    assert!(matches!(Snapshot::scan(tmp.path().join("missing"), &with_home), Err(Error::Io { .. })));
+    assert!(matches!(
+        Snapshot::scan(tmp.path().join("missing"), &with_home),
+        Err(Error::Io { .. })
+    ));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -567,10 +815,19 @@ fn a_file_that_changed_since_the_scan_fails_the_archive() {
     let err = snap.write_tar(Vec::new()).expect_err("size changed");
     assert!(err.to_string().contains("b.txt"), "{err}");
 
-    let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
     let items: Vec<_> = runtime.block_on(snap.tar_stream(Compression::gzip()).collect::<Vec<_>>());
-    let last = items.last().expect("items").as_ref().expect_err("the stream ends with the error");
-    let inner = last.get_ref().and_then(|e| e.downcast_ref::<Error>()).expect("the crate's error inside");
+    let last = items
+        .last()
+        .expect("items")
+        .as_ref()
+        .expect_err("the stream ends with the error");
+    let inner = last
+        .get_ref()
+        .and_then(|e| e.downcast_ref::<Error>())
+        .expect("the crate's error inside");
     assert!(matches!(inner, Error::Io { .. }), "{inner}");
 }
 
@@ -606,9 +863,14 @@ fn a_file_replaced_since_the_scan_fails_the_archive() {
         let victim = format!("f{:02}.txt", 10 + i * 10);
         change(&dir.join(&victim));
         for compression in [Compression::None, Compression::gzip()] {
-            let err = snap.write_archive(Vec::new(), compression).expect_err("the archive must fail");
+            let err = snap
+                .write_archive(Vec::new(), compression)
+                .expect_err("the archive must fail");
             let text = err.to_string();
-            assert!(text.contains(&victim) && text.contains(expected), "{compression:?}: {text}");
+            assert!(
+                text.contains(&victim) && text.contains(expected),
+                "{compression:?}: {text}"
+            );
         }
         std::fs::remove_file(dir.join(&victim)).expect("clean up");
         write(&dir, &victim, b"same size\n");
@@ -623,14 +885,23 @@ async fn the_stream_equals_write_tar_byte_for_byte() {
     for i in 0..40 {
         // some bigger than a chunk, so chunk boundaries fall inside files
         let size = if i % 7 == 0 { 150_000 + i } else { i * 13 };
-        write(&repo, format!("d{}/f{i}.bin", i % 5), &(0..size).map(|b| (b % 251) as u8).collect::<Vec<_>>());
+        write(
+            &repo,
+            format!("d{}/f{i}.bin", i % 5),
+            &(0..size).map(|b| (b % 251) as u8).collect::<Vec<_>>(),
+        );
     }
     commit_all(&repo);
     let snap = scan(&repo, &opts(&tmp));
 
-    for compression in [Compression::None, Compression::gzip(), Compression::Gzip { level: 1 }] {
+    for compression in [
+        Compression::None,
+        Compression::gzip(),
+        Compression::Gzip { level: 1 },
+    ] {
         let mut written = Vec::new();
-        snap.write_archive(&mut written, compression).expect("write_archive");
+        snap.write_archive(&mut written, compression)
+            .expect("write_archive");
         let mut streamed = Vec::new();
         let mut stream = snap.tar_stream(compression);
         while let Some(chunk) = stream.next().await {
@@ -638,9 +909,12 @@ async fn the_stream_equals_write_tar_byte_for_byte() {
         }
         assert_eq!(streamed, written, "{compression:?}");
         let mut via_read = Vec::new();
-        tokio::io::AsyncReadExt::read_to_end(&mut snap.tar_stream(compression).into_async_read(), &mut via_read)
-            .await
-            .expect("AsyncRead");
+        tokio::io::AsyncReadExt::read_to_end(
+            &mut snap.tar_stream(compression).into_async_read(),
+            &mut via_read,
+        )
+        .await
+        .expect("AsyncRead");
         assert_eq!(via_read, written, "{compression:?} as AsyncRead");
         if compression == Compression::None {
             assert_eq!(written.len() as u64, snap.exact_size());
@@ -656,7 +930,11 @@ async fn ten_thousand_files_stream_through() {
     let tmp = TempDir::new().expect("tmp");
     let dir = tmp.path().join("many");
     for i in 0..10_000 {
-        write(&dir, format!("d{:03}/f{i:05}.txt", i % 100), format!("file {i}\n").as_bytes());
+        write(
+            &dir,
+            format!("d{:03}/f{i:05}.txt", i % 100),
+            format!("file {i}\n").as_bytes(),
+        );
     }
     let snap = scan(&dir, &opts(&tmp));
     assert_eq!(snap.files().len(), 10_000);
@@ -671,7 +949,10 @@ async fn ten_thousand_files_stream_through() {
         largest_chunk = largest_chunk.max(chunk.len());
     }
     assert_eq!(total, snap.exact_size());
-    assert!(largest_chunk <= 64 * 1024, "chunks stay small: {largest_chunk}");
+    assert!(
+        largest_chunk <= 64 * 1024,
+        "chunks stay small: {largest_chunk}"
+    );
 
     let mut gz = Vec::new();
     let mut stream = snap.tar_stream(Compression::gzip());
@@ -679,7 +960,15 @@ async fn ten_thousand_files_stream_through() {
         gz.extend_from_slice(&chunk.expect("chunk"));
     }
     let mut tar = Vec::new();
-    flate2::read::GzDecoder::new(&gz[..]).read_to_end(&mut tar).expect("gunzip");
+    flate2::read::GzDecoder::new(&gz[..])
+        .read_to_end(&mut tar)
+        .expect("gunzip");
     let entries = read_archive(&tar);
-    assert_eq!(entries.iter().filter(|e| e.kind == tar::EntryType::Regular).count(), 10_000);
+    assert_eq!(
+        entries
+            .iter()
+            .filter(|e| e.kind == tar::EntryType::Regular)
+            .count(),
+        10_000
+    );
 }

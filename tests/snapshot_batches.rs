@@ -10,12 +10,18 @@ use createos_sandbox::snapshot::{Compression, GitMode, Snapshot, SnapshotOptions
 use tempfile::TempDir;
 
 fn options(tmp: &TempDir) -> SnapshotOptions {
-    SnapshotOptions { home_dir: Some(tmp.path().join("home")), ..SnapshotOptions::default() }.git(GitMode::Off)
+    SnapshotOptions {
+        home_dir: Some(tmp.path().join("home")),
+        ..SnapshotOptions::default()
+    }
+    .git(GitMode::Off)
 }
 
 /// Deterministic content of `len` bytes, different for every `seed`.
 fn content(seed: usize, len: usize) -> Vec<u8> {
-    (0..len).map(|i| ((i * 31 + seed * 7) % 251) as u8).collect()
+    (0..len)
+        .map(|i| ((i * 31 + seed * 7) % 251) as u8)
+        .collect()
 }
 
 /// Sizes around every boundary the writer cares about: empty, block multiples and one off,
@@ -74,7 +80,10 @@ fn every_size_arrives_whole_and_in_order_across_batches() {
     let mut plain = Vec::new();
     snapshot.write_tar(&mut plain).expect("tar");
     assert_eq!(plain.len() as u64, snapshot.exact_size());
-    assert!(plain.ends_with(&[0u8; 1024]), "the end-of-archive blocks close it");
+    assert!(
+        plain.ends_with(&[0u8; 1024]),
+        "the end-of-archive blocks close it"
+    );
     let got = files_in(&plain);
     let want: Vec<(PathBuf, Vec<u8>)> = expected.into_iter().collect();
     assert_eq!(got.len(), want.len());
@@ -85,9 +94,13 @@ fn every_size_arrives_whole_and_in_order_across_batches() {
 
     // the same entries through gzip
     let mut gz = Vec::new();
-    snapshot.write_archive(&mut gz, Compression::gzip()).expect("tar.gz");
+    snapshot
+        .write_archive(&mut gz, Compression::gzip())
+        .expect("tar.gz");
     let mut unzipped = Vec::new();
-    flate2::read::MultiGzDecoder::new(&gz[..]).read_to_end(&mut unzipped).expect("gunzip");
+    flate2::read::MultiGzDecoder::new(&gz[..])
+        .read_to_end(&mut unzipped)
+        .expect("gunzip");
     assert!(unzipped == plain, "the gzip stream holds the same tar");
 }
 
@@ -108,19 +121,28 @@ fn a_failure_deep_inside_stops_right_before_the_failing_entry() {
 
     for compression in [Compression::None, Compression::gzip()] {
         let mut out = Vec::new();
-        let err = snapshot.write_archive(&mut out, compression).expect_err("the archive must fail");
+        let err = snapshot
+            .write_archive(&mut out, compression)
+            .expect_err("the archive must fail");
         let text = err.to_string();
-        assert!(text.contains(&victim.display().to_string()), "{compression:?}: {text}");
+        assert!(
+            text.contains(&victim.display().to_string()),
+            "{compression:?}: {text}"
+        );
         if compression == Compression::None {
             // everything before the victim, whole; nothing of it or after, and no end blocks
-            let before: Vec<&PathBuf> = expected.keys().take_while(|name| *name != victim).collect();
+            let before: Vec<&PathBuf> =
+                expected.keys().take_while(|name| *name != victim).collect();
             let got = files_in(&out);
             let got_names: Vec<&PathBuf> = got.iter().map(|(name, _)| name).collect();
             assert_eq!(got_names, before);
             for (name, body) in &got {
                 assert!(body == &expected[name], "{} differs", name.display());
             }
-            assert!(!out.ends_with(&[0u8; 1024]), "an aborted archive must not look finished");
+            assert!(
+                !out.ends_with(&[0u8; 1024]),
+                "an aborted archive must not look finished"
+            );
         }
     }
 }

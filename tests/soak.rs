@@ -76,7 +76,10 @@ fn rss_kib() -> u64 {
 }
 
 fn seq_output(n: u32) -> Vec<u8> {
-    (1..=n).map(|i| format!("{i}\n")).collect::<String>().into_bytes()
+    (1..=n)
+        .map(|i| format!("{i}\n"))
+        .collect::<String>()
+        .into_bytes()
 }
 
 struct Task {
@@ -103,9 +106,13 @@ impl Task {
     }
 
     async fn create(&mut self) -> Sandbox {
-        let sb = self.client.create_sandbox(CreateSandbox::new("s-1vcpu-256mb")).await.unwrap_or_else(|e| {
-            panic!("task {}: create failed: {e}", self.id);
-        });
+        let sb = self
+            .client
+            .create_sandbox(CreateSandbox::new("s-1vcpu-256mb"))
+            .await
+            .unwrap_or_else(|e| {
+                panic!("task {}: create failed: {e}", self.id);
+            });
         self.applied.create_sandbox.fetch_add(1, Ordering::SeqCst);
         self.count(Op::Create);
         sb
@@ -115,16 +122,28 @@ impl Task {
     /// each must be there exactly once (a replayed request would append it twice).
     async fn check_ledger(&mut self, sb: &Sandbox) {
         let mut want = std::mem::take(&mut self.ledger);
-        let text = if want.is_empty() { String::new() } else { sb.read_to_string("/root/applied.log").await.expect("read ledger") };
+        let text = if want.is_empty() {
+            String::new()
+        } else {
+            sb.read_to_string("/root/applied.log")
+                .await
+                .expect("read ledger")
+        };
         let mut got: Vec<String> = text.lines().map(str::to_string).collect();
         want.sort();
         got.sort();
-        assert_eq!(got, want, "task {}: the guest ledger differs from the client's successes", self.id);
+        assert_eq!(
+            got, want,
+            "task {}: the guest ledger differs from the client's successes",
+            self.id
+        );
     }
 
     async fn destroy(&mut self, sb: &Sandbox) {
         self.check_ledger(sb).await;
-        sb.destroy().await.unwrap_or_else(|e| panic!("task {}: destroy {} failed: {e}", self.id, sb.id()));
+        sb.destroy()
+            .await
+            .unwrap_or_else(|e| panic!("task {}: destroy {} failed: {e}", self.id, sb.id()));
         self.applied.destroy.fetch_add(1, Ordering::SeqCst);
         self.count(Op::Destroy);
     }
@@ -136,7 +155,10 @@ impl Task {
             .await
             .unwrap_or_else(|e| panic!("task {}: exec failed: {e} ({e:?})", self.id));
         self.ledger.push(word.clone());
-        assert_eq!((out.stdout.as_str(), out.stderr.as_str(), out.exit_code), (word.as_str(), "e", 7));
+        assert_eq!(
+            (out.stdout.as_str(), out.stderr.as_str(), out.exit_code),
+            (word.as_str(), "e", 7)
+        );
         self.count(Op::Exec);
     }
 
@@ -144,7 +166,9 @@ impl Task {
         let len = self.rng.gen_range(0..64 * 1024);
         let data: Vec<u8> = (0..len).map(|_| self.rng.gen()).collect();
         let path = format!("/root/soak/{}-{n}.bin", self.id);
-        sb.write(&path, data.clone()).await.unwrap_or_else(|e| panic!("task {}: upload failed: {e}", self.id));
+        sb.write(&path, data.clone())
+            .await
+            .unwrap_or_else(|e| panic!("task {}: upload failed: {e}", self.id));
         self.applied.upload.fetch_add(1, Ordering::SeqCst);
         self.count(Op::Upload);
         (path, data)
@@ -152,8 +176,20 @@ impl Task {
 
     async fn download(&mut self, sb: &Sandbox, path: &str, want: &[u8]) {
         let fail = |e: createos_sandbox::Error| -> ! { panic!("download {path} failed: {e}") };
-        let got = sb.download(path).await.unwrap_or_else(|e| fail(e)).bytes(1 << 20).await.unwrap_or_else(|e| fail(e));
-        assert!(got == want, "task {}: {path} came back different ({} vs {} bytes)", self.id, got.len(), want.len());
+        let got = sb
+            .download(path)
+            .await
+            .unwrap_or_else(|e| fail(e))
+            .bytes(1 << 20)
+            .await
+            .unwrap_or_else(|e| fail(e));
+        assert!(
+            got == want,
+            "task {}: {path} came back different ({} vs {} bytes)",
+            self.id,
+            got.len(),
+            want.len()
+        );
         self.count(Op::Download);
     }
 
@@ -163,14 +199,25 @@ impl Task {
         let word = format!("p{}-{n}", self.id);
         let script = format!("echo {word} >> /root/applied.log; seq 1 {n}; echo done >&2");
         let spec = ProcessSpec::new("sh").args(["-c", &script]);
-        let p = sb.processes().start(spec).await.unwrap_or_else(|e| panic!("task {}: start failed: {e} ({e:?})", self.id));
+        let p = sb
+            .processes()
+            .start(spec)
+            .await
+            .unwrap_or_else(|e| panic!("task {}: start failed: {e} ({e:?})", self.id));
         self.ledger.push(word);
-        let mut stream = p.connect(0).await.unwrap_or_else(|e| panic!("task {}: connect failed: {e}", self.id));
+        let mut stream = p
+            .connect(0)
+            .await
+            .unwrap_or_else(|e| panic!("task {}: connect failed: {e}", self.id));
         let (mut stdout, mut stderr, mut exit, mut last_seq) = (Vec::new(), Vec::new(), None, 0u64);
         while let Some(event) = stream.next().await {
             match event.unwrap_or_else(|e| panic!("task {}: output stream failed: {e}", self.id)) {
                 OutputEvent::Data { seq, stream, bytes } => {
-                    assert!(seq > last_seq, "task {}: seq {seq} after {last_seq}: repeated output", self.id);
+                    assert!(
+                        seq > last_seq,
+                        "task {}: seq {seq} after {last_seq}: repeated output",
+                        self.id
+                    );
                     last_seq = seq;
                     match stream {
                         StreamKind::Stdout => stdout.extend_from_slice(&bytes),
@@ -178,17 +225,29 @@ impl Task {
                         other => panic!("unexpected stream {other:?}"),
                     }
                 }
-                OutputEvent::Gap { from_seq, to_seq, lost_bytes } => {
+                OutputEvent::Gap {
+                    from_seq,
+                    to_seq,
+                    lost_bytes,
+                } => {
                     panic!("task {}: output lost between {from_seq} and {to_seq} ({lost_bytes:?} bytes)", self.id)
                 }
                 OutputEvent::Exit { code, .. } => exit = code,
                 OutputEvent::Error(message) => panic!("task {}: stream error {message}", self.id),
             }
         }
-        assert!(stdout == seq_output(n), "task {}: stdout of seq 1 {n} differs ({} bytes)", self.id, stdout.len());
+        assert!(
+            stdout == seq_output(n),
+            "task {}: stdout of seq 1 {n} differs ({} bytes)",
+            self.id,
+            stdout.len()
+        );
         assert_eq!(stderr, b"done\n");
         assert_eq!(exit, Some(0));
-        let waited = p.wait(WaitScope::Tree, Some(Duration::from_secs(60))).await.expect("wait");
+        let waited = p
+            .wait(WaitScope::Tree, Some(Duration::from_secs(60)))
+            .await
+            .expect("wait");
         assert_eq!(waited.exit_code, Some(0));
         self.count(Op::Process);
     }
@@ -204,10 +263,22 @@ impl Task {
             .state_dir(self.project.path().join("state"));
         options.git = GitMode::Off;
         let remote_dir = format!("/root/sync-{}", self.id);
-        let syncer = Syncer::new(Arc::new(ApiRemote::new(sb.clone())), &root, &remote_dir, options).expect("syncer");
-        syncer.run().await.unwrap_or_else(|e| panic!("task {}: sync failed: {e:#}", self.id));
+        let syncer = Syncer::new(
+            Arc::new(ApiRemote::new(sb.clone())),
+            &root,
+            &remote_dir,
+            options,
+        )
+        .expect("syncer");
+        syncer
+            .run()
+            .await
+            .unwrap_or_else(|e| panic!("task {}: sync failed: {e:#}", self.id));
         let name = file.file_name().unwrap().to_str().unwrap();
-        let remote = sb.read_to_string(&format!("{remote_dir}/{name}")).await.expect("read synced file");
+        let remote = sb
+            .read_to_string(&format!("{remote_dir}/{name}"))
+            .await
+            .expect("read synced file");
         assert_eq!(remote, format!("edit {n}\n"));
         self.count(Op::Sync);
     }
@@ -230,7 +301,8 @@ impl Task {
                         uploaded.push(file);
                     }
                     55..=74 if !uploaded.is_empty() => {
-                        let (path, data) = uploaded.swap_remove(self.rng.gen_range(0..uploaded.len()));
+                        let (path, data) =
+                            uploaded.swap_remove(self.rng.gen_range(0..uploaded.len()));
                         self.download(&sb, &path, &data).await;
                     }
                     55..=74 => self.exec(&sb, n).await,
@@ -250,9 +322,15 @@ impl Task {
 #[test]
 fn no_operation_is_lost_repeated_or_leaked_under_faults() {
     // The soak drives real processes; a multi-threaded runtime like a real caller's.
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .unwrap();
     runtime.block_on(async {
-        tokio::time::timeout(GUARD, soak()).await.expect("the soak finished in time");
+        tokio::time::timeout(GUARD, soak())
+            .await
+            .expect("the soak finished in time");
     });
 }
 
@@ -264,7 +342,10 @@ async fn soak() {
     let applied = Arc::new(Applied::default());
     let done = Arc::new(AtomicU64::new(0));
     let rss = Arc::new(Mutex::new(Vec::new()));
-    let seed: u64 = std::env::var("SOAK_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed_50a4);
+    let seed: u64 = std::env::var("SOAK_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5eed_50a4);
     eprintln!("soak seed {seed} (SOAK_SEED to replay)");
 
     let mut handles = Vec::new();
@@ -293,23 +374,56 @@ async fn soak() {
     }
     let stats = env.stats().await;
     env.clear_faults().await;
-    eprintln!("soak: {totals:?}; faults injected {}", stats["faults_injected"]);
+    eprintln!(
+        "soak: {totals:?}; faults injected {}",
+        stats["faults_injected"]
+    );
 
-    assert_eq!(done.load(Ordering::SeqCst), TOTAL_OPS as u64, "every operation ran");
-    assert!(stats["faults_injected"].as_u64().unwrap_or(0) > 500, "faults were injected: {stats}");
-    for op in [Op::Create, Op::Exec, Op::Upload, Op::Download, Op::Process, Op::Sync, Op::Destroy] {
-        assert!(totals.get(&op).copied().unwrap_or(0) > 0, "the mix ran {op:?}");
+    assert_eq!(
+        done.load(Ordering::SeqCst),
+        TOTAL_OPS as u64,
+        "every operation ran"
+    );
+    assert!(
+        stats["faults_injected"].as_u64().unwrap_or(0) > 500,
+        "faults were injected: {stats}"
+    );
+    for op in [
+        Op::Create,
+        Op::Exec,
+        Op::Upload,
+        Op::Download,
+        Op::Process,
+        Op::Sync,
+        Op::Destroy,
+    ] {
+        assert!(
+            totals.get(&op).copied().unwrap_or(0) > 0,
+            "the mix ran {op:?}"
+        );
     }
 
     // Each success of a non-idempotent request ran its handler exactly once.
     let handled = |op: &str| stats["handled"][op].as_u64().unwrap_or(0);
-    assert_eq!(handled("createSandbox"), applied.create_sandbox.load(Ordering::SeqCst), "createSandbox applied once each");
+    assert_eq!(
+        handled("createSandbox"),
+        applied.create_sandbox.load(Ordering::SeqCst),
+        "createSandbox applied once each"
+    );
     // exec and createProcess: checked per sandbox against the guest ledger (the sync engine
     // makes exec requests of its own, so a global count would not tell).
-    assert_eq!(handled("destroySandbox"), applied.destroy.load(Ordering::SeqCst), "destroySandbox applied once each");
+    assert_eq!(
+        handled("destroySandbox"),
+        applied.destroy.load(Ordering::SeqCst),
+        "destroySandbox applied once each"
+    );
 
     // Nothing left behind.
-    assert_eq!(env.settled_live_sandboxes().await, 0, "no sandbox left behind");
+    assert_eq!(
+        env.settled_live_sandboxes().await,
+        0,
+        "no sandbox left behind"
+    );
     let live_processes = env.stats().await["live_processes"].as_u64();
     assert_eq!(live_processes, Some(0), "no process left behind");
 
@@ -317,8 +431,15 @@ async fn soak() {
     // leak would add (a few KiB per operation would be tens of MiB here).
     let samples = rss.lock().unwrap().clone();
     eprintln!("rss samples (ops, KiB): {samples:?}");
-    let early = samples.iter().find(|(ops, _)| *ops >= 4000).map(|s| s.1).expect("sample at 4000 ops");
+    let early = samples
+        .iter()
+        .find(|(ops, _)| *ops >= 4000)
+        .map(|s| s.1)
+        .expect("sample at 4000 ops");
     let last = samples.last().map(|s| s.1).expect("final sample");
-    assert!(last <= early + 48 * 1024, "RSS grew from {early} KiB to {last} KiB over 6,000 operations");
+    assert!(
+        last <= early + 48 * 1024,
+        "RSS grew from {early} KiB to {last} KiB over 6,000 operations"
+    );
     env.shutdown().await;
 }

@@ -9,7 +9,9 @@ mod ssh_support;
 
 use std::path::Path;
 
-use createos_sandbox::ssh::{canonical_public_key, public_path, KnownHosts, SshError, SshFiles, SshSession};
+use createos_sandbox::ssh::{
+    canonical_public_key, public_path, KnownHosts, SshError, SshFiles, SshSession,
+};
 use serde_json::json;
 
 use ssh_support::{api_sh, embedded, guarded, options, sandbox, ssh_error, Guest};
@@ -39,19 +41,33 @@ async fn host_key_is_pinned_on_first_use_and_a_changed_key_is_refused(guest: Gue
     let env = guest.start().await;
     let sb = sandbox(&env).await;
     let dir = tempfile::tempdir().unwrap();
-    let ssh = guarded("connect", SshSession::connect(&sb, options(&dir))).await.expect("ssh connect");
+    let ssh = guarded("connect", SshSession::connect(&sb, options(&dir)))
+        .await
+        .expect("ssh connect");
 
     // Pinned under the sandbox id, equal to the guest's host key.
     let known = KnownHosts::new(dir.path().join("known_hosts"));
     let text = std::fs::read_to_string(known.path()).unwrap();
-    let line = text.lines().find(|l| l.starts_with(&format!("{} ", sb.id()))).expect("a pin for the sandbox");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&format!("{} ", sb.id())))
+        .expect("a pin for the sandbox");
     assert_eq!(line.split_whitespace().count(), 3, "{line}");
     let pinned = known.lookup(sb.id()).unwrap().expect("pinned key");
     let guest_pub = if embedded(&env) {
-        let shown = env.mock_get(&format!("/_mock/sandboxes/{}/guest-sshd", sb.id())).await;
-        shown["host_key"].as_str().expect("the embedded server's host key").to_string()
+        let shown = env
+            .mock_get(&format!("/_mock/sandboxes/{}/guest-sshd", sb.id()))
+            .await;
+        shown["host_key"]
+            .as_str()
+            .expect("the embedded server's host key")
+            .to_string()
     } else {
-        ssh.exec("cat /etc/ssh/ssh_host_ed25519_key.pub").await.unwrap().stdout_text().into_owned()
+        ssh.exec("cat /etc/ssh/ssh_host_ed25519_key.pub")
+            .await
+            .unwrap()
+            .stdout_text()
+            .into_owned()
     };
     assert_eq!(
         canonical_public_key(&pinned.to_openssh().unwrap()),
@@ -61,23 +77,49 @@ async fn host_key_is_pinned_on_first_use_and_a_changed_key_is_refused(guest: Gue
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        assert_eq!(std::fs::metadata(known.path()).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::metadata(known.path())
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777,
+            0o600
+        );
     }
     // Reconnecting with the same key is fine.
-    let again = guarded("reconnect", SshSession::connect(&sb, options(&dir))).await.unwrap();
+    let again = guarded("reconnect", SshSession::connect(&sb, options(&dir)))
+        .await
+        .unwrap();
     assert!(again.exec("true").await.unwrap().success());
 
     // The guest's host key changes (sshd restarted with another key).
     let new_pub = if embedded(&env) {
-        let restarted =
-            env.mock_post(&format!("/_mock/sandboxes/{}/guest-sshd/restart", sb.id()), json!({"new_host_key": true})).await;
-        restarted["host_key"].as_str().expect("the new host key").to_string()
+        let restarted = env
+            .mock_post(
+                &format!("/_mock/sandboxes/{}/guest-sshd/restart", sb.id()),
+                json!({"new_host_key": true}),
+            )
+            .await;
+        restarted["host_key"]
+            .as_str()
+            .expect("the new host key")
+            .to_string()
     } else {
         api_sh(&sb, SWAP_HOST_KEY).await
     };
-    let err = guarded("connect after the change", SshSession::connect(&sb, options(&dir))).await.unwrap_err();
+    let err = guarded(
+        "connect after the change",
+        SshSession::connect(&sb, options(&dir)),
+    )
+    .await
+    .unwrap_err();
     match ssh_error(&err) {
-        SshError::HostKeyChanged { host, pinned, offered, known_hosts } => {
+        SshError::HostKeyChanged {
+            host,
+            pinned,
+            offered,
+            known_hosts,
+        } => {
             assert_eq!(host, sb.id());
             assert_ne!(pinned, offered);
             assert_eq!(known_hosts, known.path());
@@ -85,17 +127,34 @@ async fn host_key_is_pinned_on_first_use_and_a_changed_key_is_refused(guest: Gue
         other => panic!("expected HostKeyChanged, got {other:?}"),
     }
     let message = err.to_string();
-    assert!(message.contains("changed") && message.contains(&known.path().display().to_string()), "{message}");
-    assert!(message.contains(&format!("`{} `", sb.id())), "the message says which line to delete: {message}");
+    assert!(
+        message.contains("changed") && message.contains(&known.path().display().to_string()),
+        "{message}"
+    );
+    assert!(
+        message.contains(&format!("`{} `", sb.id())),
+        "the message says which line to delete: {message}"
+    );
     // The pin was not overwritten by the refused key.
-    assert_eq!(known.lookup(sb.id()).unwrap().unwrap().key_data(), pinned.key_data());
+    assert_eq!(
+        known.lookup(sb.id()).unwrap().unwrap().key_data(),
+        pinned.key_data()
+    );
 
     // Resetting the pin (what the message says to do) accepts the new key.
     assert!(known.forget(sb.id()).unwrap());
-    let fresh = guarded("connect after reset", SshSession::connect(&sb, options(&dir))).await.unwrap();
+    let fresh = guarded(
+        "connect after reset",
+        SshSession::connect(&sb, options(&dir)),
+    )
+    .await
+    .unwrap();
     assert!(fresh.exec("true").await.unwrap().success());
     let repinned = known.lookup(sb.id()).unwrap().unwrap();
-    assert_eq!(canonical_public_key(&repinned.to_openssh().unwrap()), canonical_public_key(&new_pub));
+    assert_eq!(
+        canonical_public_key(&repinned.to_openssh().unwrap()),
+        canonical_public_key(&new_pub)
+    );
     env.shutdown().await;
 }
 
@@ -104,14 +163,21 @@ async fn keys_are_private_files_and_authorized_keys_is_appended_once(guest: Gues
     let env = guest.start().await;
     let sb = sandbox(&env).await;
     let dir = tempfile::tempdir().unwrap();
-    let ssh = guarded("connect", SshSession::connect(&sb, options(&dir))).await.expect("ssh connect");
+    let ssh = guarded("connect", SshSession::connect(&sb, options(&dir)))
+        .await
+        .expect("ssh connect");
 
     let files = SshFiles::at(dir.path());
     let key_path = files.key_path(sb.id());
     assert_eq!(ssh.key().path(), key_path);
     let public = std::fs::read_to_string(public_path(&key_path)).unwrap();
     assert_eq!(public.trim(), ssh.key().public_key_line());
-    assert!(public.starts_with("ssh-ed25519 ") && public.trim().ends_with(&format!("createos-sandbox {}", sb.id())));
+    assert!(
+        public.starts_with("ssh-ed25519 ")
+            && public
+                .trim()
+                .ends_with(&format!("createos-sandbox {}", sb.id()))
+    );
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
@@ -125,27 +191,53 @@ async fn keys_are_private_files_and_authorized_keys_is_appended_once(guest: Gues
     let view = sb.refresh().await.unwrap();
     let ours = ssh.key().canonical_public_key().to_string();
     let registered = view.ssh_pubkeys.unwrap_or_default();
-    assert_eq!(registered.iter().filter(|k| canonical_public_key(k).as_deref() == Some(ours.as_str())).count(), 1);
+    assert_eq!(
+        registered
+            .iter()
+            .filter(|k| canonical_public_key(k).as_deref() == Some(ours.as_str()))
+            .count(),
+        1
+    );
 
-    let count_ours = |text: &str| text.lines().filter(|l| canonical_public_key(l).as_deref() == Some(ours.as_str())).count();
+    let count_ours = |text: &str| {
+        text.lines()
+            .filter(|l| canonical_public_key(l).as_deref() == Some(ours.as_str()))
+            .count()
+    };
     let authorized = api_sh(&sb, "cat /root/.ssh/authorized_keys").await;
     assert_eq!(count_ours(&authorized), 1, "{authorized}");
 
     // Someone else's key in the file (no trailing newline), ours gone: the next connect
     // appends ours and keeps theirs.
     let theirs = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOtherKeyOtherKeyOtherKeyOtherKeyOtherKey0 someone@else";
-    api_sh(&sb, &format!("printf '%s' '{theirs}' > /root/.ssh/authorized_keys")).await;
+    api_sh(
+        &sb,
+        &format!("printf '%s' '{theirs}' > /root/.ssh/authorized_keys"),
+    )
+    .await;
     env.reset_stats().await;
     for round in 0..2 {
         let dir_again = options(&dir);
-        let session = guarded("connect", SshSession::connect(&sb, dir_again)).await.unwrap();
-        assert!(session.exec("true").await.unwrap().success(), "round {round}");
+        let session = guarded("connect", SshSession::connect(&sb, dir_again))
+            .await
+            .unwrap();
+        assert!(
+            session.exec("true").await.unwrap().success(),
+            "round {round}"
+        );
         let authorized = api_sh(&sb, "cat /root/.ssh/authorized_keys").await;
         assert_eq!(count_ours(&authorized), 1, "round {round}: {authorized}");
-        assert_eq!(authorized.lines().next(), Some(theirs), "round {round}: the other key is kept");
+        assert_eq!(
+            authorized.lines().next(),
+            Some(theirs),
+            "round {round}: the other key is kept"
+        );
         assert_eq!(authorized.lines().count(), 2, "round {round}: {authorized}");
         let mode = api_sh(&sb, "stat -c %a /root/.ssh/authorized_keys /root/.ssh").await;
-        assert_eq!(mode.split_whitespace().collect::<Vec<_>>(), vec!["600", "700"]);
+        assert_eq!(
+            mode.split_whitespace().collect::<Vec<_>>(),
+            vec!["600", "700"]
+        );
     }
     // Already listed on the sandbox: not registered again.
     assert_eq!(env.requests("addSshPubkeys").await, 0);

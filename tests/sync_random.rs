@@ -51,7 +51,10 @@ struct Blob {
 
 impl Blob {
     fn new(bytes: Vec<u8>) -> Self {
-        Blob { hash: hex(&bytes), bytes: Arc::from(bytes) }
+        Blob {
+            hash: hex(&bytes),
+            bytes: Arc::from(bytes),
+        }
     }
 }
 
@@ -84,7 +87,9 @@ impl Rng {
     /// Printable text (the guest-side edits travel as JSON strings).
     fn text(&mut self, len: usize) -> Vec<u8> {
         const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz ABCDEFGHIJ0123456789\n";
-        (0..len).map(|_| ALPHABET[self.below(ALPHABET.len())]).collect()
+        (0..len)
+            .map(|_| ALPHABET[self.below(ALPHABET.len())])
+            .collect()
     }
 
     fn pick<'a>(&mut self, keys: &'a [String]) -> &'a String {
@@ -94,15 +99,24 @@ impl Rng {
 
 fn seed() -> u64 {
     let seed = match std::env::var("SYNC_RANDOM_SEED") {
-        Ok(text) => text.trim().parse().unwrap_or_else(|_| panic!("SYNC_RANDOM_SEED={text:?} is not a number")),
-        Err(_) => std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64,
+        Ok(text) => text
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("SYNC_RANDOM_SEED={text:?} is not a number")),
+        Err(_) => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64,
     };
     eprintln!("sync_random seed = {seed} (replay with SYNC_RANDOM_SEED={seed})");
     seed
 }
 
 fn hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// A fresh file name: a few directory levels (some shared, some new), odd characters in some.
@@ -153,7 +167,13 @@ fn hash_local(root: &Path, model: &Tree) -> BTreeMap<String, String> {
             if kind.is_dir() {
                 stack.push(entry.path());
             } else if kind.is_file() {
-                let rel = entry.path().strip_prefix(root).unwrap().to_str().unwrap().to_string();
+                let rel = entry
+                    .path()
+                    .strip_prefix(root)
+                    .unwrap()
+                    .to_str()
+                    .unwrap()
+                    .to_string();
                 let bytes = std::fs::read(entry.path()).unwrap();
                 let hash = match model.get(&rel) {
                     Some(blob) if *blob.bytes == *bytes => blob.hash.clone(),
@@ -208,7 +228,9 @@ fn change_local(rng: &mut Rng, root: &Path, tree: &mut Tree, serial: &mut u64) -
     }
     for _ in 0..20 {
         let from = rng.pick(&keys).clone();
-        let Some(content) = tree.remove(&from) else { continue };
+        let Some(content) = tree.remove(&from) else {
+            continue;
+        };
         let to = fresh_name(rng, "l", serial);
         std::fs::create_dir_all(root.join(&to).parent().unwrap()).unwrap();
         std::fs::rename(root.join(&from), root.join(&to)).unwrap();
@@ -266,9 +288,19 @@ async fn guest_script(sb: &Sandbox, ops: Vec<Value>, hash: bool) -> Value {
 async fn guest_request(sb: &Sandbox, request: Value) -> Value {
     let hash = request["hash"] == true;
     let spec = ProcessSpec::new("python3").args(["-c", GUEST_SCRIPT]);
-    let options = RunOptions::default().timeout(Duration::from_secs(300)).stdin(serde_json::to_vec(&request).unwrap());
-    let out = sb.processes().run(spec, options).await.expect("guest script");
-    assert!(out.success() && !out.truncated, "guest script failed: {}", out.stderr_lossy());
+    let options = RunOptions::default()
+        .timeout(Duration::from_secs(300))
+        .stdin(serde_json::to_vec(&request).unwrap());
+    let out = sb
+        .processes()
+        .run(spec, options)
+        .await
+        .expect("guest script");
+    assert!(
+        out.success() && !out.truncated,
+        "guest script failed: {}",
+        out.stderr_lossy()
+    );
     if hash {
         serde_json::from_slice(&out.stdout).expect("hash JSON")
     } else {
@@ -282,7 +314,11 @@ fn digest_of(hashes: &BTreeMap<String, String>) -> String {
     for (path, hash) in hashes {
         digest.update(format!("{path}\0{hash}\n").as_bytes());
     }
-    digest.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    digest
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// The guest tree is `expected`: compared by one digest; only a mismatch fetches every hash
@@ -293,19 +329,37 @@ async fn check_remote(sb: &Sandbox, seed: u64, round: usize, expected: &Tree) {
     if answer["digest"].as_str() == Some(digest_of(&expected).as_str()) {
         return;
     }
-    let full = guest_request(sb, json!({ "root": REMOTE_DIR, "ops": [], "hash": true, "full": true })).await;
-    let actual = full["files"].as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string())).collect();
+    let full = guest_request(
+        sb,
+        json!({ "root": REMOTE_DIR, "ops": [], "hash": true, "full": true }),
+    )
+    .await;
+    let actual = full["files"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
+        .collect();
     compare("guest", seed, round, &expected, &actual);
     panic!("seed {seed}, round {round}: the guest digest differs although the listings agree");
 }
 
 /// Random guest-side changes (fewer than local ones); `shared` paths are edited on both sides
 /// on purpose (conflicts in two-way). Applied to `tree` (the guest's expected content).
-fn change_remote(rng: &mut Rng, tree: &mut Tree, shared: &[String], serial: &mut u64) -> Vec<Value> {
+fn change_remote(
+    rng: &mut Rng,
+    tree: &mut Tree,
+    shared: &[String],
+    serial: &mut u64,
+) -> Vec<Value> {
     let mut ops = Vec::new();
     let keys: Vec<String> = tree.keys().cloned().collect();
     let write = |tree: &mut Tree, ops: &mut Vec<Value>, path: String, content: Vec<u8>| {
-        ops.push(json!(["write", path, String::from_utf8(content.clone()).unwrap()]));
+        ops.push(json!([
+            "write",
+            path,
+            String::from_utf8(content.clone()).unwrap()
+        ]));
         tree.insert(path, Blob::new(content));
     };
     for path in shared {
@@ -338,7 +392,9 @@ fn change_remote(rng: &mut Rng, tree: &mut Tree, shared: &[String], serial: &mut
         if shared.contains(&from) {
             continue;
         }
-        let Some(content) = tree.remove(&from) else { continue };
+        let Some(content) = tree.remove(&from) else {
+            continue;
+        };
         let to = fresh_name(rng, "r", serial);
         ops.push(json!(["rename", from, to.clone()]));
         tree.insert(to, content);
@@ -349,11 +405,19 @@ fn change_remote(rng: &mut Rng, tree: &mut Tree, shared: &[String], serial: &mut
 // ------------------------------------------------------------------------ the check
 
 fn hashes(tree: &Tree) -> BTreeMap<String, String> {
-    tree.iter().map(|(p, c)| (p.clone(), c.hash.clone())).collect()
+    tree.iter()
+        .map(|(p, c)| (p.clone(), c.hash.clone()))
+        .collect()
 }
 
 /// Panics with the first differences (and the seed) unless `actual` is `expected`.
-fn compare(what: &str, seed: u64, round: usize, expected: &BTreeMap<String, String>, actual: &BTreeMap<String, String>) {
+fn compare(
+    what: &str,
+    seed: u64,
+    round: usize,
+    expected: &BTreeMap<String, String>,
+    actual: &BTreeMap<String, String>,
+) {
     if expected == actual {
         return;
     }
@@ -369,7 +433,10 @@ fn compare(what: &str, seed: u64, round: usize, expected: &BTreeMap<String, Stri
         diffs.push(format!("unexpected {path}"));
     }
     let shown: Vec<_> = diffs.iter().take(12).collect();
-    panic!("seed {seed}, round {round}: the {what} tree is wrong ({} differences): {shown:#?}", diffs.len());
+    panic!(
+        "seed {seed}, round {round}: the {what} tree is wrong ({} differences): {shown:#?}",
+        diffs.len()
+    );
 }
 
 /// What two-way promises from the last synced tree `base` and both sides now: the merged
@@ -422,7 +489,11 @@ async fn random_rounds(mode: SyncMode, channel: Channel) {
     let setup = std::time::Instant::now();
     let mut rng = Rng(seed ^ (mode as u64).wrapping_mul(0x1000_0000_01b3));
     let env = common::start().await;
-    let sb = env.client.create_sandbox(CreateSandbox::new("s-1vcpu-1gb")).await.expect("create");
+    let sb = env
+        .client
+        .create_sandbox(CreateSandbox::new("s-1vcpu-1gb"))
+        .await
+        .expect("create");
     let tmp = tempfile::TempDir::new().unwrap();
     let local_root = tmp.path().join("project");
     std::fs::create_dir(&local_root).unwrap();
@@ -430,16 +501,23 @@ async fn random_rounds(mode: SyncMode, channel: Channel) {
     let remote: Arc<dyn Remote> = match channel {
         Channel::Api => Arc::new(ApiRemote::new(sb.clone())),
         Channel::Ssh => {
-            assert!(Path::new("/usr/sbin/sshd").exists(), "install openssh-server for the SSH run");
+            assert!(
+                Path::new("/usr/sbin/sshd").exists(),
+                "install openssh-server for the SSH run"
+            );
             let options = SshOptions::new()
                 .files(SshFiles::at(tmp.path().join("keys")))
                 .connect_timeout(Duration::from_secs(60));
-            let session = SshSession::connect(&sb, options).await.expect("ssh connect");
+            let session = SshSession::connect(&sb, options)
+                .await
+                .expect("ssh connect");
             ssh = Some(session.clone());
             Arc::new(SshRemote::new(session))
         }
     };
-    let mut options = SyncOptions::new(mode).home_dir(tmp.path().join("home")).state_dir(tmp.path().join("state"));
+    let mut options = SyncOptions::new(mode)
+        .home_dir(tmp.path().join("home"))
+        .state_dir(tmp.path().join("state"));
     options.git = GitMode::Off;
     let syncer = Syncer::new(remote, &local_root, REMOTE_DIR, options).expect("syncer");
 
@@ -456,14 +534,19 @@ async fn random_rounds(mode: SyncMode, channel: Channel) {
     let work = async {
         let started = std::time::Instant::now();
         let first = syncer.run().await.expect("first sync");
-        assert_eq!(first.pushed.len(), FILES, "seed {seed}: the first sync sends everything");
+        assert_eq!(
+            first.pushed.len(),
+            FILES,
+            "seed {seed}: the first sync sends everything"
+        );
         let mut remote_tree = local.clone();
         check_remote(&sb, seed, 0, &remote_tree).await;
         let mut full_bytes = first.bytes_sent;
 
         let first_sync = started.elapsed();
         // where the time goes: making changes, syncing, checking
-        let (mut changing, mut syncing, mut checking) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
+        let (mut changing, mut syncing, mut checking) =
+            (Duration::ZERO, Duration::ZERO, Duration::ZERO);
         for round in 1..=ROUNDS {
             let phase = std::time::Instant::now();
             let keys: Vec<String> = local.keys().cloned().collect();
@@ -493,7 +576,10 @@ async fn random_rounds(mode: SyncMode, channel: Channel) {
             changing += phase.elapsed();
 
             let phase = std::time::Instant::now();
-            let report = syncer.run().await.unwrap_or_else(|e| panic!("seed {seed}, round {round}: sync failed: {e}"));
+            let report = syncer
+                .run()
+                .await
+                .unwrap_or_else(|e| panic!("seed {seed}, round {round}: sync failed: {e}"));
             syncing += phase.elapsed();
             let phase = std::time::Instant::now();
             let expected_remote = match mode {
@@ -514,7 +600,13 @@ async fn random_rounds(mode: SyncMode, channel: Channel) {
                 }
             };
             check_remote(&sb, seed, round, &expected_remote).await;
-            compare("local", seed, round, &hashes(&local), &hash_local(&local_root, &local));
+            compare(
+                "local",
+                seed,
+                round,
+                &hashes(&local),
+                &hash_local(&local_root, &local),
+            );
             if mode != SyncMode::Once {
                 // incremental: what travelled is what changed
                 let sent: BTreeSet<&String> = report.pushed.iter().collect();
@@ -541,7 +633,9 @@ async fn random_rounds(mode: SyncMode, channel: Channel) {
             started.elapsed() - first_sync
         );
     };
-    tokio::time::timeout(GUARD, work).await.unwrap_or_else(|_| panic!("seed {seed}: {mode} did not finish in {GUARD:?}"));
+    tokio::time::timeout(GUARD, work)
+        .await
+        .unwrap_or_else(|_| panic!("seed {seed}: {mode} did not finish in {GUARD:?}"));
     if let Some(ssh) = ssh {
         ssh.disconnect().await;
     }
@@ -553,9 +647,16 @@ fn check_conflicts(seed: u64, round: usize, report: &SyncReport, expected: &Tree
     let reported: BTreeSet<&String> = report.conflicts.iter().map(|c| &c.path).collect();
     let wanted: BTreeSet<&String> = expected.keys().collect();
     assert_eq!(reported, wanted, "seed {seed}, round {round}: conflicts");
-    assert!(!expected.is_empty(), "seed {seed}, round {round}: the round makes conflicts on purpose");
+    assert!(
+        !expected.is_empty(),
+        "seed {seed}, round {round}: the round makes conflicts on purpose"
+    );
     for c in &report.conflicts {
-        assert!(c.remote_copy.starts_with(&format!("{}.remote-conflict-", c.path)), "{c:?}");
+        assert!(
+            c.remote_copy
+                .starts_with(&format!("{}.remote-conflict-", c.path)),
+            "{c:?}"
+        );
     }
 }
 
@@ -587,15 +688,55 @@ async fn mirror_over_ssh() {
 #[test]
 fn the_two_way_model_matches_the_promise() {
     let t = |items: &[(&str, &str)]| -> Tree {
-        items.iter().map(|(p, c)| (p.to_string(), Blob::new(c.as_bytes().to_vec()))).collect()
+        items
+            .iter()
+            .map(|(p, c)| (p.to_string(), Blob::new(c.as_bytes().to_vec())))
+            .collect()
     };
-    let base = t(&[("same", "s"), ("l", "1"), ("r", "1"), ("both", "1"), ("ldel", "1"), ("rdel", "1"), ("ldel-redit", "1")]);
-    let local = t(&[("same", "s"), ("l", "2"), ("r", "1"), ("both", "2"), ("rdel", "1"), ("new", "n"), ("ldel-redit", "1")]);
-    let remote = t(&[("same", "s"), ("l", "1"), ("r", "3"), ("both", "3"), ("ldel", "1"), ("ldel-redit", "9"), ("new", "m")]);
+    let base = t(&[
+        ("same", "s"),
+        ("l", "1"),
+        ("r", "1"),
+        ("both", "1"),
+        ("ldel", "1"),
+        ("rdel", "1"),
+        ("ldel-redit", "1"),
+    ]);
+    let local = t(&[
+        ("same", "s"),
+        ("l", "2"),
+        ("r", "1"),
+        ("both", "2"),
+        ("rdel", "1"),
+        ("new", "n"),
+        ("ldel-redit", "1"),
+    ]);
+    let remote = t(&[
+        ("same", "s"),
+        ("l", "1"),
+        ("r", "3"),
+        ("both", "3"),
+        ("ldel", "1"),
+        ("ldel-redit", "9"),
+        ("new", "m"),
+    ]);
     let (merged, conflicts) = two_way_expectation(&base, &local, &remote);
-    assert_eq!(merged, t(&[("same", "s"), ("l", "2"), ("r", "3"), ("both", "2"), ("new", "n"), ("ldel-redit", "9")]));
+    assert_eq!(
+        merged,
+        t(&[
+            ("same", "s"),
+            ("l", "2"),
+            ("r", "3"),
+            ("both", "2"),
+            ("new", "n"),
+            ("ldel-redit", "9")
+        ])
+    );
     assert_eq!(conflicts, t(&[("both", "3"), ("new", "m")]));
     let mut rng = Rng(7);
     let mut again = Rng(7);
-    assert_eq!((0..5).map(|_| rng.next()).collect::<Vec<_>>(), (0..5).map(|_| again.next()).collect::<Vec<_>>());
+    assert_eq!(
+        (0..5).map(|_| rng.next()).collect::<Vec<_>>(),
+        (0..5).map(|_| again.next()).collect::<Vec<_>>()
+    );
 }

@@ -31,7 +31,9 @@ fn require_sshd() {
 }
 
 async fn guarded<T>(work: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(GUARD, work).await.expect("the test finished in time")
+    tokio::time::timeout(GUARD, work)
+        .await
+        .expect("the test finished in time")
 }
 
 /// Deterministic pseudo-random bytes (xorshift).
@@ -58,11 +60,18 @@ struct Fx {
 async fn fixture() -> Fx {
     require_sshd();
     let env = common::start().await;
-    let sb = env.client.create_sandbox(CreateSandbox::new("s-1vcpu-1gb")).await.expect("create");
+    let sb = env
+        .client
+        .create_sandbox(CreateSandbox::new("s-1vcpu-1gb"))
+        .await
+        .expect("create");
     let tmp = tempfile::TempDir::new().unwrap();
-    let options =
-        SshOptions::new().files(SshFiles::at(tmp.path().join("keys"))).connect_timeout(Duration::from_secs(60));
-    let ssh = guarded(SshSession::connect(&sb, options)).await.expect("ssh connect");
+    let options = SshOptions::new()
+        .files(SshFiles::at(tmp.path().join("keys")))
+        .connect_timeout(Duration::from_secs(60));
+    let ssh = guarded(SshSession::connect(&sb, options))
+        .await
+        .expect("ssh connect");
     env.reset_stats().await;
     Fx { env, ssh, tmp }
 }
@@ -79,7 +88,11 @@ impl Fx {
     /// Nothing went through the files API or managed processes: it was all SSH.
     async fn assert_only_ssh(&self) {
         for op in ["uploadFile", "downloadFile", "createProcess"] {
-            assert_eq!(self.env.requests(op).await, 0, "{op} was used; everything should go over SSH");
+            assert_eq!(
+                self.env.requests(op).await,
+                0,
+                "{op} was used; everything should go over SSH"
+            );
         }
     }
 
@@ -105,7 +118,11 @@ fn make_project(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 }
 
 fn snapshot_options(home: &Path) -> SnapshotOptions {
-    SnapshotOptions { git: GitMode::Off, home_dir: Some(home.to_path_buf()), ..SnapshotOptions::default() }
+    SnapshotOptions {
+        git: GitMode::Off,
+        home_dir: Some(home.to_path_buf()),
+        ..SnapshotOptions::default()
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -124,10 +141,20 @@ async fn a_snapshot_streams_through_an_exec_channel() {
             seen.store(done, Ordering::Relaxed);
         });
         let remote = fx.remote();
-        let sent = transfer::upload_snapshot(&remote, &snapshot, "/root/up/nested", Some(progress)).await.unwrap();
-        assert_eq!(sent.files, files.len() as u64 + 1, "the files and the symlink");
+        let sent = transfer::upload_snapshot(&remote, &snapshot, "/root/up/nested", Some(progress))
+            .await
+            .unwrap();
+        assert_eq!(
+            sent.files,
+            files.len() as u64 + 1,
+            "the files and the symlink"
+        );
         assert_eq!(sent.bytes, snapshot.exact_size());
-        assert_eq!(reported.load(Ordering::Relaxed), snapshot.exact_size(), "progress reached the end");
+        assert_eq!(
+            reported.load(Ordering::Relaxed),
+            snapshot.exact_size(),
+            "progress reached the end"
+        );
 
         // Read back over SSH too (the helper's manifest over the same connection).
         let manifest = remote
@@ -135,19 +162,36 @@ async fn a_snapshot_streams_through_an_exec_channel() {
             .manifest(ManifestOptions::default().sha256(true))
             .await
             .unwrap();
-        let seen: BTreeMap<_, _> = manifest.entries.iter().map(|e| (e.path.clone(), e.clone())).collect();
+        let seen: BTreeMap<_, _> = manifest
+            .entries
+            .iter()
+            .map(|e| (e.path.clone(), e.clone()))
+            .collect();
         for (path, content) in &files {
-            let entry = seen.get(path).unwrap_or_else(|| panic!("{path} missing in the guest"));
+            let entry = seen
+                .get(path)
+                .unwrap_or_else(|| panic!("{path} missing in the guest"));
             assert_eq!(entry.kind, FileType::File);
             assert_eq!(entry.size, content.len() as u64, "{path}");
-            assert_eq!(entry.sha256.as_deref(), Some(hex(content).as_str()), "{path}");
+            assert_eq!(
+                entry.sha256.as_deref(),
+                Some(hex(content).as_str()),
+                "{path}"
+            );
         }
         let link = seen.get("link-to-main").expect("the symlink arrived");
-        assert_eq!((link.kind.clone(), link.target.as_deref()), (FileType::Symlink, Some("src/main.rs")));
+        assert_eq!(
+            (link.kind.clone(), link.target.as_deref()),
+            (FileType::Symlink, Some("src/main.rs"))
+        );
         assert!(!seen.contains_key(".env"), "the deny-list kept .env home");
         assert_eq!(seen.len(), files.len() + 1);
         // Nothing was staged in the guest.
-        let staged = fx.ssh.exec("ls -a /tmp | grep cos-transfer || true").await.unwrap();
+        let staged = fx
+            .ssh
+            .exec("ls -a /tmp | grep cos-transfer || true")
+            .await
+            .unwrap();
         assert_eq!(staged.stdout_text(), "");
     })
     .await;
@@ -164,16 +208,25 @@ async fn a_failed_extraction_over_ssh_is_reported() {
     let snapshot = Snapshot::scan(&project, &snapshot_options(&fx.home())).unwrap();
     guarded(async {
         let remote = fx.remote();
-        assert!(fx.ssh.exec("printf x > /root/plain-file").await.unwrap().success());
+        assert!(fx
+            .ssh
+            .exec("printf x > /root/plain-file")
+            .await
+            .unwrap()
+            .success());
         let err = transfer::upload_snapshot(&remote, &snapshot, "/root/plain-file/sub", None)
             .await
             .expect_err("a file stands where the directory should be");
         assert!(err.to_string().contains("unpacking the archive"), "{err}");
         // A refused destination sends nothing (checked before any channel opens).
-        let err = transfer::upload_snapshot(&remote, &snapshot, "relative/dir", None).await.unwrap_err();
+        let err = transfer::upload_snapshot(&remote, &snapshot, "relative/dir", None)
+            .await
+            .unwrap_err();
         assert!(matches!(err, Error::InvalidInput { .. }), "{err:?}");
         // The connection is still good for the next transfer.
-        transfer::upload_snapshot(&remote, &snapshot, "/root/ok", None).await.unwrap();
+        transfer::upload_snapshot(&remote, &snapshot, "/root/ok", None)
+            .await
+            .unwrap();
         let out = fx.ssh.exec("cat /root/ok/src/main.rs").await.unwrap();
         assert_eq!(out.stdout_text(), "fn main() {}\n");
     })
@@ -236,14 +289,22 @@ impl Fx {
     }
 
     fn sync_options(&self, mode: SyncMode) -> SyncOptions {
-        let mut o = SyncOptions::new(mode).home_dir(self.home()).state_dir(self.tmp.path().join("state"));
+        let mut o = SyncOptions::new(mode)
+            .home_dir(self.home())
+            .state_dir(self.tmp.path().join("state"));
         o.git = GitMode::Off;
         o
     }
 
     fn syncer(&self, mode: SyncMode, remote_dir: &str) -> Syncer {
         std::fs::create_dir_all(self.local()).unwrap();
-        Syncer::new(Arc::new(self.remote()), &self.local(), remote_dir, self.sync_options(mode)).expect("syncer")
+        Syncer::new(
+            Arc::new(self.remote()),
+            &self.local(),
+            remote_dir,
+            self.sync_options(mode),
+        )
+        .expect("syncer")
     }
 
     fn write(&self, rel: &str, content: &str) {
@@ -258,7 +319,11 @@ impl Fx {
 
     /// A guest file's text, read over SSH.
     async fn guest_text(&self, path: &str) -> Option<String> {
-        self.ssh.read_to_vec(path, 1 << 20).await.ok().map(|b| String::from_utf8(b).unwrap())
+        self.ssh
+            .read_to_vec(path, 1 << 20)
+            .await
+            .ok()
+            .map(|b| String::from_utf8(b).unwrap())
     }
 
     async fn guest_sh(&self, script: &str) -> String {
@@ -307,7 +372,13 @@ async fn once_one_way_and_mirror_over_ssh() {
 #[tokio::test(flavor = "multi_thread")]
 async fn two_way_over_ssh_keeps_both_versions_of_a_conflict() {
     let fx = fixture().await;
-    for name in ["shared", "local-edit", "remote-edit", "to-delete-remotely", "to-delete-locally"] {
+    for name in [
+        "shared",
+        "local-edit",
+        "remote-edit",
+        "to-delete-remotely",
+        "to-delete-locally",
+    ] {
         fx.write(&format!("{name}.txt"), "base\n");
     }
     guarded(async {

@@ -46,7 +46,9 @@ const COMMAND: &str = "cargo bench --bench compare";
 
 /// Output journal of the emulator: room for the whole throughput stream, so nothing is evicted.
 fn journal_bytes(sizes: &Sizes) -> usize {
-    let wanted = usize::try_from(sizes.stream_bytes).unwrap_or(usize::MAX).saturating_add(16 << 20);
+    let wanted = usize::try_from(sizes.stream_bytes)
+        .unwrap_or(usize::MAX)
+        .saturating_add(16 << 20);
     wanted.max(createos_mock::config::DEFAULT_JOURNAL_BYTES)
 }
 
@@ -62,7 +64,12 @@ impl Settings {
         let only = std::env::var("COS_BENCH_ONLY")
             .ok()
             .filter(|v| !v.trim().is_empty())
-            .map(|v| v.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect());
+            .map(|v| {
+                v.split(',')
+                    .map(|s| s.trim().to_string())
+                    .filter(|s| !s.is_empty())
+                    .collect()
+            });
         let out = match std::env::var_os("COS_BENCH_OUT") {
             Some(path) => Some(PathBuf::from(path)),
             None if !quick && only.is_none() => Some(root.join("BENCHMARKS.md")),
@@ -85,29 +92,43 @@ fn main() -> ExitCode {
 fn run() -> anyhow::Result<ExitCode> {
     let tools = Tools::locate()?;
     let settings = Settings::from_env(&tools.root);
-    let sizes = if settings.quick { Sizes::quick() } else { Sizes::full() };
+    let sizes = if settings.quick {
+        Sizes::quick()
+    } else {
+        Sizes::full()
+    };
     let mut rows = rows::all();
     if let Some(only) = &settings.only {
         for id in only {
-            anyhow::ensure!(rows.iter().any(|r| r.id == id), "COS_BENCH_ONLY names an unknown row {id:?}");
+            anyhow::ensure!(
+                rows.iter().any(|r| r.id == id),
+                "COS_BENCH_ONLY names an unknown row {id:?}"
+            );
         }
         rows.retain(|r| only.iter().any(|id| id == r.id));
     }
 
     // The emulator gets a runtime (and threads) of its own, as it would as a separate server.
-    let emulator_rt =
-        tokio::runtime::Builder::new_multi_thread().worker_threads(2).thread_name("emulator").enable_all().build()?;
+    let emulator_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("emulator")
+        .enable_all()
+        .build()?;
     // the SSH rows compare against OpenSSH's clients, so the guests run the host's real sshd
     let config = createos_mock::MockConfig::default()
         .journal_bytes(journal_bytes(&sizes))
         .guest_sshd(createos_mock::config::GuestSshd::OpenSsh);
-    let mock = emulator_rt.block_on(createos_mock::start(config)).context("starting the emulator")?;
+    let mock = emulator_rt
+        .block_on(createos_mock::start(config))
+        .context("starting the emulator")?;
     let (base_url, api_key) = (mock.base_url(), mock.api_key());
     let isolation = machine::isolation_summary(&mock.isolation());
     eprintln!("[bench] loopback emulator: {isolation}");
 
     let load_before = machine::current_load();
-    let bench_rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let bench_rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     let outcome = bench_rt.block_on(async {
         let bench = Bench::connect(sizes.clone(), tools.clone(), base_url, api_key).await?;
         let mut comparisons: Vec<Comparison> = Vec::new();
@@ -118,9 +139,16 @@ fn run() -> anyhow::Result<ExitCode> {
             let started = Instant::now();
             match (row.run)(&bench).await {
                 Ok(found) => {
-                    eprintln!("[bench] {} done in {:.1} s", row.title, started.elapsed().as_secs_f64());
+                    eprintln!(
+                        "[bench] {} done in {:.1} s",
+                        row.title,
+                        started.elapsed().as_secs_f64()
+                    );
                     comparisons.extend(found);
-                    methods.push(MethodNote { title: row.title.to_string(), method: (row.method)(&sizes) });
+                    methods.push(MethodNote {
+                        title: row.title.to_string(),
+                        method: (row.method)(&sizes),
+                    });
                 }
                 Err(err) => {
                     eprintln!("[bench] {} FAILED: {err:#}", row.title);
@@ -162,7 +190,10 @@ fn run() -> anyhow::Result<ExitCode> {
     }
 
     if let Some(out) = &settings.out {
-        let secs = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default();
+        let secs = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or_default();
         let date = machine::utc_timestamp(secs);
         let mut command = COMMAND.to_string();
         if settings.quick {
@@ -172,7 +203,10 @@ fn run() -> anyhow::Result<ExitCode> {
             command = format!("COS_BENCH_ONLY={} {command}", only.join(","));
         }
         let mut machine = machine::describe(&tools.python);
-        machine.push(("Sandbox isolation (loopback emulator)".to_string(), isolation.clone()));
+        machine.push((
+            "Sandbox isolation (loopback emulator)".to_string(),
+            isolation.clone(),
+        ));
         machine.extend(noted.iter().cloned());
         machine.push((
             "Load average (1/5/15 min)".to_string(),
@@ -191,5 +225,9 @@ fn run() -> anyhow::Result<ExitCode> {
         std::fs::write(out, doc).with_context(|| format!("writing {}", out.display()))?;
         eprintln!("[bench] wrote {}", out.display());
     }
-    Ok(if failures.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    Ok(if failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }

@@ -23,8 +23,9 @@ use std::sync::Arc;
 
 use base64::Engine;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult, MetaObject,
-    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, MetaObject, PaginatedRequestParams, ProgressNotificationParam,
+    ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
@@ -78,7 +79,11 @@ impl McpServer {
                 Tool::new(def.name, def.description, Arc::new(schema))
             })
             .collect();
-        McpServer { runtime, default_session: default_session.into(), tools }
+        McpServer {
+            runtime,
+            default_session: default_session.into(),
+            tools,
+        }
     }
 }
 
@@ -93,8 +98,13 @@ fn render(output: ToolOutput) -> CallToolResult {
         .into_iter()
         .map(|part| match part {
             Part::Text(text) => ContentBlock::text(text),
-            Part::Json(value) => ContentBlock::text(serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string())),
-            Part::Png(bytes) => ContentBlock::image(base64::engine::general_purpose::STANDARD.encode(bytes), "image/png"),
+            Part::Json(value) => ContentBlock::text(
+                serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string()),
+            ),
+            Part::Png(bytes) => ContentBlock::image(
+                base64::engine::general_purpose::STANDARD.encode(bytes),
+                "image/png",
+            ),
         })
         .collect();
     let meta = (!output.meta.is_empty()).then_some(MetaObject(output.meta));
@@ -124,7 +134,13 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let named = |key: &str| context.meta.get(key).and_then(Value::as_str).filter(|s| !s.is_empty());
+        let named = |key: &str| {
+            context
+                .meta
+                .get(key)
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+        };
         let session = named(SESSION_META_KEY)
             .or_else(|| named(FALLBACK_SESSION_META_KEY))
             .unwrap_or(&self.default_session)
@@ -143,20 +159,30 @@ impl ServerHandler for McpServer {
         let name = request.name.to_string();
         tracing::debug!(tool = %name, %session, "tools/call");
         let (progress, forwarder) = progress_forwarder(&context);
-        let ctx = CallCtx { session, cancel: cancel.clone(), progress };
+        let ctx = CallCtx {
+            session,
+            cancel: cancel.clone(),
+            progress,
+        };
         let result = tools::call(&self.runtime, &name, request.arguments, ctx).await;
         link.abort();
         if let Some(forwarder) = forwarder {
             // Progress reports go out before the result. The sink is dropped with the call, so
             // the forwarder ends; a sink kept alive by a stray task must not hold the answer up.
             let abort = forwarder.abort_handle();
-            if tokio::time::timeout(PROGRESS_FLUSH, forwarder).await.is_err() {
+            if tokio::time::timeout(PROGRESS_FLUSH, forwarder)
+                .await
+                .is_err()
+            {
                 abort.abort();
             }
         }
         match result {
             Ok(output) => Ok(render(output).into()),
-            Err(ToolError::UnknownTool(name)) => Err(ErrorData::invalid_params(format!("unknown tool {name:?}"), None)),
+            Err(ToolError::UnknownTool(name)) => Err(ErrorData::invalid_params(
+                format!("unknown tool {name:?}"),
+                None,
+            )),
             Err(err) => {
                 tracing::info!(tool = %name, error = %err, "tool call failed");
                 Ok(CallToolResult::error(vec![ContentBlock::text(err.to_string())]).into())
@@ -170,8 +196,12 @@ const PROGRESS_FLUSH: std::time::Duration = std::time::Duration::from_millis(500
 
 /// When the request carries a `progressToken`: a sink that queues messages, and the task that
 /// sends them in order as `notifications/progress` (progress counts the messages).
-fn progress_forwarder(context: &RequestContext<RoleServer>) -> (Option<ProgressSink>, Option<tokio::task::JoinHandle<()>>) {
-    let Some(token) = context.meta.get_progress_token() else { return (None, None) };
+fn progress_forwarder(
+    context: &RequestContext<RoleServer>,
+) -> (Option<ProgressSink>, Option<tokio::task::JoinHandle<()>>) {
+    let Some(token) = context.meta.get_progress_token() else {
+        return (None, None);
+    };
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     let peer = context.peer.clone();
     let forwarder = tokio::spawn(async move {
@@ -193,7 +223,10 @@ fn progress_forwarder(context: &RequestContext<RoleServer>) -> (Option<ProgressS
 
 /// Serve `runtime` on stdin/stdout until the client disconnects or SIGINT/SIGTERM, then shut
 /// the runtime down (cancelling in-flight calls; destroying owned sandboxes without `persist`).
-pub async fn serve_stdio(runtime: Arc<Runtime>, default_session: String) -> Result<(), McpServeError> {
+pub async fn serve_stdio(
+    runtime: Arc<Runtime>,
+    default_session: String,
+) -> Result<(), McpServeError> {
     let server = McpServer::new(runtime.clone(), default_session);
     let result = async {
         let running = server.serve(rmcp::transport::stdio()).await.map_err(|e| McpServeError::Initialize(e.to_string()))?;

@@ -27,8 +27,14 @@ impl StopSignals {
             if hangup {
                 kinds.push(SignalKind::hangup());
             }
-            let streams = kinds.into_iter().map(signal).collect::<io::Result<Vec<_>>>()?;
-            Ok(StopSignals { streams, ctrl_c_only: false })
+            let streams = kinds
+                .into_iter()
+                .map(signal)
+                .collect::<io::Result<Vec<_>>>()?;
+            Ok(StopSignals {
+                streams,
+                ctrl_c_only: false,
+            })
         }
         #[cfg(not(unix))]
         {
@@ -89,13 +95,19 @@ mod tests {
     #[tokio::test]
     async fn each_stop_signal_ends_the_wait_and_cancels_the_token() {
         let pid = std::process::id() as libc::pid_t;
-        for (hangup, sig) in [(false, libc::SIGTERM), (false, libc::SIGINT), (true, libc::SIGHUP)] {
+        for (hangup, sig) in [
+            (false, libc::SIGTERM),
+            (false, libc::SIGINT),
+            (true, libc::SIGHUP),
+        ] {
             let signals = StopSignals::install(hangup).expect("handlers");
             let token = signals.cancel_token(|| {});
             assert!(!token.is_cancelled());
             // SAFETY: kill(2) on our own pid with a signal whose handler is installed above.
             assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
-            tokio::time::timeout(std::time::Duration::from_secs(30), token.cancelled()).await.expect("cancelled");
+            tokio::time::timeout(std::time::Duration::from_secs(30), token.cancelled())
+                .await
+                .expect("cancelled");
         }
     }
 }

@@ -19,10 +19,25 @@ struct Tmux {
 impl Tmux {
     fn start(cols: u16, rows: u16) -> Tmux {
         let id = format!("cos{}", std::process::id());
-        let socket = std::env::temp_dir().join(format!("{id}.sock")).to_string_lossy().to_string();
-        let t = Tmux { session: id, socket };
+        let socket = std::env::temp_dir()
+            .join(format!("{id}.sock"))
+            .to_string_lossy()
+            .to_string();
+        let t = Tmux {
+            session: id,
+            socket,
+        };
         let status = Command::new("tmux")
-            .args(["-S", &t.socket, "-f", "/dev/null", "new-session", "-d", "-s", &t.session])
+            .args([
+                "-S",
+                &t.socket,
+                "-f",
+                "/dev/null",
+                "new-session",
+                "-d",
+                "-s",
+                &t.session,
+            ])
             .args(["-x", &cols.to_string(), "-y", &rows.to_string(), "sh"])
             .env("PS1", "$ ")
             .env_remove("TMUX")
@@ -34,7 +49,11 @@ impl Tmux {
     }
 
     fn cmd(&self, args: &[&str]) -> String {
-        let out = Command::new("tmux").args(["-S", &self.socket]).args(args).output().expect("tmux runs");
+        let out = Command::new("tmux")
+            .args(["-S", &self.socket])
+            .args(args)
+            .output()
+            .expect("tmux runs");
         String::from_utf8_lossy(&out.stdout).to_string()
     }
 
@@ -48,7 +67,15 @@ impl Tmux {
     }
 
     fn screen(&self) -> String {
-        self.cmd(&["capture-pane", "-p", "-J", "-S", "-200", "-t", &self.session])
+        self.cmd(&[
+            "capture-pane",
+            "-p",
+            "-J",
+            "-S",
+            "-200",
+            "-t",
+            &self.session,
+        ])
     }
 
     /// Wait (bounded) until the screen contains `needle`; returns the screen.
@@ -65,13 +92,23 @@ impl Tmux {
     }
 
     fn resize(&self, cols: u16, rows: u16) {
-        self.cmd(&["resize-window", "-t", &self.session, "-x", &cols.to_string(), "-y", &rows.to_string()]);
+        self.cmd(&[
+            "resize-window",
+            "-t",
+            &self.session,
+            "-x",
+            &cols.to_string(),
+            "-y",
+            &rows.to_string(),
+        ]);
     }
 }
 
 impl Drop for Tmux {
     fn drop(&mut self) {
-        let _ = Command::new("tmux").args(["-S", &self.socket, "kill-server"]).status();
+        let _ = Command::new("tmux")
+            .args(["-S", &self.socket, "kill-server"])
+            .status();
         let _ = std::fs::remove_file(&self.socket);
     }
 }
@@ -79,8 +116,17 @@ impl Drop for Tmux {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn attach_follows_the_terminal_detaches_and_reattaches() {
     let env = common::start().await;
-    let sb = env.client.create_sandbox(CreateSandbox::new("s-1vcpu-256mb").name("tty")).await.unwrap();
-    let cos = format!("{} --endpoint {} --api-key {}", env!("CARGO_BIN_EXE_cos"), env.base_url(), env.mock.api_key());
+    let sb = env
+        .client
+        .create_sandbox(CreateSandbox::new("s-1vcpu-256mb").name("tty"))
+        .await
+        .unwrap();
+    let cos = format!(
+        "{} --endpoint {} --api-key {}",
+        env!("CARGO_BIN_EXE_cos"),
+        env.base_url(),
+        env.mock.api_key()
+    );
     let tmux = Tmux::start(100, 30);
     tmux.type_line("stty -g > /tmp/cos-stty-before-$$; echo READY");
     tmux.wait_for("READY").await;

@@ -6,33 +6,51 @@ mod common;
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
-use createos_sandbox::CreateSandbox;
 use common::cli::{json, ok};
+use createos_sandbox::CreateSandbox;
 
 fn cos(env: &common::Env, args: &[&str], stdin: Option<&str>) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_cos"))
-        .args(["--endpoint", &env.base_url(), "--api-key", &env.mock.api_key(), "-o", "json"])
+        .args([
+            "--endpoint",
+            &env.base_url(),
+            "--api-key",
+            &env.mock.api_key(),
+            "-o",
+            "json",
+        ])
         .args(args)
         .env_remove("CREATEOS_API_KEY")
         .env_remove("CREATEOS_SANDBOX_BASE_URL")
         .env("HOME", std::env::temp_dir())
-        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("cos runs");
     if let Some(text) = stdin {
-        child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
     }
     child.wait_with_output().expect("cos finishes")
 }
 
-
-
 #[tokio::test(flavor = "multi_thread")]
 async fn fs_commands_through_the_cli() {
     let env = common::start().await;
-    let sb = env.client.create_sandbox(CreateSandbox::new("s-1vcpu-1gb").name("fs-box")).await.unwrap();
+    let sb = env
+        .client
+        .create_sandbox(CreateSandbox::new("s-1vcpu-1gb").name("fs-box"))
+        .await
+        .unwrap();
     let e = &env;
     let fs = |args: &[&str], stdin: Option<&str>| {
         let mut all = vec!["fs", "fs-box", "--cwd", "/root/app"];
@@ -44,7 +62,15 @@ async fn fs_commands_through_the_cli() {
     assert_eq!(made["path"], "/root/app/src");
     assert_eq!(made["created"], true);
 
-    let written = ok(fs(&["write", "src/main.py", "--content", "print('hi')\nprint('bye')\n"], None));
+    let written = ok(fs(
+        &[
+            "write",
+            "src/main.py",
+            "--content",
+            "print('hi')\nprint('bye')\n",
+        ],
+        None,
+    ));
     assert_eq!(written["path"], "/root/app/src/main.py");
     assert_eq!(written["bytes"], 25);
     assert_eq!(written["created"], true);
@@ -56,7 +82,10 @@ async fn fs_commands_through_the_cli() {
     assert_eq!(read["content"], "1: print('hi')\n2: print('bye')");
     assert_eq!(read["total_lines"], 2);
 
-    let edited = ok(fs(&["edit", "src/main.py", "--old", "'hi'", "--new", "'hello'"], None));
+    let edited = ok(fs(
+        &["edit", "src/main.py", "--old", "'hi'", "--new", "'hello'"],
+        None,
+    ));
     assert_eq!(edited["replacements"], 1);
 
     let patch = "*** Begin Patch\n*** Update File: src/main.py\n@@\n-print('bye')\n+print('later')\n*** End Patch\n";
@@ -64,7 +93,13 @@ async fn fs_commands_through_the_cli() {
     assert_eq!(changes[0]["action"], "update");
     assert_eq!(changes[0]["path"], "/root/app/src/main.py");
     assert_eq!(
-        sb.download("/root/app/src/main.py").await.unwrap().bytes(1024).await.unwrap().as_ref(),
+        sb.download("/root/app/src/main.py")
+            .await
+            .unwrap()
+            .bytes(1024)
+            .await
+            .unwrap()
+            .as_ref(),
         b"print('hello')\nprint('later')\n"
     );
 
@@ -79,7 +114,12 @@ async fn fs_commands_through_the_cli() {
     assert_eq!(json(&miss)["text"], "No matches found");
 
     let listed = ok(fs(&["ls", "-r"], None));
-    let names: Vec<&str> = listed["entries"].as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = listed["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["notes.txt", "src", "src/main.py"]);
     let stat = ok(fs(&["stat", "notes.txt"], None));
     assert_eq!(stat["type"], "file");
@@ -112,14 +152,28 @@ async fn fs_commands_through_the_cli() {
     // Text mode prints the numbered lines.
     let text = tokio::task::block_in_place(|| {
         Command::new(env!("CARGO_BIN_EXE_cos"))
-            .args(["--endpoint", &e.base_url(), "--api-key", &e.mock.api_key(), "-o", "text"])
+            .args([
+                "--endpoint",
+                &e.base_url(),
+                "--api-key",
+                &e.mock.api_key(),
+                "-o",
+                "text",
+            ])
             .args(["fs", "fs-box", "read", "/root/app/src/main.py"])
             .env_remove("CREATEOS_API_KEY")
             .env("HOME", std::env::temp_dir())
             .output()
             .unwrap()
     });
-    assert!(text.status.success(), "{}", String::from_utf8_lossy(&text.stderr));
-    assert_eq!(String::from_utf8_lossy(&text.stdout), "1: print('hello')\n2: print('later')\n");
+    assert!(
+        text.status.success(),
+        "{}",
+        String::from_utf8_lossy(&text.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&text.stdout),
+        "1: print('hello')\n2: print('later')\n"
+    );
     env.shutdown().await;
 }

@@ -32,7 +32,9 @@ const WINDOWS_MS: [(u64, u64); 3] = [(0, 150), (150, 700), (700, 1500)];
 const LIMIT: Duration = Duration::from_secs(180);
 
 async fn bounded<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(LIMIT, fut).await.unwrap_or_else(|_| panic!("{what} did not finish in time"))
+    tokio::time::timeout(LIMIT, fut)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not finish in time"))
 }
 
 /// The emulator, its create slowed to 400 ms.
@@ -46,12 +48,20 @@ async fn emulator() -> common::Env {
 async fn stats(env: &common::Env) -> Value {
     let key = env.mock.api_key();
     let url = format!("{}/_mock/stats", env.base_url());
-    let reply = reqwest::Client::new().get(url).header("X-Api-Key", &key).bearer_auth(&key).send().await.unwrap();
+    let reply = reqwest::Client::new()
+        .get(url)
+        .header("X-Api-Key", &key)
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
     reply.json().await.unwrap()
 }
 
 async fn creates(env: &common::Env) -> u64 {
-    stats(env).await["requests"]["createSandbox"].as_u64().unwrap_or(0)
+    stats(env).await["requests"]["createSandbox"]
+        .as_u64()
+        .unwrap_or(0)
 }
 
 /// Sandboxes that are not destroyed once the emulator's asynchronous destroys have settled.
@@ -62,8 +72,17 @@ async fn live_sandboxes(env: &common::Env) -> Vec<String> {
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
-    let views: Vec<_> = env.client.list_sandboxes(ListSandboxes::default()).try_collect().await.unwrap();
-    views.into_iter().filter(|v| !v.status.is_terminal()).map(|v| format!("{} {:?} {}", v.id, v.name, v.status)).collect()
+    let views: Vec<_> = env
+        .client
+        .list_sandboxes(ListSandboxes::default())
+        .try_collect()
+        .await
+        .unwrap();
+    views
+        .into_iter()
+        .filter(|v| !v.status.is_terminal())
+        .map(|v| format!("{} {:?} {}", v.id, v.name, v.status))
+        .collect()
 }
 
 fn cos(env: &common::Env, home: &Path) -> Command {
@@ -103,7 +122,11 @@ fn spawn(mut cmd: Command) -> Running {
             text.push('\n');
         }
     });
-    Running { child, stderr, reader }
+    Running {
+        child,
+        stderr,
+        reader,
+    }
 }
 
 impl Running {
@@ -160,7 +183,10 @@ async fn ctrl_c_at_random_instants_of_cos_run_leaves_no_sandbox() {
         });
         tokio::time::sleep(delay).await;
         // Where the signal lands, for the record (the spread is seeded, the machine's pace not).
-        let phase = match (creates(&env).await > creates_before, running.stderr().contains("created ")) {
+        let phase = match (
+            creates(&env).await > creates_before,
+            running.stderr().contains("created "),
+        ) {
             (false, _) => "before the create",
             (true, false) => "during the create",
             (true, true) => "during the command",
@@ -168,9 +194,15 @@ async fn ctrl_c_at_random_instants_of_cos_run_leaves_no_sandbox() {
         *phases.entry(phase).or_default() += 1;
         running.interrupt();
         let (status, stderr) = running.finish().await;
-        assert!(interrupted(status), "run {run} ({phase}, {delay:?}): {status}\n{stderr}");
+        assert!(
+            interrupted(status),
+            "run {run} ({phase}, {delay:?}): {status}\n{stderr}"
+        );
         let left = live_sandboxes(&env).await;
-        assert!(left.is_empty(), "run {run} ({phase}, {delay:?}) left {left:?}\n{stderr}");
+        assert!(
+            left.is_empty(),
+            "run {run} ({phase}, {delay:?}) left {left:?}\n{stderr}"
+        );
     }
     eprintln!("signals landed: {phases:?}");
     assert_eq!(phases.values().sum::<usize>(), RUNS);
@@ -188,8 +220,32 @@ async fn ctrl_c_inside_each_create_request_destroys_what_it_brings() {
     let p = project.to_str().unwrap();
     let commands: [(&[&str], u64); 4] = [
         (&["run", "--shape", "s-1vcpu-256mb", "--", "sleep", "60"], 1),
-        (&["offload", "-C", p, "--shape", "s-1vcpu-256mb", "--", "sleep 60"], 1),
-        (&["fanout", "-C", p, "--shape", "s-1vcpu-256mb", "-j", "2", "sleep 60", "sleep 60"], 2),
+        (
+            &[
+                "offload",
+                "-C",
+                p,
+                "--shape",
+                "s-1vcpu-256mb",
+                "--",
+                "sleep 60",
+            ],
+            1,
+        ),
+        (
+            &[
+                "fanout",
+                "-C",
+                p,
+                "--shape",
+                "s-1vcpu-256mb",
+                "-j",
+                "2",
+                "sleep 60",
+                "sleep 60",
+            ],
+            2,
+        ),
         (&["run-code", "--shape", "s-1vcpu-256mb", "main.py"], 1),
     ];
     for (args, in_flight) in commands {
@@ -200,13 +256,20 @@ async fn ctrl_c_inside_each_create_request_destroys_what_it_brings() {
             cmd
         });
         // Every create has reached the emulator, which answers it 400 ms later.
-        until(&env, "the creates to be sent", |s| s["requests"]["createSandbox"].as_u64().unwrap_or(0) >= before + in_flight).await;
+        until(&env, "the creates to be sent", |s| {
+            s["requests"]["createSandbox"].as_u64().unwrap_or(0) >= before + in_flight
+        })
+        .await;
         running.interrupt();
         let (status, stderr) = running.finish().await;
         assert_eq!(status.code(), Some(130), "{args:?}: {status}\n{stderr}");
         let left = live_sandboxes(&env).await;
         assert!(left.is_empty(), "{args:?} left {left:?}\n{stderr}");
-        assert_eq!(stats(&env).await["sandboxes_created"].as_u64(), Some(creates(&env).await), "every create was answered");
+        assert_eq!(
+            stats(&env).await["sandboxes_created"].as_u64(),
+            Some(creates(&env).await),
+            "every create was answered"
+        );
     }
     env.shutdown().await;
 }
@@ -219,7 +282,15 @@ async fn a_kept_sandbox_is_named_and_a_lost_create_answer_is_reclaimed() {
     // --keep: Ctrl-C during the command keeps the sandbox and names it.
     let running = spawn({
         let mut cmd = cos(&env, home.path());
-        cmd.args(["run", "--keep", "--shape", "s-1vcpu-256mb", "--", "sleep", "60"]);
+        cmd.args([
+            "run",
+            "--keep",
+            "--shape",
+            "s-1vcpu-256mb",
+            "--",
+            "sleep",
+            "60",
+        ]);
         cmd
     });
     bounded("the sandbox to be created", async {
@@ -231,16 +302,33 @@ async fn a_kept_sandbox_is_named_and_a_lost_create_answer_is_reclaimed() {
     running.interrupt();
     let (status, stderr) = running.finish().await;
     assert_eq!(status.code(), Some(130), "{stderr}");
-    let views: Vec<_> = env.client.list_sandboxes(ListSandboxes::default()).try_collect().await.unwrap();
-    let kept: Vec<_> = views.iter().filter(|v| v.status == SandboxStatus::Running).collect();
+    let views: Vec<_> = env
+        .client
+        .list_sandboxes(ListSandboxes::default())
+        .try_collect()
+        .await
+        .unwrap();
+    let kept: Vec<_> = views
+        .iter()
+        .filter(|v| v.status == SandboxStatus::Running)
+        .collect();
     assert_eq!(kept.len(), 1, "{views:?}");
-    assert!(stderr.contains("kept ") && stderr.contains(&kept[0].id), "{stderr}");
-    env.client.sandbox(&kept[0].id).unwrap().destroy().await.unwrap();
+    assert!(
+        stderr.contains("kept ") && stderr.contains(&kept[0].id),
+        "{stderr}"
+    );
+    env.client
+        .sandbox(&kept[0].id)
+        .unwrap()
+        .destroy()
+        .await
+        .unwrap();
     assert!(live_sandboxes(&env).await.is_empty());
 
     // The create runs to its end but its answer is cut off: the sandbox is found by the name
     // `cos run` gave it and destroyed, and the error says so.
-    env.add_fault("POST /v1/sandboxes reset when=after count=1").await;
+    env.add_fault("POST /v1/sandboxes reset when=after count=1")
+        .await;
     let running = spawn({
         let mut cmd = cos(&env, home.path());
         cmd.args(["run", "--shape", "s-1vcpu-256mb", "--", "true"]);
@@ -248,7 +336,12 @@ async fn a_kept_sandbox_is_named_and_a_lost_create_answer_is_reclaimed() {
     });
     let (status, stderr) = running.finish().await;
     assert_eq!(status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("its answer was lost") && stderr.contains("was destroyed") && stderr.contains("cos-run-"), "{stderr}");
+    assert!(
+        stderr.contains("its answer was lost")
+            && stderr.contains("was destroyed")
+            && stderr.contains("cos-run-"),
+        "{stderr}"
+    );
     assert!(live_sandboxes(&env).await.is_empty(), "{stderr}");
     env.shutdown().await;
 }

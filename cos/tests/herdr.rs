@@ -24,7 +24,10 @@ use support::{box_id_of, is, mode_of, result_line, sh_in_box, Herdr, PaneProcess
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn start_provision_apply_pause_sync_and_delete() {
     let env = common::start().await;
-    let h = Herdr::new(&env, json!({ "agent": "shell", "shape": "s-1vcpu-256mb", "autoPause": "45m" }));
+    let h = Herdr::new(
+        &env,
+        json!({ "agent": "shell", "shape": "s-1vcpu-256mb", "autoPause": "45m" }),
+    );
 
     // start: reserve, split right with focus, name the pane, type the provision line into it.
     let (_, started) = tokio::task::block_in_place(|| h.action("start", "w1:p1"));
@@ -33,13 +36,31 @@ async fn start_provision_apply_pause_sync_and_delete() {
     assert_eq!(started["agent"], "shell");
     let pane = started["pane"].as_str().unwrap().to_string();
     assert_eq!(pane, "w1:p2");
-    let split = h.log().into_iter().find(|c| is(c, "pane", "split")).unwrap();
+    let split = h
+        .log()
+        .into_iter()
+        .find(|c| is(c, "pane", "split"))
+        .unwrap();
     assert_eq!(split[2], "w1:p1");
-    assert!(split.windows(2).any(|w| w == ["--direction", "right"]), "{split:?}");
+    assert!(
+        split.windows(2).any(|w| w == ["--direction", "right"]),
+        "{split:?}"
+    );
     assert!(split.contains(&"--focus".to_string()));
-    assert!(split.iter().any(|a| a.starts_with("HERDR_PLUGIN_STATE_DIR=")), "{split:?}");
-    assert!(!split.iter().any(|a| a.contains(&h.api_key)), "the API key never reaches Herdr: {split:?}");
-    assert!(h.log().iter().any(|c| is(c, "pane", "rename") && c[3].contains("starting in hd-repo-")));
+    assert!(
+        split
+            .iter()
+            .any(|a| a.starts_with("HERDR_PLUGIN_STATE_DIR=")),
+        "{split:?}"
+    );
+    assert!(
+        !split.iter().any(|a| a.contains(&h.api_key)),
+        "the API key never reaches Herdr: {split:?}"
+    );
+    assert!(h
+        .log()
+        .iter()
+        .any(|c| is(c, "pane", "rename") && c[3].contains("starting in hd-repo-")));
     let line = h.typed_into(&pane);
     assert!(line.contains(" herdr provision "), "{line}");
     assert!(!line.contains(&h.api_key));
@@ -47,9 +68,18 @@ async fn start_provision_apply_pause_sync_and_delete() {
     // A second start while this one provisions is refused (it would bill a second sandbox).
     let (out, again) = tokio::task::block_in_place(|| h.action("start", "w1:p1"));
     assert_eq!(out.status.code(), Some(1));
-    assert!(again["error"].as_str().unwrap().contains("already in progress"), "{again}");
+    assert!(
+        again["error"]
+            .as_str()
+            .unwrap()
+            .contains("already in progress"),
+        "{again}"
+    );
     let (_, from_new) = tokio::task::block_in_place(|| h.action("start", &pane));
-    assert_eq!(from_new["ok"], false, "the opened pane is covered by the reservation too");
+    assert_eq!(
+        from_new["ok"], false,
+        "the opened pane is covered by the reservation too"
+    );
 
     // The pane runs provision: sandbox, upload, baseline, agent PTY, mapping, then attaches.
     let mut provision = PaneProcess::spawn(&h, &pane, &line);
@@ -66,12 +96,19 @@ async fn start_provision_apply_pause_sync_and_delete() {
     assert!(h
         .log()
         .iter()
-        .any(|c| is(c, "pane", "rename") && c[3] == format!("Shell @ {}", view.name.clone().unwrap())));
+        .any(|c| is(c, "pane", "rename")
+            && c[3] == format!("Shell @ {}", view.name.clone().unwrap())));
 
     // What was uploaded: the tracked .env and the key stayed home, the example went.
     let listing = sh_in_box(&env, &id, "cd /workspace && ls -A && git log --format=%s").await;
-    assert!(listing.contains("README.md") && listing.contains(".env.example"), "{listing}");
-    assert!(!listing.lines().any(|l| l == ".env"), "tracked .env was uploaded: {listing}");
+    assert!(
+        listing.contains("README.md") && listing.contains(".env.example"),
+        "{listing}"
+    );
+    assert!(
+        !listing.lines().any(|l| l == ".env"),
+        "tracked .env was uploaded: {listing}"
+    );
     assert!(!listing.contains("server.pem"), "{listing}");
     assert!(listing.contains("herdr-baseline"));
 
@@ -86,8 +123,14 @@ async fn start_provision_apply_pause_sync_and_delete() {
     let (_, applied) = tokio::task::block_in_place(|| h.action("apply", &pane));
     assert_eq!(applied["result"], "applied", "{applied}");
     assert!(applied["bytes"].as_u64().unwrap() > 0);
-    assert_eq!(std::fs::read_to_string(h.repo().join("README.md")).unwrap(), "hello\nfrom the sandbox\n");
-    assert_eq!(std::fs::read_to_string(h.repo().join("docs/added.txt")).unwrap(), "new\n");
+    assert_eq!(
+        std::fs::read_to_string(h.repo().join("README.md")).unwrap(),
+        "hello\nfrom the sandbox\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(h.repo().join("docs/added.txt")).unwrap(),
+        "new\n"
+    );
     assert!(!h.repo().join("src/main.rs").exists());
     assert_eq!(
         std::fs::read_to_string(h.repo().join(".env")).unwrap(),
@@ -100,19 +143,31 @@ async fn start_provision_apply_pause_sync_and_delete() {
     sh_in_box(&env, &id, "cd /workspace && echo more >> docs/added.txt && git add -A && git -c user.name=a -c user.email=a@a commit -qm agent").await;
     let (_, third) = tokio::task::block_in_place(|| h.action("apply", &pane));
     assert_eq!(third["result"], "applied", "{third}");
-    assert_eq!(std::fs::read_to_string(h.repo().join("docs/added.txt")).unwrap(), "new\nmore\n");
+    assert_eq!(
+        std::fs::read_to_string(h.repo().join("docs/added.txt")).unwrap(),
+        "new\nmore\n"
+    );
 
     // A patch that does not apply leaves the local worktree as it was, and is offered again.
     std::fs::write(h.repo().join("docs/added.txt"), "edited locally\n").unwrap();
     sh_in_box(&env, &id, "cd /workspace && echo again >> docs/added.txt").await;
     let (out, conflict) = tokio::task::block_in_place(|| h.action("apply", &pane));
     assert_eq!(out.status.code(), Some(1));
-    assert!(conflict["error"].as_str().unwrap().contains("not changed"), "{conflict}");
-    assert_eq!(std::fs::read_to_string(h.repo().join("docs/added.txt")).unwrap(), "edited locally\n");
+    assert!(
+        conflict["error"].as_str().unwrap().contains("not changed"),
+        "{conflict}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(h.repo().join("docs/added.txt")).unwrap(),
+        "edited locally\n"
+    );
     std::fs::write(h.repo().join("docs/added.txt"), "new\nmore\n").unwrap();
     let (_, retried) = tokio::task::block_in_place(|| h.action("apply", &pane));
     assert_eq!(retried["result"], "applied", "{retried}");
-    assert_eq!(std::fs::read_to_string(h.repo().join("docs/added.txt")).unwrap(), "new\nmore\nagain\n");
+    assert_eq!(
+        std::fs::read_to_string(h.repo().join("docs/added.txt")).unwrap(),
+        "new\nmore\nagain\n"
+    );
 
     // pause / resume
     let (_, paused) = tokio::task::block_in_place(|| h.action("pause", &pane));
@@ -124,23 +179,40 @@ async fn start_provision_apply_pause_sync_and_delete() {
     let (_, synced) = tokio::task::block_in_place(|| h.action("sync", &pane));
     assert_eq!(synced["ok"], true, "{synced}");
     let sync_pane = synced["pane"].as_str().unwrap().to_string();
-    let split = h.log().into_iter().rfind(|c| is(c, "pane", "split")).unwrap();
+    let split = h
+        .log()
+        .into_iter()
+        .rfind(|c| is(c, "pane", "split"))
+        .unwrap();
     assert_eq!(split[2], pane);
     assert!(
-        split.windows(2).any(|w| w == ["--direction", "down"]) && split.windows(2).any(|w| w == ["--ratio", "0.25"])
+        split.windows(2).any(|w| w == ["--direction", "down"])
+            && split.windows(2).any(|w| w == ["--ratio", "0.25"])
     );
     assert!(split.contains(&"--no-focus".to_string()));
     let sync_line = h.typed_into(&sync_pane);
     assert!(
-        sync_line.contains(&format!(" sync {id} --local ")) && sync_line.contains("--mode two-way --watch"),
+        sync_line.contains(&format!(" sync {id} --local "))
+            && sync_line.contains("--mode two-way --watch"),
         "{sync_line}"
     );
-    assert!(sync_line.contains("--exclude .git --exclude node_modules"), "{sync_line}");
+    assert!(
+        sync_line.contains("--exclude .git --exclude node_modules"),
+        "{sync_line}"
+    );
 
     // delete: the first invocation only arms it.
     let (_, armed) = tokio::task::block_in_place(|| h.action("delete", &pane));
     assert_eq!(armed["result"], "confirmation-required", "{armed}");
-    assert_eq!(env.client.get_sandbox(&id).await.unwrap().status().to_string(), "running");
+    assert_eq!(
+        env.client
+            .get_sandbox(&id)
+            .await
+            .unwrap()
+            .status()
+            .to_string(),
+        "running"
+    );
     let (_, deleted) = tokio::task::block_in_place(|| h.action("delete", &pane));
     assert_eq!(deleted["result"], "deleted", "{deleted}");
     assert_eq!(h.state(), json!({}));
@@ -149,24 +221,45 @@ async fn start_provision_apply_pause_sync_and_delete() {
     assert_eq!(env.settled_live_sandboxes().await, 0);
     let (out, gone) = tokio::task::block_in_place(|| h.action("info", &pane));
     assert_eq!(out.status.code(), Some(1));
-    assert!(gone["error"].as_str().unwrap().contains("no CreateOS sandbox"), "{gone}");
+    assert!(
+        gone["error"]
+            .as_str()
+            .unwrap()
+            .contains("no CreateOS sandbox"),
+        "{gone}"
+    );
     env.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_failed_agent_install_destroys_its_sandbox() {
     let env = common::start().await;
-    let h = Herdr::new(&env, json!({ "agent": "claude-code", "shape": "s-1vcpu-256mb" }));
+    let h = Herdr::new(
+        &env,
+        json!({ "agent": "claude-code", "shape": "s-1vcpu-256mb" }),
+    );
     // The install is the first managed process; the emulator refuses it.
-    env.add_fault("POST /v1/sandboxes/*/processes status=422 count=1").await;
+    env.add_fault("POST /v1/sandboxes/*/processes status=422 count=1")
+        .await;
     let (_, started) = tokio::task::block_in_place(|| h.action("start", "w1:p1"));
     assert_eq!(started["ok"], true, "{started}");
-    let split = h.log().into_iter().find(|c| is(c, "pane", "split")).unwrap();
+    let split = h
+        .log()
+        .into_iter()
+        .find(|c| is(c, "pane", "split"))
+        .unwrap();
     // Herdr reads HERDR_AGENT from the foreground process: the typed line sets it for cos, the
     // pane's shell does not carry it (an idle shell is not the agent).
-    assert!(!split.iter().any(|a| a.starts_with("HERDR_AGENT=")), "{split:?}");
+    assert!(
+        !split.iter().any(|a| a.starts_with("HERDR_AGENT=")),
+        "{split:?}"
+    );
     let pane = started["pane"].as_str().unwrap().to_string();
-    assert!(h.typed_into(&pane).starts_with("env HERDR_AGENT=claude "), "{}", h.typed_into(&pane));
+    assert!(
+        h.typed_into(&pane).starts_with("env HERDR_AGENT=claude "),
+        "{}",
+        h.typed_into(&pane)
+    );
     let mut provision = PaneProcess::spawn(&h, &pane, &h.typed_into(&pane));
     let failed = provision.result().await;
     assert_eq!(failed["action"], "provision");
@@ -177,16 +270,24 @@ async fn a_failed_agent_install_destroys_its_sandbox() {
     assert_eq!(stats["handled"]["destroySandbox"], 1, "{stats}");
     assert_eq!(env.settled_live_sandboxes().await, 0);
     assert_eq!(h.state(), json!({}));
-    assert_eq!(h.pending(), json!({}), "the reservation is released on failure too");
+    assert_eq!(
+        h.pending(),
+        json!({}),
+        "the reservation is released on failure too"
+    );
     env.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn closing_the_pane_while_provisioning_destroys_the_sandbox() {
     let env = common::start().await;
-    let h = Herdr::new(&env, json!({ "agent": "claude-code", "shape": "s-1vcpu-256mb" }));
+    let h = Herdr::new(
+        &env,
+        json!({ "agent": "claude-code", "shape": "s-1vcpu-256mb" }),
+    );
     // Hold the install (the first managed process) long enough to interrupt it.
-    env.add_fault("POST /v1/sandboxes/*/processes delay=5s count=1").await;
+    env.add_fault("POST /v1/sandboxes/*/processes delay=5s count=1")
+        .await;
     let (_, started) = tokio::task::block_in_place(|| h.action("start", "w1:p1"));
     let pane = started["pane"].as_str().unwrap().to_string();
     let mut provision = PaneProcess::spawn(&h, &pane, &format!("exec {}", h.typed_into(&pane)));
@@ -198,11 +299,19 @@ async fn closing_the_pane_while_provisioning_destroys_the_sandbox() {
     }
     assert_eq!(env.handled("createSandbox").await, 1);
     let pid = provision.child.id().unwrap();
-    assert!(Command::new("kill").args(["-HUP", &pid.to_string()]).status().unwrap().success());
+    assert!(Command::new("kill")
+        .args(["-HUP", &pid.to_string()])
+        .status()
+        .unwrap()
+        .success());
     let failed = provision.result().await;
     assert_eq!(failed["ok"], false, "{failed}");
     assert_eq!(provision.exit_code().await, Some(1));
-    assert_eq!(env.settled_live_sandboxes().await, 0, "the interrupted start left its sandbox");
+    assert_eq!(
+        env.settled_live_sandboxes().await,
+        0,
+        "the interrupted start left its sandbox"
+    );
     assert_eq!(h.state(), json!({}));
     assert_eq!(h.pending(), json!({}));
     env.shutdown().await;
@@ -216,8 +325,15 @@ async fn an_injected_remote_root_is_refused_before_anything_is_created() {
     let h = Herdr::new(&env, json!({ "agent": "shell", "remoteRoot": evil }));
     let (_, refused) = tokio::task::block_in_place(|| h.action("start", "w1:p1"));
     assert_eq!(refused["ok"], false);
-    assert!(refused["error"].as_str().unwrap().contains("remoteRoot"), "{refused}");
-    assert!(!h.log().iter().any(|c| c[0] == "pane"), "no pane was opened: {:?}", h.log());
+    assert!(
+        refused["error"].as_str().unwrap().contains("remoteRoot"),
+        "{refused}"
+    );
+    assert!(
+        !h.log().iter().any(|c| c[0] == "pane"),
+        "no pane was opened: {:?}",
+        h.log()
+    );
     assert_eq!(h.pending(), json!({}));
 
     // The provision step checks again: a hand-made spec is refused before the create.
@@ -227,8 +343,12 @@ async fn an_injected_remote_root_is_refused_before_anything_is_created() {
     });
     use base64::Engine as _;
     let encoded = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(spec.to_string());
-    let out =
-        tokio::task::block_in_place(|| h.command("w1:p9").args(["herdr", "provision", &encoded]).output().unwrap());
+    let out = tokio::task::block_in_place(|| {
+        h.command("w1:p9")
+            .args(["herdr", "provision", &encoded])
+            .output()
+            .unwrap()
+    });
     let v = result_line(&out);
     assert!(v["error"].as_str().unwrap().contains("remoteRoot"), "{v}");
     assert_eq!(env.requests("createSandbox").await, 0);
@@ -248,28 +368,50 @@ async fn every_failure_still_prints_one_result_line() {
     assert!(v["error"].as_str().unwrap().contains("unknown action"));
     // The action name may come from Herdr's environment instead of argv.
     let out = tokio::task::block_in_place(|| {
-        h.command("w1:p1").arg("herdr").env("HERDR_PLUGIN_ACTION_ID", "createos.sandbox.info").output().unwrap()
+        h.command("w1:p1")
+            .arg("herdr")
+            .env("HERDR_PLUGIN_ACTION_ID", "createos.sandbox.info")
+            .output()
+            .unwrap()
     });
     let v = result_line(&out);
     assert_eq!(v["action"], "info");
-    assert!(v["error"].as_str().unwrap().contains("no CreateOS sandbox"), "{v}");
+    assert!(
+        v["error"].as_str().unwrap().contains("no CreateOS sandbox"),
+        "{v}"
+    );
 
     // Not launched by Herdr.
     let out = tokio::task::block_in_place(|| {
-        h.command("w1:p1").args(["herdr", "info"]).env_remove("HERDR_PLUGIN_STATE_DIR").output().unwrap()
+        h.command("w1:p1")
+            .args(["herdr", "info"])
+            .env_remove("HERDR_PLUGIN_STATE_DIR")
+            .output()
+            .unwrap()
     });
-    assert!(result_line(&out)["error"].as_str().unwrap().contains("HERDR_PLUGIN_STATE_DIR"));
+    assert!(result_line(&out)["error"]
+        .as_str()
+        .unwrap()
+        .contains("HERDR_PLUGIN_STATE_DIR"));
 
     // No credentials at all (the client cannot even be built).
     let out = tokio::task::block_in_place(|| {
-        h.command("w1:p1").args(["herdr", "apply"]).env_remove("CREATEOS_API_KEY").output().unwrap()
+        h.command("w1:p1")
+            .args(["herdr", "apply"])
+            .env_remove("CREATEOS_API_KEY")
+            .output()
+            .unwrap()
     });
     let v = result_line(&out);
     assert_eq!(v["action"], "apply");
     assert!(!v["error"].as_str().unwrap().contains(&h.api_key));
 
     // A config typo is an error, not a silently ignored setting.
-    std::fs::write(h.config_dir().join("config.json"), r#"{"agent":"shell","remoteRot":"/x"}"#).unwrap();
+    std::fs::write(
+        h.config_dir().join("config.json"),
+        r#"{"agent":"shell","remoteRot":"/x"}"#,
+    )
+    .unwrap();
     let (_, v) = tokio::task::block_in_place(|| h.action("start", "w1:p1"));
     assert!(v["error"].as_str().unwrap().contains("remoteRot"), "{v}");
 
@@ -282,7 +424,12 @@ async fn every_failure_still_prints_one_result_line() {
     let aside: Vec<PathBuf> = std::fs::read_dir(h.state_dir())
         .unwrap()
         .map(|e| e.unwrap().path())
-        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("panes.json.corrupt-"))
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("panes.json.corrupt-")
+        })
         .collect();
     assert_eq!(aside.len(), 1, "{aside:?}");
     assert_eq!(std::fs::read(&aside[0]).unwrap(), corrupt);
@@ -291,11 +438,19 @@ async fn every_failure_still_prints_one_result_line() {
     // A pane that Herdr cannot type into: the opened pane is closed and the start undone.
     std::fs::write(h.config_dir().join("config.json"), r#"{"agent":"shell"}"#).unwrap();
     let out = tokio::task::block_in_place(|| {
-        h.command("w1:p1").args(["herdr", "start"]).env("HERDR_STANDIN_FAIL_RUN", "1").output().unwrap()
+        h.command("w1:p1")
+            .args(["herdr", "start"])
+            .env("HERDR_STANDIN_FAIL_RUN", "1")
+            .output()
+            .unwrap()
     });
     let v = result_line(&out);
     assert!(v["error"].as_str().unwrap().contains("pane run"), "{v}");
-    assert!(h.log().iter().any(|c| is(c, "pane", "close")), "{:?}", h.log());
+    assert!(
+        h.log().iter().any(|c| is(c, "pane", "close")),
+        "{:?}",
+        h.log()
+    );
     assert_eq!(h.pending(), json!({}));
     // Failures are shown in Herdr, not only in its plugin log.
     assert!(h.log().iter().any(|c| is(c, "notification", "show")));
@@ -321,34 +476,63 @@ async fn setup_writes_config_0600_and_keys_once() {
     };
     let json_of = |out: &Output| -> Value {
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-            panic!("{e}: {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+            panic!(
+                "{e}: {}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
         })
     };
 
     // --doctor checks and changes nothing.
     let out = tokio::task::block_in_place(|| setup(&["--doctor"]));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let doctor = json_of(&out);
-    let names: Vec<&str> = doctor["checks"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = doctor["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["herdr", "git", "createos session"]);
-    assert!(doctor["checks"].as_array().unwrap().iter().all(|c| c["ok"] == true), "{doctor}");
+    assert!(
+        doctor["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["ok"] == true),
+        "{doctor}"
+    );
     assert!(!h.config_dir().join("config.json").exists());
     assert_eq!(std::fs::read_to_string(&config_toml).unwrap(), original);
     let out = tokio::task::block_in_place(|| {
         let mut cmd = h.command("w1:p1");
-        cmd.args(["-o", "json", "setup", "herdr", "--doctor"]).env("HERDR_STANDIN_VERSION", "0.7.1");
+        cmd.args(["-o", "json", "setup", "herdr", "--doctor"])
+            .env("HERDR_STANDIN_VERSION", "0.7.1");
         cmd.output().unwrap()
     });
     assert_eq!(out.status.code(), Some(1));
-    assert!(json_of(&out)["checks"][0]["detail"].as_str().unwrap().contains("older than"));
+    assert!(json_of(&out)["checks"][0]["detail"]
+        .as_str()
+        .unwrap()
+        .contains("older than"));
 
     // Bad flags are refused before anything is written.
     let out = tokio::task::block_in_place(|| setup(&["--agent", "gemini"]));
     assert!(!out.status.success());
     assert!(!h.config_dir().join("config.json").exists());
 
-    let out = tokio::task::block_in_place(|| setup(&["--agent", "codex", "--shape", "s-4vcpu-8gb"]));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out =
+        tokio::task::block_in_place(|| setup(&["--agent", "codex", "--shape", "s-4vcpu-8gb"]));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let first = json_of(&out);
     assert_eq!(first["keys_added"].as_array().unwrap().len(), 6, "{first}");
     assert_eq!(first["config_written"], true);
@@ -361,33 +545,61 @@ async fn setup_writes_config_0600_and_keys_once() {
     let toml = std::fs::read_to_string(&config_toml).unwrap();
     assert!(toml.starts_with(original));
     for action in ["start", "attach", "sync", "apply", "info", "delete"] {
-        assert_eq!(toml.matches(&format!("command = \"createos.sandbox.{action}\"")).count(), 1, "{toml}");
+        assert_eq!(
+            toml.matches(&format!("command = \"createos.sandbox.{action}\""))
+                .count(),
+            1,
+            "{toml}"
+        );
     }
-    assert_eq!(std::fs::read_to_string(config_toml.with_file_name("config.toml.before-createos")).unwrap(), original);
+    assert_eq!(
+        std::fs::read_to_string(config_toml.with_file_name("config.toml.before-createos")).unwrap(),
+        original
+    );
     // The plugin directory holds the manifest and a launcher with this cos's absolute path.
     let plugin_dir = PathBuf::from(first["plugin_dir"].as_str().unwrap());
     assert!(plugin_dir.starts_with(xdg.join("data")));
     let launcher = std::fs::read_to_string(plugin_dir.join("run.sh")).unwrap();
     assert!(launcher.contains(env!("CARGO_BIN_EXE_cos")), "{launcher}");
-    assert!(std::fs::read_to_string(plugin_dir.join("herdr-plugin.toml"))
-        .unwrap()
-        .contains("id = \"createos.sandbox\""));
-    let links = h.log().into_iter().filter(|c| is(c, "plugin", "link")).count();
+    assert!(
+        std::fs::read_to_string(plugin_dir.join("herdr-plugin.toml"))
+            .unwrap()
+            .contains("id = \"createos.sandbox\"")
+    );
+    let links = h
+        .log()
+        .into_iter()
+        .filter(|c| is(c, "plugin", "link"))
+        .count();
     assert_eq!(links, 1);
     assert!(h.log().iter().any(|c| is(c, "config", "check")));
 
     // Twice: nothing added, the config kept, no second link.
     std::fs::write(&config_json, r#"{"agent":"pi"}"#).unwrap();
     let out = tokio::task::block_in_place(|| setup(&["--agent", "codex"]));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let second = json_of(&out);
     assert_eq!(second["keys_added"], json!([]));
     assert_eq!(second["config_written"], false);
-    assert_eq!(std::fs::read_to_string(&config_json).unwrap(), r#"{"agent":"pi"}"#);
+    assert_eq!(
+        std::fs::read_to_string(&config_json).unwrap(),
+        r#"{"agent":"pi"}"#
+    );
     assert_eq!(std::fs::read_to_string(&config_toml).unwrap(), toml);
-    assert_eq!(h.log().into_iter().filter(|c| is(c, "plugin", "link")).count(), 1);
+    assert_eq!(
+        h.log()
+            .into_iter()
+            .filter(|c| is(c, "plugin", "link"))
+            .count(),
+        1
+    );
     // --force replaces the config; --no-keys leaves config.toml alone.
-    let out = tokio::task::block_in_place(|| setup(&["--agent", "opencode", "--force", "--no-keys"]));
+    let out =
+        tokio::task::block_in_place(|| setup(&["--agent", "opencode", "--force", "--no-keys"]));
     assert!(out.status.success());
     let config: Value = serde_json::from_slice(&std::fs::read(&config_json).unwrap()).unwrap();
     assert_eq!(config["agent"], "opencode");
@@ -405,9 +617,14 @@ fn build_script_writes_a_launcher_with_the_absolute_cos_path() {
         std::fs::copy(src.join(f), plugin.join(f)).unwrap();
     }
     let manifest = std::fs::read_to_string(plugin.join("herdr-plugin.toml")).unwrap();
-    for id in ["start", "attach", "sync", "apply", "pause", "resume", "info", "delete", "boxes"] {
+    for id in [
+        "start", "attach", "sync", "apply", "pause", "resume", "info", "delete", "boxes",
+    ] {
         assert!(manifest.contains(&format!("id = \"{id}\"")), "{id} missing");
-        assert!(manifest.contains(&format!("command = [\"sh\", \"run.sh\", \"{id}\"]")), "{id} command missing");
+        assert!(
+            manifest.contains(&format!("command = [\"sh\", \"run.sh\", \"{id}\"]")),
+            "{id} command missing"
+        );
     }
     // As Herdr runs it: a bare argv from the plugin directory, cos only reachable via COS_BIN.
     let out = Command::new("sh")
@@ -417,11 +634,23 @@ fn build_script_writes_a_launcher_with_the_absolute_cos_path() {
         .env("PATH", "/usr/bin:/bin")
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let launcher = std::fs::read_to_string(plugin.join("run.sh")).unwrap();
-    assert!(launcher.contains(&format!("COS_BIN='{}'", env!("CARGO_BIN_EXE_cos"))), "{launcher}");
+    assert!(
+        launcher.contains(&format!("COS_BIN='{}'", env!("CARGO_BIN_EXE_cos"))),
+        "{launcher}"
+    );
     // The launcher works from anywhere, with no PATH: an unknown action still reports.
-    let out = Command::new("/bin/sh").arg(plugin.join("run.sh")).arg("nope").env_clear().output().unwrap();
+    let out = Command::new("/bin/sh")
+        .arg(plugin.join("run.sh"))
+        .arg("nope")
+        .env_clear()
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(result_line(&out)["ok"], false);
     // Without any cos the build fails loudly instead of writing a broken launcher.
@@ -434,9 +663,14 @@ fn build_script_writes_a_launcher_with_the_absolute_cos_path() {
         .env("PATH", "/usr/bin:/bin")
         .output()
         .unwrap();
-    if !["/usr/local/bin/cos", "/usr/bin/cos", "/bin/cos", "/opt/homebrew/bin/cos"]
-        .iter()
-        .any(|p| Path::new(p).exists())
+    if ![
+        "/usr/local/bin/cos",
+        "/usr/bin/cos",
+        "/bin/cos",
+        "/opt/homebrew/bin/cos",
+    ]
+    .iter()
+    .any(|p| Path::new(p).exists())
     {
         assert!(!out.status.success());
         assert!(
@@ -475,7 +709,10 @@ async fn attach_in_a_terminal_follows_resizes_restarts_and_leaves_when_deleted()
     let process = h.state()[&pane]["processId"].as_str().unwrap().to_string();
     assert_eq!(attached["processId"], process.as_str());
     let connect = h.typed_into(&pane);
-    assert!(connect.contains(&format!(" herdr connect {pane} ")), "{connect}");
+    assert!(
+        connect.contains(&format!(" herdr connect {pane} ")),
+        "{connect}"
+    );
     tmux.wait_for(r#""action":"connect","ok":true"#).await;
     tmux.type_line("echo back-$((2*21))");
     tmux.wait_for("back-42").await;
@@ -483,7 +720,10 @@ async fn attach_in_a_terminal_follows_resizes_restarts_and_leaves_when_deleted()
     let typed_before = h.log().len();
     let (_, again) = tokio::task::block_in_place(|| h.action("attach", &pane));
     assert_eq!(again["result"], "already-attached", "{again}");
-    assert!(!h.log()[typed_before..].iter().any(|c| is(c, "pane", "run")), "typed into an attached pane");
+    assert!(
+        !h.log()[typed_before..].iter().any(|c| is(c, "pane", "run")),
+        "typed into an attached pane"
+    );
     // It follows the pane's size.
     tmux.resize(120, 40);
     let mut followed = false;
@@ -495,7 +735,11 @@ async fn attach_in_a_terminal_follows_resizes_restarts_and_leaves_when_deleted()
             break;
         }
     }
-    assert!(followed, "the remote PTY never took the new size:\n{}", tmux.screen());
+    assert!(
+        followed,
+        "the remote PTY never took the new size:\n{}",
+        tmux.screen()
+    );
 
     // The agent exits: the pane says so; attach restarts it at the pane's size.
     tmux.clear();
@@ -510,14 +754,19 @@ async fn attach_in_a_terminal_follows_resizes_restarts_and_leaves_when_deleted()
     tmux.wait_for("restarted Shell").await;
     tmux.type_line("stty size");
     tmux.wait_for("40 120").await;
-    assert_ne!(h.state()[&pane]["processId"].as_str().unwrap(), process, "the mapping follows the new process");
+    assert_ne!(
+        h.state()[&pane]["processId"].as_str().unwrap(),
+        process,
+        "the mapping follows the new process"
+    );
 
     // Deleting the sandbox from Herdr ends the attachment cleanly: no frozen pane.
     let (_, armed) = tokio::task::block_in_place(|| h.action("delete", &pane));
     assert_eq!(armed["result"], "confirmation-required");
     let (_, deleted) = tokio::task::block_in_place(|| h.action("delete", &pane));
     assert_eq!(deleted["result"], "deleted", "{deleted}");
-    tmux.wait_for("was deleted; this pane is a local shell again").await;
+    tmux.wait_for("was deleted; this pane is a local shell again")
+        .await;
     tmux.type_line("echo local-status=$?");
     tmux.wait_for("local-status=0").await;
     tmux.type_line("echo local-$((5*5))");
@@ -551,8 +800,15 @@ async fn settings_creation_would_refuse_are_refused_before_anything_is_opened() 
         let h = Herdr::new(&env, config);
         let (out, refused) = tokio::task::block_in_place(|| h.action("start", "w1:p1"));
         assert_eq!(out.status.code(), Some(1));
-        assert!(refused["error"].as_str().unwrap().contains(field), "{refused}");
-        assert!(!h.log().iter().any(|c| c[0] == "pane"), "no pane was opened: {:?}", h.log());
+        assert!(
+            refused["error"].as_str().unwrap().contains(field),
+            "{refused}"
+        );
+        assert!(
+            !h.log().iter().any(|c| c[0] == "pane"),
+            "no pane was opened: {:?}",
+            h.log()
+        );
         assert_eq!(h.pending(), json!({}));
     }
     assert_eq!(env.requests("createSandbox").await, 0);
@@ -564,14 +820,18 @@ async fn a_provisioning_that_outlasts_the_reservation_ttl_keeps_it() {
     let env = common::start().await;
     let h = Herdr::new(&env, json!({ "agent": "shell", "shape": "s-1vcpu-256mb" }));
     // Hold the agent's start (the first managed process) so provisioning is still running.
-    env.add_fault("POST /v1/sandboxes/*/processes delay=4s count=1").await;
+    env.add_fault("POST /v1/sandboxes/*/processes delay=4s count=1")
+        .await;
     let (_, started) = tokio::task::block_in_place(|| h.action("start", "w1:p1"));
     let pane = started["pane"].as_str().unwrap().to_string();
     // The reservation was made longer ago than the TTL: this provisioning has been running
     // for a long time (a slow upload or install).
     let state = h.state_dir().join("pending.json");
     let mut pending = h.pending();
-    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
     let old = now_ms - PENDING_TTL.as_millis() as u64 - 60_000;
     pending["w1:p1"]["createdAt"] = json!(old);
     std::fs::write(&state, serde_json::to_vec(&pending).unwrap()).unwrap();
@@ -583,11 +843,29 @@ async fn a_provisioning_that_outlasts_the_reservation_ttl_keeps_it() {
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
-    assert_eq!(env.handled("createProcess").await, 0, "provisioning is still running");
+    assert_eq!(
+        env.handled("createProcess").await,
+        0,
+        "provisioning is still running"
+    );
     let (out, again) = tokio::task::block_in_place(|| h.action("start", "w1:p1"));
-    assert_eq!(out.status.code(), Some(1), "a second start was accepted while the first provisions: {again}");
-    assert!(again["error"].as_str().unwrap().contains("already in progress"), "{again}");
-    assert_eq!(h.log().iter().filter(|c| is(c, "pane", "split")).count(), 1, "no second pane");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a second start was accepted while the first provisions: {again}"
+    );
+    assert!(
+        again["error"]
+            .as_str()
+            .unwrap()
+            .contains("already in progress"),
+        "{again}"
+    );
+    assert_eq!(
+        h.log().iter().filter(|c| is(c, "pane", "split")).count(),
+        1,
+        "no second pane"
+    );
 
     let provisioned = provision.result().await;
     assert_eq!(provisioned["ok"], true, "{provisioned}");
@@ -608,7 +886,8 @@ async fn info_fails_on_errors_other_than_missing_and_pause_forgets_deleted_sandb
     provision.child.kill().await.unwrap();
 
     // A refused read is a failure, not "missing"; the mapping stays.
-    env.add_fault(&format!("GET /v1/sandboxes/{id} status=401 count=1")).await;
+    env.add_fault(&format!("GET /v1/sandboxes/{id} status=401 count=1"))
+        .await;
     let (out, info) = tokio::task::block_in_place(|| h.action("info", &pane));
     assert_eq!(out.status.code(), Some(1), "{info}");
     assert_eq!(info["ok"], false, "{info}");
@@ -620,7 +899,13 @@ async fn info_fails_on_errors_other_than_missing_and_pause_forgets_deleted_sandb
     env.client.sandbox(&id).unwrap().destroy().await.unwrap();
     let (out, paused) = tokio::task::block_in_place(|| h.action("pause", &pane));
     assert_eq!(out.status.code(), Some(1));
-    assert!(paused["error"].as_str().unwrap().contains("no longer exists"), "{paused}");
+    assert!(
+        paused["error"]
+            .as_str()
+            .unwrap()
+            .contains("no longer exists"),
+        "{paused}"
+    );
     assert_eq!(h.state(), json!({}));
     env.shutdown().await;
 }
@@ -630,15 +915,32 @@ async fn an_interrupted_create_is_found_even_when_it_registers_late() {
     let env = common::start().await;
     let name = "hd-late-0a1b2c";
     let client = env.client.clone();
-    let looking =
-        tokio::spawn(async move { find_by_name(&client, name, Duration::from_secs(30), Duration::from_millis(50)).await });
+    let looking = tokio::spawn(async move {
+        find_by_name(
+            &client,
+            name,
+            Duration::from_secs(30),
+            Duration::from_millis(50),
+        )
+        .await
+    });
     // The server registers the sandbox only after the first look.
     while env.requests("listSandboxes").await < 1 {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let created = env.client.create_sandbox(CreateSandbox::new("s-1vcpu-256mb").name(name)).await.unwrap();
-    let found = tokio::time::timeout(Duration::from_secs(60), looking).await.unwrap().unwrap();
-    assert_eq!(found.expect("the late sandbox was found").id(), created.id());
+    let created = env
+        .client
+        .create_sandbox(CreateSandbox::new("s-1vcpu-256mb").name(name))
+        .await
+        .unwrap();
+    let found = tokio::time::timeout(Duration::from_secs(60), looking)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        found.expect("the late sandbox was found").id(),
+        created.id()
+    );
     created.destroy().await.unwrap();
     env.shutdown().await;
 }
@@ -646,7 +948,11 @@ async fn an_interrupted_create_is_found_even_when_it_registers_late() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_cancelled_apply_removes_the_guest_patch_file() {
     let env = common::start().await;
-    let sandbox = env.client.create_sandbox(CreateSandbox::new("s-1vcpu-256mb")).await.unwrap();
+    let sandbox = env
+        .client
+        .create_sandbox(CreateSandbox::new("s-1vcpu-256mb"))
+        .await
+        .unwrap();
     let id = sandbox.id().to_string();
     sh_in_box(
         &env,
@@ -657,7 +963,8 @@ async fn a_cancelled_apply_removes_the_guest_patch_file() {
     .await;
     let local = tempfile::tempdir().unwrap();
     // The patch download hangs; the action is dropped (cancelled) while it waits.
-    env.add_fault("GET /v1/sandboxes/*/files delay=30s count=1").await;
+    env.add_fault("GET /v1/sandboxes/*/files delay=30s count=1")
+        .await;
     tokio::select! {
         r = cos::herdr::apply::apply(&sandbox, "/workspace", local.path()) => panic!("apply finished: {r:?}"),
         _ = async {

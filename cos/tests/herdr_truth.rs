@@ -24,7 +24,9 @@ use support::{box_id_of, is, standin_config, Herdr, PaneProcess, Tmux};
 
 fn setup(h: &Herdr, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = h.command("w1:p1");
-    cmd.args(["-o", "json", "setup", "herdr"]).args(args).env("XDG_DATA_HOME", h.path("data"));
+    cmd.args(["-o", "json", "setup", "herdr"])
+        .args(args)
+        .env("XDG_DATA_HOME", h.path("data"));
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -33,19 +35,29 @@ fn setup(h: &Herdr, args: &[&str], env: &[(&str, &str)]) -> Output {
 
 fn json_of(out: &Output) -> Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!("{e}: {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+        panic!(
+            "{e}: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
     })
 }
 
 /// The stand-in's effective key table (what Herdr binds after loading the config).
 fn herdr_keys(h: &Herdr, env: &[(&str, &str)]) -> Value {
     let mut cmd = Command::new(h.path("bin").join("herdr"));
-    cmd.args(["standin", "keys"]).env_clear().envs(&h.server_env);
+    cmd.args(["standin", "keys"])
+        .env_clear()
+        .envs(&h.server_env);
     for (k, v) in env {
         cmd.env(k, v);
     }
     let out = cmd.output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
@@ -56,12 +68,26 @@ async fn setup_takes_no_key_that_herdr_or_the_user_already_binds() {
     let env = common::start().await;
     let h = Herdr::new(&env, json!({}));
     let out = tokio::task::block_in_place(|| setup(&h, &["--agent", "shell"], &[]));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let keys = herdr_keys(&h, &[]);
-    assert_eq!(keys["prefix+shift+x"], "keys.close_tab", "close_tab lost its key: {keys}");
-    for (field, default) in standin_config::DEFAULTS.iter().filter(|(_, d)| !d.is_empty()) {
+    assert_eq!(
+        keys["prefix+shift+x"], "keys.close_tab",
+        "close_tab lost its key: {keys}"
+    );
+    for (field, default) in standin_config::DEFAULTS
+        .iter()
+        .filter(|(_, d)| !d.is_empty())
+    {
         for chord in standin_config::chords(default).unwrap() {
-            assert_eq!(keys[standin_config::label(&chord)], format!("keys.{field}"), "{field} was displaced: {keys}");
+            assert_eq!(
+                keys[standin_config::label(&chord)],
+                format!("keys.{field}"),
+                "{field} was displaced: {keys}"
+            );
         }
     }
     let added = json_of(&out)["keys_added"].clone();
@@ -72,15 +98,35 @@ async fn setup_takes_no_key_that_herdr_or_the_user_already_binds() {
     std::fs::create_dir_all(h.config_toml().parent().unwrap()).unwrap();
     std::fs::write(h.config_toml(), "[keys]\nnew_tab = \"prefix+shift+s\"\n").unwrap();
     let out = tokio::task::block_in_place(|| setup(&h, &["--agent", "shell"], &[]));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let summary = json_of(&out);
     let keys = herdr_keys(&h, &[]);
     assert_eq!(keys["prefix+shift+s"], "keys.new_tab", "{keys}");
-    let start = summary["keys_added"].as_array().unwrap().iter().find(|k| k["action"] == "start").unwrap().clone();
+    let start = summary["keys_added"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["action"] == "start")
+        .unwrap()
+        .clone();
     assert_ne!(start["key"], "prefix+shift+s");
-    assert!(keys[start["key"].as_str().unwrap()].as_str().unwrap().starts_with("keys.command["), "{keys}");
+    assert!(
+        keys[start["key"].as_str().unwrap()]
+            .as_str()
+            .unwrap()
+            .starts_with("keys.command["),
+        "{keys}"
+    );
     let notes = summary["key_notes"].to_string();
-    assert!(notes.contains("prefix+shift+s is keys.new_tab") && notes.contains(start["key"].as_str().unwrap()), "{notes}");
+    assert!(
+        notes.contains("prefix+shift+s is keys.new_tab")
+            && notes.contains(start["key"].as_str().unwrap()),
+        "{notes}"
+    );
     env.shutdown().await;
 }
 
@@ -99,35 +145,74 @@ async fn setup_is_transactional_over_config_check() {
     assert!(String::from_utf8_lossy(&check.stdout).contains("unknown config key keys.bogus"));
 
     // A stricter Herdr reports a new problem once our keys are in: the file is put back.
-    let fault = [("HERDR_STANDIN_FAULT_CHECK", "keys.command[0]: rejected by this herdr")];
+    let fault = [(
+        "HERDR_STANDIN_FAULT_CHECK",
+        "keys.command[0]: rejected by this herdr",
+    )];
     let out = tokio::task::block_in_place(|| setup(&h, &["--agent", "shell"], &fault));
-    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("rejected by this herdr") && err.contains("put back"), "{err}");
-    assert!(!err.contains("keys.bogus"), "the user's own warning is not ours to report: {err}");
+    assert!(
+        err.contains("rejected by this herdr") && err.contains("put back"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("keys.bogus"),
+        "the user's own warning is not ours to report: {err}"
+    );
     assert!(!err.contains("reset-keys"), "{err}");
-    assert_eq!(std::fs::read_to_string(h.config_toml()).unwrap(), original, "not restored");
+    assert_eq!(
+        std::fs::read_to_string(h.config_toml()).unwrap(),
+        original,
+        "not restored"
+    );
 
     // The same warning alone: setup succeeds, reloads, and points at the backup, not reset-keys.
     let out = tokio::task::block_in_place(|| setup(&h, &["--agent", "shell"], &[]));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let summary = json_of(&out);
     assert_eq!(summary["keys_added"].as_array().unwrap().len(), 6);
     let toml = std::fs::read_to_string(h.config_toml()).unwrap();
-    assert!(toml.starts_with(original) && !toml.contains("reset-keys"), "{toml}");
+    assert!(
+        toml.starts_with(original) && !toml.contains("reset-keys"),
+        "{toml}"
+    );
     assert!(toml.contains("config.toml.before-createos"), "{toml}");
-    assert_eq!(std::fs::read_to_string(h.config_toml().with_file_name("config.toml.before-createos")).unwrap(), original);
+    assert_eq!(
+        std::fs::read_to_string(
+            h.config_toml()
+                .with_file_name("config.toml.before-createos")
+        )
+        .unwrap(),
+        original
+    );
     assert!(h.log().iter().any(|c| is(c, "server", "reload-config")));
     let human = tokio::task::block_in_place(|| {
         let mut cmd = h.command("w1:p1");
-        cmd.args(["-o", "text", "setup", "herdr", "--agent", "shell"]).env("XDG_DATA_HOME", h.path("data"));
+        cmd.args(["-o", "text", "setup", "herdr", "--agent", "shell"])
+            .env("XDG_DATA_HOME", h.path("data"));
         cmd.output().unwrap()
     });
     assert!(human.status.success());
-    assert_eq!(summary["boxes_pane"], "herdr plugin pane open --plugin createos.sandbox --entrypoint boxes");
+    assert_eq!(
+        summary["boxes_pane"],
+        "herdr plugin pane open --plugin createos.sandbox --entrypoint boxes"
+    );
     let text = String::from_utf8_lossy(&human.stdout);
     assert!(!text.contains("reset-keys"), "{text}");
-    assert!(text.contains("herdr plugin pane open --plugin createos.sandbox --entrypoint boxes"), "{text}");
+    assert!(
+        text.contains("herdr plugin pane open --plugin createos.sandbox --entrypoint boxes"),
+        "{text}"
+    );
     env.shutdown().await;
 }
 
@@ -141,13 +226,27 @@ async fn setup_edits_the_file_herdr_config_path_names() {
     std::fs::write(&custom, "[ui]\n").unwrap();
     let var = [("HERDR_CONFIG_PATH", custom.to_str().unwrap())];
     let out = tokio::task::block_in_place(|| setup(&h, &["--agent", "shell"], &var));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(json_of(&out)["config_toml"], custom.to_str().unwrap());
     let text = std::fs::read_to_string(&custom).unwrap();
     assert_eq!(text.matches("createos.sandbox.").count(), 6, "{text}");
-    assert!(!h.config_toml().exists(), "setup wrote a file Herdr does not load");
+    assert!(
+        !h.config_toml().exists(),
+        "setup wrote a file Herdr does not load"
+    );
     let keys = herdr_keys(&h, &var);
-    assert_eq!(keys.as_object().unwrap().values().filter(|f| f.as_str().unwrap().starts_with("keys.command[")).count(), 6);
+    assert_eq!(
+        keys.as_object()
+            .unwrap()
+            .values()
+            .filter(|f| f.as_str().unwrap().starts_with("keys.command["))
+            .count(),
+        6
+    );
     env.shutdown().await;
 }
 
@@ -158,16 +257,31 @@ async fn setup_keeps_the_plugin_herdr_already_has() {
     let env = common::start().await;
     let h = Herdr::new(&env, json!({}));
     h.link_plugin();
-    assert!(h.herdr(&["plugin", "disable", "createos.sandbox"]).status.success());
+    assert!(h
+        .herdr(&["plugin", "disable", "createos.sandbox"])
+        .status
+        .success());
     let links_before = h.log().iter().filter(|c| is(c, "plugin", "link")).count();
     let out = tokio::task::block_in_place(|| setup(&h, &["--agent", "shell", "--no-keys"], &[]));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let summary = json_of(&out);
     assert_eq!(summary["linked"], false, "{summary}");
     assert_eq!(summary["plugin"]["enabled"], false, "{summary}");
-    assert_eq!(h.log().iter().filter(|c| is(c, "plugin", "link")).count(), links_before, "relinked");
-    let list: Value = serde_json::from_slice(&h.herdr(&["plugin", "list", "--json"]).stdout).unwrap();
-    assert_eq!(list["result"]["plugins"][0]["enabled"], false, "setup re-enabled a disabled plugin");
+    assert_eq!(
+        h.log().iter().filter(|c| is(c, "plugin", "link")).count(),
+        links_before,
+        "relinked"
+    );
+    let list: Value =
+        serde_json::from_slice(&h.herdr(&["plugin", "list", "--json"]).stdout).unwrap();
+    assert_eq!(
+        list["result"]["plugins"][0]["enabled"], false,
+        "setup re-enabled a disabled plugin"
+    );
     env.shutdown().await;
 }
 
@@ -198,7 +312,10 @@ async fn attach_after_a_cold_restart_reconnects_and_reports_it() {
     drop(tmux);
     assert!(h.herdr(&["standin", "restart"]).status.success());
     let restored = h.pane_env(&pane);
-    assert!(!restored.contains_key("HERDR_PLUGIN_STATE_DIR") && !restored.contains_key("HERDR_PLUGIN_CONFIG_DIR"));
+    assert!(
+        !restored.contains_key("HERDR_PLUGIN_STATE_DIR")
+            && !restored.contains_key("HERDR_PLUGIN_CONFIG_DIR")
+    );
     let tmux = Tmux::start(&h, &pane, 100, 30);
     tmux.type_line("echo fresh-$((1+1))");
     tmux.wait_for("fresh-2").await;
@@ -206,7 +323,11 @@ async fn attach_after_a_cold_restart_reconnects_and_reports_it() {
     let (_, attached) = tokio::task::block_in_place(|| h.action("attach", &pane));
     assert_eq!(attached["ok"], true, "{attached}\n{}", tmux.screen());
     assert_eq!(attached["result"], "attached", "{attached}");
-    assert!(h.typed_into(&pane).contains("HERDR_PLUGIN_STATE_DIR="), "{}", h.typed_into(&pane));
+    assert!(
+        h.typed_into(&pane).contains("HERDR_PLUGIN_STATE_DIR="),
+        "{}",
+        h.typed_into(&pane)
+    );
     tmux.wait_for(r#""action":"connect","ok":true"#).await;
     tmux.type_line("echo again-$((3*3))");
     tmux.wait_for("again-9").await;
@@ -227,18 +348,39 @@ async fn attach_fails_when_the_typed_connect_fails() {
     let id = box_id_of(&h, &pane);
     let process = h.state()[&pane]["processId"].as_str().unwrap().to_string();
     let sandbox = env.client.sandbox(&id).unwrap();
-    sandbox.processes().get(&process).await.unwrap().signal(Signal::Kill).await.unwrap();
+    sandbox
+        .processes()
+        .get(&process)
+        .await
+        .unwrap()
+        .signal(Signal::Kill)
+        .await
+        .unwrap();
     for _ in 0..400 {
-        if !sandbox.processes().get(&process).await.unwrap().details().is_attachable() {
+        if !sandbox
+            .processes()
+            .get(&process)
+            .await
+            .unwrap()
+            .details()
+            .is_attachable()
+        {
             break;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
-    env.add_fault("POST /v1/sandboxes/*/processes status=422 count=5").await;
+    env.add_fault("POST /v1/sandboxes/*/processes status=422 count=5")
+        .await;
     let (out, attached) = tokio::task::block_in_place(|| h.action("attach", &pane));
     assert_eq!(out.status.code(), Some(1), "{attached}");
     assert_eq!(attached["ok"], false, "{attached}");
-    assert!(attached["error"].as_str().unwrap().contains("failed in pane"), "{attached}");
+    assert!(
+        attached["error"]
+            .as_str()
+            .unwrap()
+            .contains("failed in pane"),
+        "{attached}"
+    );
     tmux.wait_for(r#""action":"connect","ok":false"#).await;
     env.clear_faults().await;
     env.client.sandbox(&id).unwrap().destroy().await.unwrap();
@@ -259,7 +401,9 @@ async fn attach_never_types_into_a_busy_pane() {
     };
     for _ in 0..200 {
         let i = info();
-        if i["foreground_process_group_id"] != i["shell_pid"] && !i["foreground_processes"].as_array().unwrap().is_empty() {
+        if i["foreground_process_group_id"] != i["shell_pid"]
+            && !i["foreground_processes"].as_array().unwrap().is_empty()
+        {
             break;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
@@ -268,8 +412,15 @@ async fn attach_never_types_into_a_busy_pane() {
     let (out, refused) = tokio::task::block_in_place(|| h.action("attach", &pane));
     assert_eq!(out.status.code(), Some(1), "{refused}");
     let error = refused["error"].as_str().unwrap();
-    assert!(error.contains("sleep 600") && error.contains("nothing was typed"), "{refused}");
-    assert_eq!(h.log().iter().filter(|c| is(c, "pane", "run")).count(), typed_before, "typed into a busy pane");
+    assert!(
+        error.contains("sleep 600") && error.contains("nothing was typed"),
+        "{refused}"
+    );
+    assert_eq!(
+        h.log().iter().filter(|c| is(c, "pane", "run")).count(),
+        typed_before,
+        "typed into a busy pane"
+    );
     // Back at the shell, attach types and connects.
     tmux.cmd(&["send-keys", "-t", &tmux.session, "C-c"]);
     tmux.type_line("echo idle-$((4*4))");
@@ -297,9 +448,16 @@ async fn the_mapping_follows_a_moved_pane_and_a_closed_pane_names_its_sandbox() 
     let id = box_id_of(&h, &pane);
 
     let moved = h.herdr(&["pane", "move", &pane, "--new-workspace"]);
-    assert!(moved.status.success(), "{}", String::from_utf8_lossy(&moved.stderr));
+    assert!(
+        moved.status.success(),
+        "{}",
+        String::from_utf8_lossy(&moved.stderr)
+    );
     let to: Value = serde_json::from_slice(&moved.stdout).unwrap();
-    let to = to["result"]["move_result"]["pane"]["pane_id"].as_str().unwrap().to_string();
+    let to = to["result"]["move_result"]["pane"]["pane_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert_ne!(to, pane);
     let runs = h.hook_runs();
     assert_eq!(runs.len(), 1, "{runs:?}");
@@ -312,7 +470,10 @@ async fn the_mapping_follows_a_moved_pane_and_a_closed_pane_names_its_sandbox() 
     assert!(h.herdr(&["pane", "close", &to]).status.success());
     let runs = h.hook_runs();
     assert_eq!(runs.len(), 2, "{runs:?}");
-    assert!(runs[1]["stdout"].as_str().unwrap().contains(&id), "the closed pane's sandbox is named: {runs:?}");
+    assert!(
+        runs[1]["stdout"].as_str().unwrap().contains(&id),
+        "the closed pane's sandbox is named: {runs:?}"
+    );
     assert_eq!(h.state(), json!({}));
     provision.child.kill().await.unwrap();
     env.client.sandbox(&id).unwrap().destroy().await.unwrap();
@@ -331,7 +492,11 @@ async fn start_finds_the_worktree_by_repo_root() {
         "worktree": { "repo_key": "k", "repo_name": "repo", "repo_root": h.repo(), "checkout_path": "", "is_linked_worktree": false },
     });
     let out = tokio::task::block_in_place(|| {
-        h.command("w1:p1").args(["herdr", "start"]).env("HERDR_PLUGIN_CONTEXT_JSON", context.to_string()).output().unwrap()
+        h.command("w1:p1")
+            .args(["herdr", "start"])
+            .env("HERDR_PLUGIN_CONTEXT_JSON", context.to_string())
+            .output()
+            .unwrap()
     });
     let v = support::result_line(&out);
     assert_eq!(v["ok"], true, "{v}");
@@ -340,9 +505,16 @@ async fn start_finds_the_worktree_by_repo_root() {
 }
 
 async fn live_ids(env: &common::Env) -> Vec<String> {
-    let all: Vec<createos_sandbox::SandboxView> = env.client.list_sandboxes(ListSandboxes::default()).try_collect().await.unwrap();
+    let all: Vec<createos_sandbox::SandboxView> = env
+        .client
+        .list_sandboxes(ListSandboxes::default())
+        .try_collect()
+        .await
+        .unwrap();
     all.into_iter()
-        .filter(|v| !v.status.is_terminal() && v.status != createos_sandbox::SandboxStatus::Destroying)
+        .filter(|v| {
+            !v.status.is_terminal() && v.status != createos_sandbox::SandboxStatus::Destroying
+        })
         .map(|v| v.id)
         .collect()
 }
@@ -356,7 +528,8 @@ async fn ctrl_c_at_any_instant_of_a_start_leaves_no_sandbox_or_names_it() {
     for run in 0..10u64 {
         if run % 2 == 1 {
             // Widen the window in which the create is in flight.
-            env.add_fault("POST /v1/sandboxes delay=300ms count=1").await;
+            env.add_fault("POST /v1/sandboxes delay=300ms count=1")
+                .await;
         }
         let h = Herdr::new(&env, json!({ "agent": "shell", "shape": "s-1vcpu-256mb" }));
         let (_, started) = tokio::task::block_in_place(|| h.action("start", "w1:p1"));
@@ -367,9 +540,14 @@ async fn ctrl_c_at_any_instant_of_a_start_leaves_no_sandbox_or_names_it() {
         let wait = Duration::from_millis(rand::random::<u64>() % 2500);
         tokio::time::sleep(wait).await;
         let pid = provision.child.id().unwrap();
-        let _ = Command::new("kill").args(["-INT", &pid.to_string()]).status();
+        let _ = Command::new("kill")
+            .args(["-INT", &pid.to_string()])
+            .status();
         let mut said = String::new();
-        let status = tokio::time::timeout(Duration::from_secs(90), provision.child.wait()).await.expect("exits").unwrap();
+        let status = tokio::time::timeout(Duration::from_secs(90), provision.child.wait())
+            .await
+            .expect("exits")
+            .unwrap();
         use tokio::io::AsyncReadExt;
         let _ = stderr.read_to_string(&mut said).await;
         // Let a destroy settle, then every sandbox still alive must have been named.

@@ -19,12 +19,16 @@ use createos_sandbox::ssh::{SshFiles, SshOptions, SshSession};
 use createos_sandbox::transfer::{self, ApiRemote, Remote, SshRemote};
 use serde_json::{json, Value};
 
-use hostile_support::{changed, every_case, expected, ok, refusals, sorted, tree, Guest, Host, SECRET};
+use hostile_support::{
+    changed, every_case, expected, ok, refusals, sorted, tree, Guest, Host, SECRET,
+};
 
 const GUARD: Duration = Duration::from_secs(600);
 
 async fn guarded<T>(work: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(GUARD, work).await.expect("the test finished in time")
+    tokio::time::timeout(GUARD, work)
+        .await
+        .expect("the test finished in time")
 }
 
 fn rel(path: &str) -> PathBuf {
@@ -49,7 +53,9 @@ async fn pull_every_case(ssh: bool) {
     let host = Host::new();
     let (archive, refused, arrive) = every_case(&host.outside);
     guest.serve_archive(&archive).await;
-    guest.sh("mkdir -p /root/app && echo real > /root/app/x.txt").await;
+    guest
+        .sh("mkdir -p /root/app && echo real > /root/app/x.txt")
+        .await;
     let id = guest.sandbox.id().to_string();
     let via = if ssh { "ssh" } else { "files API" };
     guarded(async {
@@ -61,46 +67,97 @@ async fn pull_every_case(ssh: bool) {
             args.push("--ssh");
         }
         let v = ok(host.cos(&env, &args));
-        assert_eq!(sorted(refusals(&v["refused"])), expected(&refused), "cos pull over the {via}: {v}");
+        assert_eq!(
+            sorted(refusals(&v["refused"])),
+            expected(&refused),
+            "cos pull over the {via}: {v}"
+        );
         assert_eq!(v["skipped"], refused.len());
-        let changes: BTreeSet<PathBuf> = changed(&project_before, &tree(&host.project)).into_iter().collect();
-        assert_eq!(changes, arrived(&arrive, "pulled"), "cos pull over the {via}: only the benign entries arrived");
-        assert_eq!(std::fs::read_to_string(dest.join("new\nline.txt")).unwrap(), "newline\n");
-        assert_eq!(std::fs::read_to_string(dest.join("ok-copy.txt")).unwrap(), "ok\n");
+        let changes: BTreeSet<PathBuf> = changed(&project_before, &tree(&host.project))
+            .into_iter()
+            .collect();
+        assert_eq!(
+            changes,
+            arrived(&arrive, "pulled"),
+            "cos pull over the {via}: only the benign entries arrived"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dest.join("new\nline.txt")).unwrap(),
+            "newline\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dest.join("ok-copy.txt")).unwrap(),
+            "ok\n"
+        );
         host.assert_guarded(&before, "cos pull");
         assert!(guest.calls("tar").await >= 1, "the hostile tar answered");
 
         // straight into the project root: .git, .env and the rest stay as they are
         let remote: Box<dyn Remote> = if ssh {
-            let options = SshOptions::new().files(SshFiles::at(host.tmp.path().join("keys"))).connect_timeout(Duration::from_secs(60));
-            Box::new(SshRemote::new(SshSession::connect(&guest.sandbox, options).await.unwrap()))
+            let options = SshOptions::new()
+                .files(SshFiles::at(host.tmp.path().join("keys")))
+                .connect_timeout(Duration::from_secs(60));
+            Box::new(SshRemote::new(
+                SshSession::connect(&guest.sandbox, options).await.unwrap(),
+            ))
         } else {
             Box::new(ApiRemote::new(guest.sandbox.clone()))
         };
         let project_before = tree(&host.project);
-        let got = transfer::download_dir(&*remote, "/root/app", &host.project, None).await.unwrap();
-        let named: Vec<(String, String)> =
-            got.unpacked.refused.iter().map(|r| (r.path.clone(), r.reason.code().to_string())).collect();
+        let got = transfer::download_dir(&*remote, "/root/app", &host.project, None)
+            .await
+            .unwrap();
+        let named: Vec<(String, String)> = got
+            .unpacked
+            .refused
+            .iter()
+            .map(|r| (r.path.clone(), r.reason.code().to_string()))
+            .collect();
         assert_eq!(sorted(named), expected(&refused));
-        let changes: BTreeSet<PathBuf> = changed(&project_before, &tree(&host.project)).into_iter().collect();
-        assert_eq!(changes, arrived(&arrive, ""), "a merge into the project over the {via}");
-        assert_eq!(std::fs::read_to_string(host.project.join(".env")).unwrap(), "API_TOKEN=local\n");
+        let changes: BTreeSet<PathBuf> = changed(&project_before, &tree(&host.project))
+            .into_iter()
+            .collect();
+        assert_eq!(
+            changes,
+            arrived(&arrive, ""),
+            "a merge into the project over the {via}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(host.project.join(".env")).unwrap(),
+            "API_TOKEN=local\n"
+        );
         host.assert_guarded(&before, "a merge into the project");
 
         // one file onto a protected path: refused before anything is written
         let project_before = tree(&host.project);
-        for target in [".git/config", ".git/hooks/pre-commit", ".env", "keys.pem", "vendor/.hg/hgrc"] {
+        for target in [
+            ".git/config",
+            ".git/hooks/pre-commit",
+            ".env",
+            "keys.pem",
+            "vendor/.hg/hgrc",
+        ] {
             let local = host.project.join(target);
             let mut args = vec!["pull", &id, "/root/app/x.txt", local.to_str().unwrap()];
             if ssh {
                 args.push("--ssh");
             }
             let out = host.cos(&env, &args);
-            assert!(!out.status.success(), "pulling onto {target} over the {via} was accepted");
-            let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            assert!(
+                !out.status.success(),
+                "pulling onto {target} over the {via} was accepted"
+            );
+            let said = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
             assert!(said.contains("refusing to write"), "{target}: {said}");
         }
-        assert_eq!(changed(&project_before, &tree(&host.project)), Vec::<PathBuf>::new());
+        assert_eq!(
+            changed(&project_before, &tree(&host.project)),
+            Vec::<PathBuf>::new()
+        );
         host.assert_guarded(&before, "single-file pulls");
     })
     .await;
@@ -121,18 +178,37 @@ async fn cos_pull_over_ssh_refuses_every_hostile_entry() {
 fn hostile_listing() -> Value {
     let entry = |path: &str| json!({"path": path, "type": "file", "size": 3, "mtime": 1_700_000_000.0, "mtime_ns": 1_700_000_000_000_000_000i64, "mode": "0644"});
     Value::Array(
-        [".git/hooks/post-commit", ".git/config", "../escape.txt", "/abs.txt", ".env", "sub/.hg/hgrc", "a//b", "wanted.txt", "new\nline.txt"]
-            .into_iter()
-            .map(entry)
-            .collect(),
+        [
+            ".git/hooks/post-commit",
+            ".git/config",
+            "../escape.txt",
+            "/abs.txt",
+            ".env",
+            "sub/.hg/hgrc",
+            "a//b",
+            "wanted.txt",
+            "new\nline.txt",
+        ]
+        .into_iter()
+        .map(entry)
+        .collect(),
     )
 }
 
 /// The listing's hostile names, as each mode must name them.
 fn listing_refusals(two_way: bool) -> Vec<(&'static str, &'static str)> {
-    let mut out = vec![("../escape.txt", "parent-dir"), ("/abs.txt", "absolute-path"), ("a//b", "bad-name")];
+    let mut out = vec![
+        ("../escape.txt", "parent-dir"),
+        ("/abs.txt", "absolute-path"),
+        ("a//b", "bad-name"),
+    ];
     if two_way {
-        out.extend([(".git/hooks/post-commit", "protected"), (".git/config", "protected"), (".env", "protected"), ("sub/.hg/hgrc", "protected")]);
+        out.extend([
+            (".git/hooks/post-commit", "protected"),
+            (".git/config", "protected"),
+            (".env", "protected"),
+            ("sub/.hg/hgrc", "protected"),
+        ]);
     }
     out
 }
@@ -153,7 +229,16 @@ async fn sync_every_mode(ssh: bool) {
             let before = host.guarded();
             let project_before = tree(&host.project);
             let local = host.project.to_str().unwrap();
-            let mut args = vec!["sync", guest.sandbox.id(), "--local", local, "--remote", &remote, "--mode", mode];
+            let mut args = vec![
+                "sync",
+                guest.sandbox.id(),
+                "--local",
+                local,
+                "--remote",
+                &remote,
+                "--mode",
+                mode,
+            ];
             if ssh {
                 args.push("--ssh");
             }
@@ -165,42 +250,98 @@ async fn sync_every_mode(ssh: bool) {
                 assert_eq!(report["refused"], json!([]), "{what}");
             } else if mode != "two-way" {
                 assert_eq!(changes, Vec::<PathBuf>::new(), "{what}: {v}");
-                assert_eq!(sorted(refusals(&report["refused"])), expected(&listing_refusals(false)), "{what}");
+                assert_eq!(
+                    sorted(refusals(&report["refused"])),
+                    expected(&listing_refusals(false)),
+                    "{what}"
+                );
             } else {
-                let named: BTreeSet<(String, String)> = refusals(&report["refused"]).into_iter().collect();
+                let named: BTreeSet<(String, String)> =
+                    refusals(&report["refused"]).into_iter().collect();
                 for want in expected(&listing_refusals(true)) {
-                    assert!(named.contains(&want), "{what}: {want:?} not named in {named:?}");
+                    assert!(
+                        named.contains(&want),
+                        "{what}: {want:?} not named in {named:?}"
+                    );
                 }
                 // the archive held far more than the plan asked for: none of it was placed
                 let (_, every, arrive) = every_case(&host.outside);
                 for (name, _) in every {
-                    assert!(named.iter().any(|(p, _)| p == &name.escape_debug().to_string()), "{what}: {name} not named");
+                    assert!(
+                        named
+                            .iter()
+                            .any(|(p, _)| p == &name.escape_debug().to_string()),
+                        "{what}: {name} not named"
+                    );
                 }
-                for name in arrive.iter().filter(|a| !["wanted.txt", "new\nline.txt"].contains(a)) {
+                for name in arrive
+                    .iter()
+                    .filter(|a| !["wanted.txt", "new\nline.txt"].contains(a))
+                {
                     let shown = name.escape_debug().to_string();
-                    assert!(named.iter().any(|(p, r)| p.trim_end_matches('/') == shown && r == "not-requested"), "{what}: {name}");
+                    assert!(
+                        named
+                            .iter()
+                            .any(|(p, r)| p.trim_end_matches('/') == shown && r == "not-requested"),
+                        "{what}: {name}"
+                    );
                 }
-                let pulled: Vec<&str> = report["pulled"].as_array().unwrap().iter().map(|p| p.as_str().unwrap()).collect();
+                let pulled: Vec<&str> = report["pulled"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|p| p.as_str().unwrap())
+                    .collect();
                 assert_eq!(pulled, ["new\nline.txt", "wanted.txt"], "{what}");
-                assert_eq!(changes, [rel("new\nline.txt"), rel("wanted.txt")], "{what}: only the plan's paths changed");
-                assert_eq!(std::fs::read_to_string(host.project.join("wanted.txt")).unwrap(), "from the guest\n");
-                let asked = guest.sh(&format!("tr '\\0' '|' < {}/requested.list", guest.dir)).await;
-                assert_eq!(asked, "new\nline.txt|wanted.txt|", "{what}: the archive asked for");
+                assert_eq!(
+                    changes,
+                    [rel("new\nline.txt"), rel("wanted.txt")],
+                    "{what}: only the plan's paths changed"
+                );
+                assert_eq!(
+                    std::fs::read_to_string(host.project.join("wanted.txt")).unwrap(),
+                    "from the guest\n"
+                );
+                let asked = guest
+                    .sh(&format!("tr '\\0' '|' < {}/requested.list", guest.dir))
+                    .await;
+                assert_eq!(
+                    asked, "new\nline.txt|wanted.txt|",
+                    "{what}: the archive asked for"
+                );
                 // the text output names them too
                 let out = std::process::Command::new(env!("CARGO_BIN_EXE_cos"))
-                    .args(["--endpoint", &env.base_url(), "--api-key", &env.mock.api_key(), "-o", "text"])
+                    .args([
+                        "--endpoint",
+                        &env.base_url(),
+                        "--api-key",
+                        &env.mock.api_key(),
+                        "-o",
+                        "text",
+                    ])
                     .args(&args)
                     .env("HOME", &host.home)
                     .env_remove("XDG_STATE_HOME")
                     .output()
                     .unwrap();
                 let text = String::from_utf8_lossy(&out.stdout);
-                assert!(out.status.success() && text.contains("refused .git/hooks/post-commit: version-control metadata"), "{what}: {text}");
+                assert!(
+                    out.status.success()
+                        && text
+                            .contains("refused .git/hooks/post-commit: version-control metadata"),
+                    "{what}: {text}"
+                );
             }
             if mode != "once" {
-                assert!(guest.calls("python").await >= 1, "{what}: the hostile helper answered");
+                assert!(
+                    guest.calls("python").await >= 1,
+                    "{what}: the hostile helper answered"
+                );
             }
-            assert_eq!(std::fs::read_to_string(host.project.join(".env")).unwrap(), "API_TOKEN=local\n");
+            assert_eq!(
+                std::fs::read_to_string(host.project.join(".env")).unwrap(),
+                "API_TOKEN=local\n"
+            );
             host.assert_guarded(&before, &what);
         })
         .await;
@@ -240,18 +381,48 @@ t.close()
         guest.dir
     );
     guest.put("make.py", script.as_bytes(), false).await;
-    guest.sh(&format!("python3 {}/make.py && mkdir -p /root/app", guest.dir)).await;
+    guest
+        .sh(&format!(
+            "python3 {}/make.py && mkdir -p /root/app",
+            guest.dir
+        ))
+        .await;
     guarded(async {
         let before = host.guarded();
         let dest = host.project.join("bulk");
-        let v = ok(host.cos(&env, &["pull", guest.sandbox.id(), "/root/app", dest.to_str().unwrap()]));
+        let v = ok(host.cos(
+            &env,
+            &[
+                "pull",
+                guest.sandbox.id(),
+                "/root/app",
+                dest.to_str().unwrap(),
+            ],
+        ));
         assert_eq!(v["files"], 99_980, "{}", v["refused"]);
         let named = refusals(&v["refused"]);
         assert_eq!(named.len(), 20);
-        assert_eq!(named.iter().filter(|(p, r)| p.starts_with("../escape-") && r == "parent-dir").count(), 10);
-        assert_eq!(named.iter().filter(|(p, r)| p.starts_with(".git/hooks/h") && r == "protected").count(), 10);
+        assert_eq!(
+            named
+                .iter()
+                .filter(|(p, r)| p.starts_with("../escape-") && r == "parent-dir")
+                .count(),
+            10
+        );
+        assert_eq!(
+            named
+                .iter()
+                .filter(|(p, r)| p.starts_with(".git/hooks/h") && r == "protected")
+                .count(),
+            10
+        );
         let got = tree(&dest);
-        assert_eq!(got.values().filter(|n| matches!(n, hostile_support::Node::File { .. })).count(), 99_980);
+        assert_eq!(
+            got.values()
+                .filter(|n| matches!(n, hostile_support::Node::File { .. }))
+                .count(),
+            99_980
+        );
         assert!(got.contains_key(&rel("nl/new\nline-7000")));
         assert!(!host.tmp.path().join("escape-5000").exists());
         host.assert_guarded(&before, "100,000 entries");
@@ -278,12 +449,31 @@ async fn offload_artifacts_from_a_hostile_guest() {
         let before = host.guarded();
         let project_before = tree(&host.project);
         let request = OffloadRequest::new(&host.project, command).out("dist");
-        let options = JobOptions { shape: "s-1vcpu-1gb".into(), ..JobOptions::default() };
-        let result = jobs::offload(&env.client, request, &options, &CancellationToken::new(), None).await.expect("offload");
+        let options = JobOptions {
+            shape: "s-1vcpu-1gb".into(),
+            ..JobOptions::default()
+        };
+        let result = jobs::offload(
+            &env.client,
+            request,
+            &options,
+            &CancellationToken::new(),
+            None,
+        )
+        .await
+        .expect("offload");
         assert_eq!(result.code, Some(0), "{}", result.stderr);
         let artifact = result.artifact.expect("the artifact came back");
-        let named: BTreeSet<(String, String)> =
-            artifact.refused.iter().map(|r| (r.path.trim_start_matches("./").to_string(), r.reason.code().to_string())).collect();
+        let named: BTreeSet<(String, String)> = artifact
+            .refused
+            .iter()
+            .map(|r| {
+                (
+                    r.path.trim_start_matches("./").to_string(),
+                    r.reason.code().to_string(),
+                )
+            })
+            .collect();
         for want in [
             (".git/hooks/post-commit", "protected"),
             ("sec", "symlink-leaves"),
@@ -294,22 +484,54 @@ async fn offload_artifacts_from_a_hostile_guest() {
             ("sub/id_rsa", "protected"),
             ("to-hook", "symlink-to-protected"),
         ] {
-            assert!(named.contains(&(want.0.to_string(), want.1.to_string())), "{want:?} not named in {named:?}");
+            assert!(
+                named.contains(&(want.0.to_string(), want.1.to_string())),
+                "{want:?} not named in {named:?}"
+            );
         }
-        let changes: BTreeSet<PathBuf> = changed(&project_before, &tree(&host.project)).into_iter().collect();
-        let want: BTreeSet<PathBuf> =
-            ["dist", "dist/ok.txt", "dist/hard.txt", "dist/good-link", "dist/sub", "dist/sub/fine.txt"].into_iter().map(rel).collect();
-        assert_eq!(changes, want, "only the benign part of the artifact arrived");
+        let changes: BTreeSet<PathBuf> = changed(&project_before, &tree(&host.project))
+            .into_iter()
+            .collect();
+        let want: BTreeSet<PathBuf> = [
+            "dist",
+            "dist/ok.txt",
+            "dist/hard.txt",
+            "dist/good-link",
+            "dist/sub",
+            "dist/sub/fine.txt",
+        ]
+        .into_iter()
+        .map(rel)
+        .collect();
+        assert_eq!(
+            changes, want,
+            "only the benign part of the artifact arrived"
+        );
         host.assert_guarded(&before, "offload artifact");
 
         // a protected artifact path is refused before any sandbox exists
         env.reset_stats().await;
         for out in [".git/config", ".git/hooks", ".env", "sub/.ssh"] {
             let request = OffloadRequest::new(&host.project, "true").out(out);
-            let err = jobs::offload(&env.client, request, &options, &CancellationToken::new(), None).await.expect_err(out);
-            assert!(err.to_string().contains("never") || err.to_string().contains("credentials"), "{out}: {err}");
+            let err = jobs::offload(
+                &env.client,
+                request,
+                &options,
+                &CancellationToken::new(),
+                None,
+            )
+            .await
+            .expect_err(out);
+            assert!(
+                err.to_string().contains("never") || err.to_string().contains("credentials"),
+                "{out}: {err}"
+            );
         }
-        assert_eq!(env.requests("createSandbox").await, 0, "nothing was created");
+        assert_eq!(
+            env.requests("createSandbox").await,
+            0,
+            "nothing was created"
+        );
         host.assert_guarded(&before, "refused artifact paths");
     })
     .await;
@@ -323,7 +545,9 @@ async fn sandbox_pull_through_cos_mcp() {
     let host = Host::new();
     let (archive, _, arrive) = every_case(&host.outside);
     guest.serve_archive(&archive).await;
-    guest.sh("mkdir -p /root/app && echo real > /root/app/x.txt").await;
+    guest
+        .sh("mkdir -p /root/app && echo real > /root/app/x.txt")
+        .await;
     let state = host.tmp.path().join("mcp-state");
     std::fs::create_dir_all(&state).unwrap();
     let mut mcp = mcp_client::Mcp::start_in(&env, &state, &host.project, "{}", &[]).await;
@@ -331,10 +555,21 @@ async fn sandbox_pull_through_cos_mcp() {
     guarded(async {
         let before = host.guarded();
         let project_before = tree(&host.project);
-        let got = mcp.call("sandbox_pull", json!({"sandbox_id": id, "remote_path": "/root/app", "local_path": "pulled"})).await;
+        let got = mcp
+            .call(
+                "sandbox_pull",
+                json!({"sandbox_id": id, "remote_path": "/root/app", "local_path": "pulled"}),
+            )
+            .await;
         assert_ne!(got["isError"], true, "{got}");
-        let changes: BTreeSet<PathBuf> = changed(&project_before, &tree(&host.project)).into_iter().collect();
-        assert_eq!(changes, arrived(&arrive, "pulled"), "sandbox_pull placed only the benign entries");
+        let changes: BTreeSet<PathBuf> = changed(&project_before, &tree(&host.project))
+            .into_iter()
+            .collect();
+        assert_eq!(
+            changes,
+            arrived(&arrive, "pulled"),
+            "sandbox_pull placed only the benign entries"
+        );
         host.assert_guarded(&before, "sandbox_pull of a directory");
 
         let project_before = tree(&host.project);
@@ -345,10 +580,18 @@ async fn sandbox_pull_through_cos_mcp() {
             ("/root/app", ".git/hooks"),
             ("/root/app", ".git"),
         ] {
-            let result = mcp.call("sandbox_pull", json!({"sandbox_id": id, "remote_path": remote, "local_path": local})).await;
+            let result = mcp
+                .call(
+                    "sandbox_pull",
+                    json!({"sandbox_id": id, "remote_path": remote, "local_path": local}),
+                )
+                .await;
             assert_eq!(result["isError"], true, "{local}: {result}");
         }
-        assert_eq!(changed(&project_before, &tree(&host.project)), Vec::<PathBuf>::new());
+        assert_eq!(
+            changed(&project_before, &tree(&host.project)),
+            Vec::<PathBuf>::new()
+        );
         host.assert_guarded(&before, "sandbox_pull onto protected paths");
     })
     .await;

@@ -12,7 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use createos_sandbox::jobs::{
-    self, Fate, FanoutRequest, JobError, JobOptions, KeepReason, Language, OffloadRequest, RunCodeRequest,
+    self, FanoutRequest, Fate, JobError, JobOptions, KeepReason, Language, OffloadRequest,
+    RunCodeRequest,
 };
 use createos_sandbox::jobs::{CommandStart, Created};
 use createos_sandbox::{ListSandboxes, Sandbox, SandboxStatus};
@@ -25,10 +26,13 @@ use tokio_util::sync::CancellationToken;
 const LIMIT: Duration = Duration::from_secs(180);
 
 /// A command that marks itself started, then waits for the test to create `/work/go`.
-const GATED: &str = "touch /work/started; while [ ! -e /work/go ]; do sleep 0.05; done; echo released";
+const GATED: &str =
+    "touch /work/started; while [ ! -e /work/go ]; do sleep 0.05; done; echo released";
 
 async fn bounded<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(LIMIT, fut).await.unwrap_or_else(|_| panic!("{what} did not finish in time"))
+    tokio::time::timeout(LIMIT, fut)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not finish in time"))
 }
 
 fn project() -> tempfile::TempDir {
@@ -40,7 +44,10 @@ fn project() -> tempfile::TempDir {
 }
 
 fn options() -> JobOptions {
-    JobOptions { timeout: Some(Duration::from_secs(120)), ..JobOptions::default() }
+    JobOptions {
+        timeout: Some(Duration::from_secs(120)),
+        ..JobOptions::default()
+    }
 }
 
 async fn creates(env: &common::Env) -> u64 {
@@ -51,7 +58,9 @@ async fn creates(env: &common::Env) -> u64 {
 async fn settled_live_processes(env: &common::Env) -> u64 {
     let mut live = u64::MAX;
     for _ in 0..400 {
-        live = env.stats().await["live_processes"].as_u64().unwrap_or(u64::MAX);
+        live = env.stats().await["live_processes"]
+            .as_u64()
+            .unwrap_or(u64::MAX);
         if live == 0 {
             break;
         }
@@ -66,9 +75,17 @@ async fn status(env: &common::Env, id: &str) -> SandboxStatus {
 
 /// Running sandboxes whose gated command has started.
 async fn started(env: &common::Env) -> Vec<Sandbox> {
-    let views: Vec<_> = env.client.list_sandboxes(ListSandboxes::default()).try_collect().await.unwrap();
+    let views: Vec<_> = env
+        .client
+        .list_sandboxes(ListSandboxes::default())
+        .try_collect()
+        .await
+        .unwrap();
     let mut out = Vec::new();
-    for view in views.into_iter().filter(|v| v.status == SandboxStatus::Running) {
+    for view in views
+        .into_iter()
+        .filter(|v| v.status == SandboxStatus::Running)
+    {
         let sb = env.client.sandbox(&view.id).unwrap();
         if sb.read_to_string("/work/started").await.is_ok() {
             out.push(sb);
@@ -95,23 +112,51 @@ async fn offload_runs_on_the_project_and_retrieves_file_and_directory_artifacts(
     let env = common::start().await;
     let dir = project();
     let cancel = CancellationToken::new();
-    let request = OffloadRequest::new(dir.path(), "cat input.txt src/lib.txt; mkdir -p out; tr a-z A-Z < input.txt > out/report.txt")
-        .out("out/report.txt");
-    let result = bounded("offload", jobs::offload(&env.client, request, &options(), &cancel, None)).await.unwrap();
+    let request = OffloadRequest::new(
+        dir.path(),
+        "cat input.txt src/lib.txt; mkdir -p out; tr a-z A-Z < input.txt > out/report.txt",
+    )
+    .out("out/report.txt");
+    let result = bounded(
+        "offload",
+        jobs::offload(&env.client, request, &options(), &cancel, None),
+    )
+    .await
+    .unwrap();
     assert_eq!(result.code, Some(0), "{result:?}");
     assert_eq!(result.stdout, "from the host\nlibrary\n");
     assert!(!result.kept);
-    assert_eq!(std::fs::read_to_string(dir.path().join("out/report.txt")).unwrap(), "FROM THE HOST\n");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("out/report.txt")).unwrap(),
+        "FROM THE HOST\n"
+    );
     let artifact = result.artifact.expect("artifact");
     assert_eq!(artifact.remote, "/work/out/report.txt");
-    assert!(matches!(status(&env, &result.sandbox_id).await, SandboxStatus::Destroying | SandboxStatus::Destroyed));
+    assert!(matches!(
+        status(&env, &result.sandbox_id).await,
+        SandboxStatus::Destroying | SandboxStatus::Destroyed
+    ));
 
     // a directory, named absolutely under /work, merged into the host tree
-    let request = OffloadRequest::new(dir.path(), "mkdir -p dist/bin && echo one > dist/a.txt && echo two > dist/bin/b.txt")
-        .out("/work/dist");
-    let result = bounded("offload", jobs::offload(&env.client, request, &options(), &cancel, None)).await.unwrap();
-    assert_eq!(std::fs::read_to_string(dir.path().join("dist/a.txt")).unwrap(), "one\n");
-    assert_eq!(std::fs::read_to_string(dir.path().join("dist/bin/b.txt")).unwrap(), "two\n");
+    let request = OffloadRequest::new(
+        dir.path(),
+        "mkdir -p dist/bin && echo one > dist/a.txt && echo two > dist/bin/b.txt",
+    )
+    .out("/work/dist");
+    let result = bounded(
+        "offload",
+        jobs::offload(&env.client, request, &options(), &cancel, None),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("dist/a.txt")).unwrap(),
+        "one\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("dist/bin/b.txt")).unwrap(),
+        "two\n"
+    );
     assert_eq!(result.artifact.unwrap().files, 2);
     assert_eq!(env.settled_live_sandboxes().await, 0);
 }
@@ -123,26 +168,54 @@ async fn offload_failure_destroys_unless_keep_on_fail_which_names_the_sandbox() 
     let cancel = CancellationToken::new();
     let fail = || OffloadRequest::new(dir.path(), "echo oops >&2; exit 3").out("never.txt");
 
-    let result = bounded("offload", jobs::offload(&env.client, fail(), &options(), &cancel, None)).await.unwrap();
+    let result = bounded(
+        "offload",
+        jobs::offload(&env.client, fail(), &options(), &cancel, None),
+    )
+    .await
+    .unwrap();
     assert_eq!(result.code, Some(3));
     assert_eq!(result.stderr, "oops\n");
     assert!(!result.kept && result.artifact.is_none());
     assert_eq!(env.settled_live_sandboxes().await, 0);
 
-    let keep = JobOptions { keep_on_fail: true, ..options() };
-    let result = bounded("offload", jobs::offload(&env.client, fail(), &keep, &cancel, None)).await.unwrap();
+    let keep = JobOptions {
+        keep_on_fail: true,
+        ..options()
+    };
+    let result = bounded(
+        "offload",
+        jobs::offload(&env.client, fail(), &keep, &cancel, None),
+    )
+    .await
+    .unwrap();
     assert!(result.kept);
     assert_eq!(result.kept_reason, Some(KeepReason::KeepOnFail));
-    assert!(result.sandbox.contains(&result.sandbox_id), "{}", result.sandbox);
-    assert_eq!(status(&env, &result.sandbox_id).await, SandboxStatus::Running);
+    assert!(
+        result.sandbox.contains(&result.sandbox_id),
+        "{}",
+        result.sandbox
+    );
+    assert_eq!(
+        status(&env, &result.sandbox_id).await,
+        SandboxStatus::Running
+    );
     // the kept sandbox still holds the project
     let sb = env.client.sandbox(&result.sandbox_id).unwrap();
-    assert_eq!(sb.read_to_string("/work/input.txt").await.unwrap(), "from the host\n");
+    assert_eq!(
+        sb.read_to_string("/work/input.txt").await.unwrap(),
+        "from the host\n"
+    );
     sb.destroy().await.unwrap();
 
     // success with keep_on_fail: destroyed all the same
     let ok = OffloadRequest::new(dir.path(), "true");
-    let result = bounded("offload", jobs::offload(&env.client, ok, &keep, &cancel, None)).await.unwrap();
+    let result = bounded(
+        "offload",
+        jobs::offload(&env.client, ok, &keep, &cancel, None),
+    )
+    .await
+    .unwrap();
     assert!(!result.kept);
     assert_eq!(env.settled_live_sandboxes().await, 0);
 }
@@ -152,12 +225,25 @@ async fn artifact_failures_keep_the_sandbox_and_say_why() {
     let env = common::start().await;
     let dir = project();
     let cancel = CancellationToken::new();
-    for (command, out) in [("true", "missing.txt"), ("ln -s /etc ln && true", "ln/hostname")] {
+    for (command, out) in [
+        ("true", "missing.txt"),
+        ("ln -s /etc ln && true", "ln/hostname"),
+    ] {
         let request = OffloadRequest::new(dir.path(), command).out(out);
-        let err = bounded("offload", jobs::offload(&env.client, request, &options(), &cancel, None)).await.unwrap_err();
-        let Some(Fate::Kept(id, KeepReason::ArtifactFailed)) = err.fate() else { panic!("not kept: {err}") };
+        let err = bounded(
+            "offload",
+            jobs::offload(&env.client, request, &options(), &cancel, None),
+        )
+        .await
+        .unwrap_err();
+        let Some(Fate::Kept(id, KeepReason::ArtifactFailed)) = err.fate() else {
+            panic!("not kept: {err}")
+        };
         let text = err.to_string();
-        assert!(text.contains(id.as_str()) && text.contains("retained"), "{text}");
+        assert!(
+            text.contains(id.as_str()) && text.contains("retained"),
+            "{text}"
+        );
         assert_eq!(status(&env, id).await, SandboxStatus::Running);
         env.client.sandbox(id).unwrap().destroy().await.unwrap();
     }
@@ -170,12 +256,24 @@ async fn uncertain_execution_keeps_the_sandbox() {
     let env = common::start().await;
     let dir = project();
     // the command starts, but its output can never be followed
-    env.add_fault("GET /v1/sandboxes/*/processes/*/connect* status=403").await;
+    env.add_fault("GET /v1/sandboxes/*/processes/*/connect* status=403")
+        .await;
     let request = OffloadRequest::new(dir.path(), "echo started");
-    let err = bounded("offload", jobs::offload(&env.client, request, &options(), &CancellationToken::new(), None))
-        .await
-        .unwrap_err();
-    let Some(Fate::Kept(id, KeepReason::UncertainExecution)) = err.fate() else { panic!("not kept: {err}") };
+    let err = bounded(
+        "offload",
+        jobs::offload(
+            &env.client,
+            request,
+            &options(),
+            &CancellationToken::new(),
+            None,
+        ),
+    )
+    .await
+    .unwrap_err();
+    let Some(Fate::Kept(id, KeepReason::UncertainExecution)) = err.fate() else {
+        panic!("not kept: {err}")
+    };
     assert!(err.to_string().contains(id.as_str()));
     env.clear_faults().await;
     env.client.sandbox(id).unwrap().destroy().await.unwrap();
@@ -185,30 +283,79 @@ async fn uncertain_execution_keeps_the_sandbox() {
 async fn timeout_cancellation_and_drop_destroy_the_sandbox() {
     let env = common::start().await;
     let dir = project();
-    let short = JobOptions { timeout: Some(Duration::from_millis(500)), ..options() };
-    let err = bounded("offload", jobs::offload(&env.client, OffloadRequest::new(dir.path(), "sleep 600"), &short, &CancellationToken::new(), None))
-        .await
-        .unwrap_err();
-    assert!(matches!(err, JobError::TimedOut { fate: Fate::Destroyed(_), .. }), "{err}");
+    let short = JobOptions {
+        timeout: Some(Duration::from_millis(500)),
+        ..options()
+    };
+    let err = bounded(
+        "offload",
+        jobs::offload(
+            &env.client,
+            OffloadRequest::new(dir.path(), "sleep 600"),
+            &short,
+            &CancellationToken::new(),
+            None,
+        ),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            JobError::TimedOut {
+                fate: Fate::Destroyed(_),
+                ..
+            }
+        ),
+        "{err}"
+    );
     assert_eq!(env.settled_live_sandboxes().await, 0);
 
     // cancellation through the token, while the command runs
     let cancel = CancellationToken::new();
     let job = {
         let (client, cancel, dir) = (env.client.clone(), cancel.clone(), dir.path().to_path_buf());
-        tokio::spawn(async move { jobs::offload(&client, OffloadRequest::new(dir, GATED), &options(), &cancel, None).await })
+        tokio::spawn(async move {
+            jobs::offload(
+                &client,
+                OffloadRequest::new(dir, GATED),
+                &options(),
+                &cancel,
+                None,
+            )
+            .await
+        })
     };
     wait_started(&env, 1).await;
     cancel.cancel();
-    let err = bounded("cancelled offload", job).await.unwrap().unwrap_err();
-    assert!(matches!(err, JobError::Cancelled { fate: Some(Fate::Destroyed(_)), .. }), "{err}");
+    let err = bounded("cancelled offload", job)
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            JobError::Cancelled {
+                fate: Some(Fate::Destroyed(_)),
+                ..
+            }
+        ),
+        "{err}"
+    );
     assert_eq!(env.settled_live_sandboxes().await, 0);
 
     // the future dropped mid-run (no token): the sandbox goes all the same
     let job = {
         let (client, dir) = (env.client.clone(), dir.path().to_path_buf());
         tokio::spawn(async move {
-            jobs::offload(&client, OffloadRequest::new(dir, GATED), &options(), &CancellationToken::new(), None).await
+            jobs::offload(
+                &client,
+                OffloadRequest::new(dir, GATED),
+                &options(),
+                &CancellationToken::new(),
+                None,
+            )
+            .await
         })
     };
     wait_started(&env, 1).await;
@@ -223,23 +370,49 @@ async fn fanout_keeps_input_order_and_leaves_no_sandbox_unless_keep_on_fail() {
     let env = common::start().await;
     let dir = project();
     let cancel = CancellationToken::new();
-    let commands = ["cat input.txt", "echo bad >&2; exit 4", "echo three", "kill -9 $$"];
+    let commands = [
+        "cat input.txt",
+        "echo bad >&2; exit 4",
+        "echo three",
+        "kill -9 $$",
+    ];
     let request = FanoutRequest::new(dir.path(), commands).jobs(3);
-    let result = bounded("fanout", jobs::fanout(&env.client, request, &options(), &cancel, None)).await.unwrap();
+    let result = bounded(
+        "fanout",
+        jobs::fanout(&env.client, request, &options(), &cancel, None),
+    )
+    .await
+    .unwrap();
     let codes: Vec<Option<i32>> = result.results.iter().map(|e| e.code).collect();
     assert_eq!(codes, vec![Some(0), Some(4), Some(0), None]);
     assert_eq!(result.results[0].stdout, "from the host\n");
     assert_eq!(result.results[1].stderr, "bad\n");
     assert_eq!(result.results[3].signal.as_deref(), Some("SIGKILL"));
-    assert!(result.results.iter().enumerate().all(|(i, e)| e.index == i && e.command == commands[i] && !e.kept));
+    assert!(result
+        .results
+        .iter()
+        .enumerate()
+        .all(|(i, e)| e.index == i && e.command == commands[i] && !e.kept));
     assert_eq!((result.succeeded, result.failed), (2, 2));
-    let ids: std::collections::HashSet<_> = result.results.iter().map(|e| e.sandbox_id.clone().unwrap()).collect();
+    let ids: std::collections::HashSet<_> = result
+        .results
+        .iter()
+        .map(|e| e.sandbox_id.clone().unwrap())
+        .collect();
     assert_eq!(ids.len(), 4, "each command has a sandbox of its own");
     assert_eq!(env.settled_live_sandboxes().await, 0);
 
-    let keep = JobOptions { keep_on_fail: true, ..options() };
+    let keep = JobOptions {
+        keep_on_fail: true,
+        ..options()
+    };
     let request = FanoutRequest::new(dir.path(), ["true", "exit 1"]);
-    let result = bounded("fanout", jobs::fanout(&env.client, request, &keep, &cancel, None)).await.unwrap();
+    let result = bounded(
+        "fanout",
+        jobs::fanout(&env.client, request, &keep, &cancel, None),
+    )
+    .await
+    .unwrap();
     assert!(!result.results[0].kept);
     assert!(result.results[1].kept);
     let kept = result.results[1].sandbox_id.clone().unwrap();
@@ -255,21 +428,41 @@ async fn fanout_cancellation_stops_dispatch_and_destroys_everything() {
     for keep_on_fail in [false, true] {
         let before = creates(&env).await;
         let cancel = CancellationToken::new();
-        let opts = JobOptions { keep_on_fail, ..options() };
+        let opts = JobOptions {
+            keep_on_fail,
+            ..options()
+        };
         let job = {
-            let (client, cancel, dir) = (env.client.clone(), cancel.clone(), dir.path().to_path_buf());
+            let (client, cancel, dir) =
+                (env.client.clone(), cancel.clone(), dir.path().to_path_buf());
             tokio::spawn(async move {
-                jobs::fanout(&client, FanoutRequest::new(dir, [GATED, GATED, GATED, GATED]).jobs(2), &opts, &cancel, None).await
+                jobs::fanout(
+                    &client,
+                    FanoutRequest::new(dir, [GATED, GATED, GATED, GATED]).jobs(2),
+                    &opts,
+                    &cancel,
+                    None,
+                )
+                .await
             })
         };
         wait_started(&env, 2).await;
         cancel.cancel();
         let err = bounded("cancelled fanout", job).await.unwrap().unwrap_err();
         match &err {
-            JobError::FanoutCancelled { finished: 0, total: 4, allocated, .. } if allocated.is_empty() => {}
+            JobError::FanoutCancelled {
+                finished: 0,
+                total: 4,
+                allocated,
+                ..
+            } if allocated.is_empty() => {}
             other => panic!("unexpected: {other}"),
         }
-        assert_eq!(creates(&env).await - before, 2, "dispatch stopped at the cancellation");
+        assert_eq!(
+            creates(&env).await - before,
+            2,
+            "dispatch stopped at the cancellation"
+        );
         assert_eq!(env.settled_live_sandboxes().await, 0);
     }
 }
@@ -284,7 +477,11 @@ async fn fanout_runs_at_most_jobs_sandboxes_at_once() {
     let peak = Arc::new(AtomicI64::new(0));
     let done = Arc::new(AtomicBool::new(false));
     let sampler = {
-        let (peak, done, url) = (peak.clone(), done.clone(), format!("{}/_mock/stats", env.base_url()));
+        let (peak, done, url) = (
+            peak.clone(),
+            done.clone(),
+            format!("{}/_mock/stats", env.base_url()),
+        );
         let http = common::mock_http(&env.mock);
         tokio::spawn(async move {
             while !done.load(Ordering::SeqCst) {
@@ -299,7 +496,14 @@ async fn fanout_runs_at_most_jobs_sandboxes_at_once() {
     let job = {
         let (client, dir) = (env.client.clone(), dir.path().to_path_buf());
         tokio::spawn(async move {
-            jobs::fanout(&client, FanoutRequest::new(dir, vec![GATED; 5]).jobs(2), &options(), &CancellationToken::new(), None).await
+            jobs::fanout(
+                &client,
+                FanoutRequest::new(dir, vec![GATED; 5]).jobs(2),
+                &options(),
+                &CancellationToken::new(),
+                None,
+            )
+            .await
         })
     };
     // Nothing is released until two commands are blocked: an unbounded fanout would have asked
@@ -319,7 +523,13 @@ async fn fanout_runs_at_most_jobs_sandboxes_at_once() {
     let result = job.await.unwrap().unwrap();
     done.store(true, Ordering::SeqCst);
     sampler.await.unwrap();
-    assert!(result.results.iter().all(|e| e.code == Some(0) && e.stdout == "released\n"), "{result:?}");
+    assert!(
+        result
+            .results
+            .iter()
+            .all(|e| e.code == Some(0) && e.stdout == "released\n"),
+        "{result:?}"
+    );
     assert_eq!(creates(&env).await, 5);
     let peak = peak.load(Ordering::SeqCst);
     assert!(peak <= 2, "{peak} sandboxes at once with jobs = 2");
@@ -329,7 +539,10 @@ async fn fanout_runs_at_most_jobs_sandboxes_at_once() {
 
 /// Whether `program` exists in the emulator's sandboxes (they run host binaries).
 async fn guest_has(sb: &Sandbox, program: &str) -> bool {
-    sb.exec("bash", ["-lc", &format!("command -v {program}")]).await.unwrap().success()
+    sb.exec("bash", ["-lc", &format!("command -v {program}")])
+        .await
+        .unwrap()
+        .success()
 }
 
 fn snippet(lang: Language) -> &'static str {
@@ -352,27 +565,53 @@ fn snippet(lang: Language) -> &'static str {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn run_code_runs_every_available_language_and_names_missing_runtimes() {
     let env = common::start().await;
-    let probe = env.client.create_sandbox(createos_sandbox::CreateSandbox::new("s-1vcpu-1gb")).await.unwrap();
+    let probe = env
+        .client
+        .create_sandbox(createos_sandbox::CreateSandbox::new("s-1vcpu-1gb"))
+        .await
+        .unwrap();
     probe.wait_until_running(None).await.unwrap();
     let mut ran = Vec::new();
     let mut missing = Vec::new();
     for lang in Language::ALL {
         let available = guest_has(&probe, lang.program()).await;
         let request = RunCodeRequest::new(lang, snippet(lang)).stdin("input line\n");
-        let outcome = bounded("run_code", jobs::run_code(&env.client, request, &options(), &CancellationToken::new(), None)).await;
+        let outcome = bounded(
+            "run_code",
+            jobs::run_code(
+                &env.client,
+                request,
+                &options(),
+                &CancellationToken::new(),
+                None,
+            ),
+        )
+        .await;
         if available {
             let result = outcome.unwrap_or_else(|e| panic!("{}: {e}", lang.ext()));
             let tag = match lang {
                 Language::JavaScript | Language::Mjs | Language::Cjs => "js",
                 other => other.ext(),
             };
-            assert_eq!(result.stdout, format!("{tag} input line\n"), "{}: {result:?}", lang.ext());
+            assert_eq!(
+                result.stdout,
+                format!("{tag} input line\n"),
+                "{}: {result:?}",
+                lang.ext()
+            );
             assert!(!result.kept);
             ran.push(lang.ext());
         } else {
             match outcome {
-                Err(JobError::MissingRuntime { program, fate: Fate::Destroyed(_), .. }) => assert_eq!(program, lang.program()),
-                other => panic!("{}: expected a missing-runtime error, got {other:?}", lang.ext()),
+                Err(JobError::MissingRuntime {
+                    program,
+                    fate: Fate::Destroyed(_),
+                    ..
+                }) => assert_eq!(program, lang.program()),
+                other => panic!(
+                    "{}: expected a missing-runtime error, got {other:?}",
+                    lang.ext()
+                ),
             }
             missing.push(lang.ext());
         }
@@ -380,15 +619,40 @@ async fn run_code_runs_every_available_language_and_names_missing_runtimes() {
     eprintln!("run_code ran {ran:?}; missing runtimes {missing:?}");
     // CI installs python3; bash is everywhere
     for required in ["py", "sh"] {
-        assert!(ran.contains(&required), "{required} must run on this machine");
+        assert!(
+            ran.contains(&required),
+            "{required} must run on this machine"
+        );
     }
     // without stdin the program reads EOF instead of hanging
     let request = RunCodeRequest::new(Language::Shell, "cat; echo done");
-    let result = bounded("run_code", jobs::run_code(&env.client, request, &options(), &CancellationToken::new(), None)).await.unwrap();
+    let result = bounded(
+        "run_code",
+        jobs::run_code(
+            &env.client,
+            request,
+            &options(),
+            &CancellationToken::new(),
+            None,
+        ),
+    )
+    .await
+    .unwrap();
     assert_eq!(result.stdout, "done\n");
     // a failing program reports its exit code and stderr
     let request = RunCodeRequest::new(Language::Python, "import sys\nsys.exit('boom')");
-    let result = bounded("run_code", jobs::run_code(&env.client, request, &options(), &CancellationToken::new(), None)).await.unwrap();
+    let result = bounded(
+        "run_code",
+        jobs::run_code(
+            &env.client,
+            request,
+            &options(),
+            &CancellationToken::new(),
+            None,
+        ),
+    )
+    .await
+    .unwrap();
     assert_eq!((result.code, result.stderr.as_str()), (Some(1), "boom\n"));
     probe.destroy().await.unwrap();
     assert_eq!(env.settled_live_sandboxes().await, 0);
@@ -409,21 +673,184 @@ async fn bad_input_is_refused_before_anything_is_created() {
     };
     let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
     let cases: Vec<(&str, Result<_, JobError>)> = vec![
-        ("empty command", jobs::offload(c, offload(dir.path(), "  ", None), &opts, &cancel, None).await.map(|_| ())),
-        ("missing dir", jobs::offload(c, offload(&dir.path().join("nope"), "true", None), &opts, &cancel, None).await.map(|_| ())),
-        ("root dir", jobs::offload(c, offload(Path::new("/"), "true", None), &opts, &cancel, None).await.map(|_| ())),
-        ("home dir", jobs::offload(c, offload(Path::new(&home), "true", None), &opts, &cancel, None).await.map(|_| ())),
-        ("out escapes", jobs::offload(c, offload(dir.path(), "true", Some("../x")), &opts, &cancel, None).await.map(|_| ())),
-        ("out absolute", jobs::offload(c, offload(dir.path(), "true", Some("/etc/passwd")), &opts, &cancel, None).await.map(|_| ())),
-        ("out through a host link", jobs::offload(c, offload(dir.path(), "true", Some("link/x")), &opts, &cancel, None).await.map(|_| ())),
-        ("timeout over 1 h", jobs::offload(c, offload(dir.path(), "true", None), &JobOptions { timeout: Some(Duration::from_secs(3601)), ..options() }, &cancel, None).await.map(|_| ())),
-        ("no commands", jobs::fanout(c, FanoutRequest::new(dir.path(), Vec::<String>::new()), &opts, &cancel, None).await.map(|_| ())),
-        ("26 commands", jobs::fanout(c, FanoutRequest::new(dir.path(), vec!["true"; 26]), &opts, &cancel, None).await.map(|_| ())),
-        ("jobs 0", jobs::fanout(c, FanoutRequest::new(dir.path(), ["true"]).jobs(0), &opts, &cancel, None).await.map(|_| ())),
-        ("jobs 11", jobs::fanout(c, FanoutRequest::new(dir.path(), ["true"]).jobs(11), &opts, &cancel, None).await.map(|_| ())),
-        ("empty fanout command", jobs::fanout(c, FanoutRequest::new(dir.path(), ["true", ""]), &opts, &cancel, None).await.map(|_| ())),
-        ("empty code", jobs::run_code(c, RunCodeRequest::new(Language::Python, "\n"), &opts, &cancel, None).await.map(|_| ())),
-        ("huge stdin", jobs::run_code(c, RunCodeRequest::new(Language::Python, "pass").stdin(vec![b'x'; jobs::MAX_CODE_BYTES + 1]), &opts, &cancel, None).await.map(|_| ())),
+        (
+            "empty command",
+            jobs::offload(c, offload(dir.path(), "  ", None), &opts, &cancel, None)
+                .await
+                .map(|_| ()),
+        ),
+        (
+            "missing dir",
+            jobs::offload(
+                c,
+                offload(&dir.path().join("nope"), "true", None),
+                &opts,
+                &cancel,
+                None,
+            )
+            .await
+            .map(|_| ()),
+        ),
+        (
+            "root dir",
+            jobs::offload(
+                c,
+                offload(Path::new("/"), "true", None),
+                &opts,
+                &cancel,
+                None,
+            )
+            .await
+            .map(|_| ()),
+        ),
+        (
+            "home dir",
+            jobs::offload(
+                c,
+                offload(Path::new(&home), "true", None),
+                &opts,
+                &cancel,
+                None,
+            )
+            .await
+            .map(|_| ()),
+        ),
+        (
+            "out escapes",
+            jobs::offload(
+                c,
+                offload(dir.path(), "true", Some("../x")),
+                &opts,
+                &cancel,
+                None,
+            )
+            .await
+            .map(|_| ()),
+        ),
+        (
+            "out absolute",
+            jobs::offload(
+                c,
+                offload(dir.path(), "true", Some("/etc/passwd")),
+                &opts,
+                &cancel,
+                None,
+            )
+            .await
+            .map(|_| ()),
+        ),
+        (
+            "out through a host link",
+            jobs::offload(
+                c,
+                offload(dir.path(), "true", Some("link/x")),
+                &opts,
+                &cancel,
+                None,
+            )
+            .await
+            .map(|_| ()),
+        ),
+        (
+            "timeout over 1 h",
+            jobs::offload(
+                c,
+                offload(dir.path(), "true", None),
+                &JobOptions {
+                    timeout: Some(Duration::from_secs(3601)),
+                    ..options()
+                },
+                &cancel,
+                None,
+            )
+            .await
+            .map(|_| ()),
+        ),
+        (
+            "no commands",
+            jobs::fanout(
+                c,
+                FanoutRequest::new(dir.path(), Vec::<String>::new()),
+                &opts,
+                &cancel,
+                None,
+            )
+            .await
+            .map(|_| ()),
+        ),
+        (
+            "26 commands",
+            jobs::fanout(
+                c,
+                FanoutRequest::new(dir.path(), vec!["true"; 26]),
+                &opts,
+                &cancel,
+                None,
+            )
+            .await
+            .map(|_| ()),
+        ),
+        (
+            "jobs 0",
+            jobs::fanout(
+                c,
+                FanoutRequest::new(dir.path(), ["true"]).jobs(0),
+                &opts,
+                &cancel,
+                None,
+            )
+            .await
+            .map(|_| ()),
+        ),
+        (
+            "jobs 11",
+            jobs::fanout(
+                c,
+                FanoutRequest::new(dir.path(), ["true"]).jobs(11),
+                &opts,
+                &cancel,
+                None,
+            )
+            .await
+            .map(|_| ()),
+        ),
+        (
+            "empty fanout command",
+            jobs::fanout(
+                c,
+                FanoutRequest::new(dir.path(), ["true", ""]),
+                &opts,
+                &cancel,
+                None,
+            )
+            .await
+            .map(|_| ()),
+        ),
+        (
+            "empty code",
+            jobs::run_code(
+                c,
+                RunCodeRequest::new(Language::Python, "\n"),
+                &opts,
+                &cancel,
+                None,
+            )
+            .await
+            .map(|_| ()),
+        ),
+        (
+            "huge stdin",
+            jobs::run_code(
+                c,
+                RunCodeRequest::new(Language::Python, "pass")
+                    .stdin(vec![b'x'; jobs::MAX_CODE_BYTES + 1]),
+                &opts,
+                &cancel,
+                None,
+            )
+            .await
+            .map(|_| ()),
+        ),
     ];
     for (what, outcome) in cases {
         match outcome {
@@ -435,7 +862,11 @@ async fn bad_input_is_refused_before_anything_is_created() {
         }
     }
     assert!("cobol".parse::<Language>().is_err());
-    assert_eq!(creates(&env).await, 0, "nothing may be created for bad input");
+    assert_eq!(
+        creates(&env).await,
+        0,
+        "nothing may be created for bad input"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -444,11 +875,29 @@ async fn a_lost_create_answer_is_found_by_name_and_destroyed() {
     let dir = project();
     let cancel = CancellationToken::new();
     // The create runs to its end, then the connection breaks in the middle of the answer.
-    env.add_fault("POST /v1/sandboxes reset when=after count=1").await;
-    let err = jobs::offload(&env.client, OffloadRequest::new(dir.path(), "true"), &options(), &cancel, None).await.unwrap_err();
-    let JobError::Create(failed) = &err else { panic!("{err:?}") };
-    let reclaim = failed.reclaim.as_ref().unwrap_or_else(|| panic!("no lookup after a lost answer: {err}"));
-    assert_eq!(err.created(), Created::LostCreate(reclaim.clone()), "a lost create made one");
+    env.add_fault("POST /v1/sandboxes reset when=after count=1")
+        .await;
+    let err = jobs::offload(
+        &env.client,
+        OffloadRequest::new(dir.path(), "true"),
+        &options(),
+        &cancel,
+        None,
+    )
+    .await
+    .unwrap_err();
+    let JobError::Create(failed) = &err else {
+        panic!("{err:?}")
+    };
+    let reclaim = failed
+        .reclaim
+        .as_ref()
+        .unwrap_or_else(|| panic!("no lookup after a lost answer: {err}"));
+    assert_eq!(
+        err.created(),
+        Created::LostCreate(reclaim.clone()),
+        "a lost create made one"
+    );
     assert!(reclaim.name.starts_with("cos-job-"), "{reclaim:?}");
     assert_eq!(reclaim.destroyed.len(), 1, "{err}");
     assert!(reclaim.is_clean() && failed.left_nothing());
@@ -459,8 +908,18 @@ async fn a_lost_create_answer_is_found_by_name_and_destroyed() {
     // A refusal created nothing: nothing is looked up.
     env.reset_stats().await;
     env.add_fault("POST /v1/sandboxes status=409 count=1").await;
-    let err = jobs::offload(&env.client, OffloadRequest::new(dir.path(), "true"), &options(), &cancel, None).await.unwrap_err();
-    let JobError::Create(failed) = &err else { panic!("{err:?}") };
+    let err = jobs::offload(
+        &env.client,
+        OffloadRequest::new(dir.path(), "true"),
+        &options(),
+        &cancel,
+        None,
+    )
+    .await
+    .unwrap_err();
+    let JobError::Create(failed) = &err else {
+        panic!("{err:?}")
+    };
     assert!(failed.reclaim.is_none(), "{err}");
     assert_eq!(env.requests("listSandboxes").await, 0);
     assert_eq!(env.settled_live_sandboxes().await, 0);
@@ -476,26 +935,38 @@ async fn errors_after_the_create_say_what_was_created() {
     let offload = |command: &str| OffloadRequest::new(dir.path(), command);
     let run = |request| async {
         let options = options();
-        bounded("offload", jobs::offload(&env.client, request, &options, &cancel, None)).await
+        bounded(
+            "offload",
+            jobs::offload(&env.client, request, &options, &cancel, None),
+        )
+        .await
     };
 
     // Preparing fails: the sandbox existed and was destroyed; the command never started.
-    env.add_fault("POST /v1/sandboxes/*/exec status=400 count=1").await;
+    env.add_fault("POST /v1/sandboxes/*/exec status=400 count=1")
+        .await;
     let err = run(offload("true")).await.unwrap_err();
     assert!(matches!(err, JobError::Failed { .. }), "{err:?}");
     let created = err.created();
-    let Created::Sandbox { fate: Fate::Destroyed(id), command: CommandStart::NotStarted } = created
+    let Created::Sandbox {
+        fate: Fate::Destroyed(id),
+        command: CommandStart::NotStarted,
+    } = created
     else {
         panic!("{created:?} for {err}")
     };
     assert!(err.to_string().contains(&id), "{err}");
     let source = std::error::Error::source(&err).expect("the library error is the source");
     let library = source.downcast_ref::<createos_sandbox::Error>();
-    assert!(library.is_some_and(|e| e.status() == Some(400)), "{source:?}");
+    assert!(
+        library.is_some_and(|e| e.status() == Some(400)),
+        "{source:?}"
+    );
     env.clear_faults().await;
 
     // The output cannot be followed: kept, and the command may have run.
-    env.add_fault("GET /v1/sandboxes/*/processes/*/connect* status=403").await;
+    env.add_fault("GET /v1/sandboxes/*/processes/*/connect* status=403")
+        .await;
     let err = run(offload("echo started")).await.unwrap_err();
     let created = err.created();
     let Created::Sandbox {
@@ -541,8 +1012,14 @@ fn cos(env: &common::Env, dir: &Path) -> tokio::process::Command {
 }
 
 async fn cos_output(env: &common::Env, dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = bounded("cos", cos(env, dir).args(args).output()).await.unwrap();
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    let out = bounded("cos", cos(env, dir).args(args).output())
+        .await
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -552,19 +1029,47 @@ async fn cli_offload_fanout_and_run_code() {
     let dir = project();
     let d = dir.path().to_str().unwrap();
 
-    let (code, out, err) = cos_output(&env, home.path(), &["offload", "-C", d, "--out", "build/x.txt", "--", "mkdir -p build; wc -l < input.txt | tee build/x.txt"]).await;
+    let (code, out, err) = cos_output(
+        &env,
+        home.path(),
+        &[
+            "offload",
+            "-C",
+            d,
+            "--out",
+            "build/x.txt",
+            "--",
+            "mkdir -p build; wc -l < input.txt | tee build/x.txt",
+        ],
+    )
+    .await;
     assert_eq!(code, 0, "{err}");
     assert_eq!(out, "1\n");
     assert!(err.contains("destroyed sandbox"), "{err}");
-    assert_eq!(std::fs::read_to_string(dir.path().join("build/x.txt")).unwrap(), "1\n");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("build/x.txt")).unwrap(),
+        "1\n"
+    );
 
     let (code, out, _) = cos_output(&env, home.path(), &["offload", "-C", d, "--", "exit 7"]).await;
     assert_eq!((code, out.as_str()), (7, ""));
 
-    let (code, out, err) = cos_output(&env, home.path(), &["-o", "json", "fanout", "-C", d, "-j", "2", "echo a", "exit 2", "echo c"]).await;
+    let (code, out, err) = cos_output(
+        &env,
+        home.path(),
+        &[
+            "-o", "json", "fanout", "-C", d, "-j", "2", "echo a", "exit 2", "echo c",
+        ],
+    )
+    .await;
     assert_eq!(code, 1, "{err}");
     let doc: Value = serde_json::from_str(&out).unwrap();
-    let codes: Vec<i64> = doc["results"].as_array().unwrap().iter().map(|e| e["code"].as_i64().unwrap()).collect();
+    let codes: Vec<i64> = doc["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["code"].as_i64().unwrap())
+        .collect();
     assert_eq!(codes, vec![0, 2, 0]);
     assert_eq!(doc["results"][2]["stdout"], "c\n");
 
@@ -572,17 +1077,39 @@ async fn cli_offload_fanout_and_run_code() {
     std::fs::write(&code_file, "print(input().upper())").unwrap();
     let stdin_file = home.path().join("in.txt");
     std::fs::write(&stdin_file, "quiet\n").unwrap();
-    let (code, out, err) = cos_output(&env, home.path(), &["-o", "json", "run-code", "--stdin", stdin_file.to_str().unwrap(), code_file.to_str().unwrap()]).await;
+    let (code, out, err) = cos_output(
+        &env,
+        home.path(),
+        &[
+            "-o",
+            "json",
+            "run-code",
+            "--stdin",
+            stdin_file.to_str().unwrap(),
+            code_file.to_str().unwrap(),
+        ],
+    )
+    .await;
     assert_eq!(code, 0, "{err}");
     let doc: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(doc["stdout"], "QUIET\n");
     assert_eq!(doc["kept"], false);
 
     let before = creates(&env).await;
-    let (code, _, err) = cos_output(&env, home.path(), &["-o", "text", "fanout", "-C", d, "-j", "11", "true"]).await;
+    let (code, _, err) = cos_output(
+        &env,
+        home.path(),
+        &["-o", "text", "fanout", "-C", d, "-j", "11", "true"],
+    )
+    .await;
     assert_ne!(code, 0);
     assert!(err.contains("jobs"), "{err}");
-    let (code, _, err) = cos_output(&env, home.path(), &["-o", "text", "run-code", "-l", "cobol", "-e", "x"]).await;
+    let (code, _, err) = cos_output(
+        &env,
+        home.path(),
+        &["-o", "text", "run-code", "-l", "cobol", "-e", "x"],
+    )
+    .await;
     assert_ne!(code, 0);
     assert!(err.contains("unknown language"), "{err}");
     assert_eq!(creates(&env).await, before);
@@ -595,10 +1122,28 @@ async fn cli_ctrl_c_stops_the_job_and_leaves_no_sandbox() {
     let home = tempfile::tempdir().unwrap();
     let dir = project();
     for args in [
-        vec!["offload", "-C", dir.path().to_str().unwrap(), "--keep-on-fail", "--", "sleep 600"],
-        vec!["fanout", "-C", dir.path().to_str().unwrap(), "sleep 600", "sleep 600"],
+        vec![
+            "offload",
+            "-C",
+            dir.path().to_str().unwrap(),
+            "--keep-on-fail",
+            "--",
+            "sleep 600",
+        ],
+        vec![
+            "fanout",
+            "-C",
+            dir.path().to_str().unwrap(),
+            "sleep 600",
+            "sleep 600",
+        ],
     ] {
-        let mut child = cos(&env, home.path()).args(&args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+        let mut child = cos(&env, home.path())
+            .args(&args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
         let mut seen = String::new();
         let mut running = 0;
@@ -615,7 +1160,11 @@ async fn cli_ctrl_c_stops_the_job_and_leaves_no_sandbox() {
         // the command needs a moment past `running…` to exist remotely; SIGINT it then
         assert!(env.stats().await["live_sandboxes"].as_u64().unwrap() >= want as u64);
         let pid = child.id().unwrap().to_string();
-        assert!(std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
+        assert!(std::process::Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success());
         let rest = bounded("cos to exit", async {
             let mut rest = String::new();
             while let Ok(Some(line)) = lines.next_line().await {

@@ -11,16 +11,33 @@ use serde_json::{json, Value};
 
 /// The text parts of a result, joined.
 fn texts(result: &Value) -> String {
-    result["content"].as_array().map(|parts| parts.iter().filter_map(|p| p["text"].as_str()).collect::<Vec<_>>().join("\n")).unwrap_or_default()
+    result["content"]
+        .as_array()
+        .map(|parts| {
+            parts
+                .iter()
+                .filter_map(|p| p["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
 }
 
 /// The sandbox a call in session `s` ran in.
 async fn exec_in(mcp: &mut Mcp) -> String {
-    sandbox_of(&mcp.call_in("sandbox_exec", json!({"command": "true"}), Some("s")).await)
+    sandbox_of(
+        &mcp.call_in("sandbox_exec", json!({"command": "true"}), Some("s"))
+            .await,
+    )
 }
 
 async fn destroy(env: &common::Env, id: &str) {
-    env.client.sandbox(id).unwrap().destroy().await.expect("destroy through the API");
+    env.client
+        .sandbox(id)
+        .unwrap()
+        .destroy()
+        .await
+        .expect("destroy through the API");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -35,15 +52,29 @@ async fn a_deleted_session_sandbox_is_replaced_and_the_result_says_so() {
     setup.options = r#"{"sync": "once"}"#;
     let mut mcp = setup.start().await;
 
-    let first = sandbox_of(&mcp.call("sandbox_exec", json!({"command": "echo marker > here.txt"})).await);
+    let first = sandbox_of(
+        &mcp.call("sandbox_exec", json!({"command": "echo marker > here.txt"}))
+            .await,
+    );
     // Warm binding, sandbox deleted elsewhere.
     destroy(&env, &first).await;
-    let result = mcp.call("sandbox_exec", json!({"command": "cat app.py; ls"})).await;
+    let result = mcp
+        .call("sandbox_exec", json!({"command": "cat app.py; ls"}))
+        .await;
     let second = sandbox_of(&result);
     assert_ne!(second, first);
-    assert_eq!(ok_json(&result)["stdout"], "print('app')\napp.py\n", "a fresh sandbox, prepared with sync once: {result}");
+    assert_eq!(
+        ok_json(&result)["stdout"],
+        "print('app')\napp.py\n",
+        "a fresh sandbox, prepared with sync once: {result}"
+    );
     let text = texts(&result);
-    assert!(text.contains(&format!("the previous session sandbox {first} no longer exists")) && text.contains(&second), "{text}");
+    assert!(
+        text.contains(&format!(
+            "the previous session sandbox {first} no longer exists"
+        )) && text.contains(&second),
+        "{text}"
+    );
     assert_eq!(result["_meta"]["previousSandboxId"], first.as_str());
     // Said once.
     let again = mcp.call("sandbox_exec", json!({"command": "true"})).await;
@@ -56,23 +87,40 @@ async fn a_deleted_session_sandbox_is_replaced_and_the_result_says_so() {
     let third = sandbox_of(&read);
     assert!(third != second && third != first);
     assert!(texts(&read).starts_with("1: print('app')"), "{read}");
-    assert!(texts(&read).contains(&format!("{second} no longer exists")), "{read}");
+    assert!(
+        texts(&read).contains(&format!("{second} no longer exists")),
+        "{read}"
+    );
     mcp.stop().await;
 
     // A stored binding whose sandbox went away while the server was down: the same.
     destroy(&env, &third).await;
     let mut mcp = setup.start().await;
-    let result = mcp.call("sandbox_exec", json!({"command": "cat app.py"})).await;
+    let result = mcp
+        .call("sandbox_exec", json!({"command": "cat app.py"}))
+        .await;
     let fourth = sandbox_of(&result);
     assert!(![&first, &second, &third].contains(&&fourth));
     assert_eq!(ok_json(&result)["stdout"], "print('app')\n");
-    assert!(texts(&result).contains(&format!("{third} no longer exists")), "{result}");
+    assert!(
+        texts(&result).contains(&format!("{third} no longer exists")),
+        "{result}"
+    );
     // A paused one is resumed, not replaced.
     ok_json(&mcp.call("sandbox_pause", json!({})).await);
-    assert_eq!(sandbox_of(&mcp.call("sandbox_exec", json!({"command": "true"})).await), fourth);
+    assert_eq!(
+        sandbox_of(&mcp.call("sandbox_exec", json!({"command": "true"})).await),
+        fourth
+    );
     // forget stays for the deliberate case.
-    assert_eq!(ok_json(&mcp.call("sandbox_release", json!({"forget": true})).await)["sandbox"], fourth.as_str());
-    assert_ne!(sandbox_of(&mcp.call("sandbox_exec", json!({"command": "true"})).await), fourth);
+    assert_eq!(
+        ok_json(&mcp.call("sandbox_release", json!({"forget": true})).await)["sandbox"],
+        fourth.as_str()
+    );
+    assert_ne!(
+        sandbox_of(&mcp.call("sandbox_exec", json!({"command": "true"})).await),
+        fourth
+    );
     mcp.stop().await;
     env.shutdown().await;
 }
@@ -91,12 +139,21 @@ async fn bindings_never_cross_endpoints_or_accounts() {
     // Same state directory, project and session, another control plane.
     let mut on_b = Setup::new(&b, &state, &project).start().await;
     let status = ok_json(&on_b.call_in("sandbox_status", json!({}), Some("s")).await);
-    assert_eq!(status["stored"], Value::Null, "a binding of another endpoint showed: {status}");
-    let on_b_result = on_b.call_in("sandbox_exec", json!({"command": "true"}), Some("s")).await;
+    assert_eq!(
+        status["stored"],
+        Value::Null,
+        "a binding of another endpoint showed: {status}"
+    );
+    let on_b_result = on_b
+        .call_in("sandbox_exec", json!({"command": "true"}), Some("s"))
+        .await;
     let sandbox_b = sandbox_of(&on_b_result);
     assert_ne!(sandbox_b, sandbox_a);
     // Not a reattach that found A's sandbox missing on B: simply a new binding.
-    assert!(!texts(&on_b_result).contains("no longer exists"), "{on_b_result}");
+    assert!(
+        !texts(&on_b_result).contains("no longer exists"),
+        "{on_b_result}"
+    );
     on_b.stop().await;
 
     // Back on A: its own binding is still there.

@@ -44,7 +44,12 @@ fn tree() -> Tree {
     }
     std::os::unix::fs::symlink(&outside, project.join("link_out")).unwrap();
     std::os::unix::fs::symlink(home.join(".createos"), project.join("creds")).unwrap();
-    Tree { _tmp: tmp, home, project, outside }
+    Tree {
+        _tmp: tmp,
+        home,
+        project,
+        outside,
+    }
 }
 
 /// Every file under `dir` with its content (symlinks by target), to see that nothing changed.
@@ -85,14 +90,21 @@ async fn stats(env: &common::Env) -> Value {
 }
 
 fn total(stats: &Value) -> u64 {
-    stats["requests"].as_object().map(|m| m.values().filter_map(Value::as_u64).sum()).unwrap_or(0)
+    stats["requests"]
+        .as_object()
+        .map(|m| m.values().filter_map(Value::as_u64).sum())
+        .unwrap_or(0)
 }
 
 /// Call `tool` with `args`, expect a refusal naming `field`.
 async fn refused(mcp: &mut Mcp, tool: &str, args: Value, field: &str) {
     let text = error_text(&mcp.call(tool, args.clone()).await);
-    let named = text.contains(&format!("{field} \"")) || text.contains(&format!("invalid {field}:"));
-    assert!(named, "{tool} {args}: the error does not name {field}: {text}");
+    let named =
+        text.contains(&format!("{field} \"")) || text.contains(&format!("invalid {field}:"));
+    assert!(
+        named,
+        "{tool} {args}: the error does not name {field}: {text}"
+    );
 }
 
 /// The local paths each tool takes: (tool, field, base arguments).
@@ -100,9 +112,21 @@ fn path_arguments(sandbox: &str) -> Vec<(&'static str, &'static str, Value)> {
     vec![
         ("sandbox_offload", "dir", json!({"command": "true"})),
         ("sandbox_fanout", "dir", json!({"commands": ["true"]})),
-        ("sandbox_sync", "local_dir", json!({"sandbox_id": sandbox, "remote_dir": "/root/x"})),
-        ("sandbox_push", "local_path", json!({"sandbox_id": sandbox, "remote_path": "/root/x"})),
-        ("sandbox_pull", "local_path", json!({"sandbox_id": sandbox, "remote_path": "/root/x"})),
+        (
+            "sandbox_sync",
+            "local_dir",
+            json!({"sandbox_id": sandbox, "remote_dir": "/root/x"}),
+        ),
+        (
+            "sandbox_push",
+            "local_path",
+            json!({"sandbox_id": sandbox, "remote_path": "/root/x"}),
+        ),
+        (
+            "sandbox_pull",
+            "local_path",
+            json!({"sandbox_id": sandbox, "remote_path": "/root/x"}),
+        ),
     ]
 }
 
@@ -110,7 +134,13 @@ fn path_arguments(sandbox: &str) -> Vec<(&'static str, &'static str, Value)> {
 async fn every_local_path_argument_is_confined_to_the_project() {
     let env = common::start().await;
     let t = tree();
-    let sandbox = env.client.create_sandbox(CreateSandbox::new("s-1vcpu-256mb")).await.unwrap().id().to_string();
+    let sandbox = env
+        .client
+        .create_sandbox(CreateSandbox::new("s-1vcpu-256mb"))
+        .await
+        .unwrap()
+        .id()
+        .to_string();
     let mut mcp = Mcp::start_in(&env, &t.home, &t.project, r#"{"persist": false}"#, &[]).await;
     let (home_before, outside_before) = (contents(&t.home), contents(&t.outside));
     let before = stats(&env).await;
@@ -145,25 +175,71 @@ async fn every_local_path_argument_is_confined_to_the_project() {
         }
     }
     // The artifact's local destination, and a pull whose remote name would land in `.git`.
-    for out in [".git/hooks/pre-commit", "../x", "link_out/x", "creds/.token", "/etc/passwd", ".env"] {
-        refused(&mut mcp, "sandbox_offload", json!({"command": "true", "out": out}), "out").await;
+    for out in [
+        ".git/hooks/pre-commit",
+        "../x",
+        "link_out/x",
+        "creds/.token",
+        "/etc/passwd",
+        ".env",
+    ] {
+        refused(
+            &mut mcp,
+            "sandbox_offload",
+            json!({"command": "true", "out": out}),
+            "out",
+        )
+        .await;
     }
     for (dir, out) in [("app", ".git/config"), ("app", "../.git/config")] {
-        refused(&mut mcp, "sandbox_offload", json!({"command": "true", "dir": dir, "out": out}), "out").await;
+        refused(
+            &mut mcp,
+            "sandbox_offload",
+            json!({"command": "true", "dir": dir, "out": out}),
+            "out",
+        )
+        .await;
     }
-    refused(&mut mcp, "sandbox_pull", json!({"sandbox_id": sandbox, "remote_path": "/root/.git", "local_path": "."}), "local_path").await;
-    refused(&mut mcp, "sandbox_pull", json!({"sandbox_id": sandbox, "remote_path": "/root/.token", "local_path": "creds"}), "local_path").await;
+    refused(
+        &mut mcp,
+        "sandbox_pull",
+        json!({"sandbox_id": sandbox, "remote_path": "/root/.git", "local_path": "."}),
+        "local_path",
+    )
+    .await;
+    refused(
+        &mut mcp,
+        "sandbox_pull",
+        json!({"sandbox_id": sandbox, "remote_path": "/root/.token", "local_path": "creds"}),
+        "local_path",
+    )
+    .await;
     assert_eq!(calls, 5 * hostile.len());
 
     let after = stats(&env).await;
-    assert_eq!(total(&after), total(&before), "a refused call reached the emulator: {after}");
-    assert_eq!(after["sandboxes_created"], before["sandboxes_created"], "{after}");
-    assert_eq!(after["requests"]["createSandbox"], before["requests"]["createSandbox"]);
+    assert_eq!(
+        total(&after),
+        total(&before),
+        "a refused call reached the emulator: {after}"
+    );
+    assert_eq!(
+        after["sandboxes_created"], before["sandboxes_created"],
+        "{after}"
+    );
+    assert_eq!(
+        after["requests"]["createSandbox"],
+        before["requests"]["createSandbox"]
+    );
     assert_eq!(after["live_sandboxes"], 1);
     assert_eq!(contents(&t.home), home_before, "a local file changed");
     assert_eq!(contents(&t.outside), outside_before);
     // The same tools work on the project itself.
-    let ok = mcp.call("sandbox_push", json!({"sandbox_id": sandbox, "local_path": "app", "remote_path": "/root/app"})).await;
+    let ok = mcp
+        .call(
+            "sandbox_push",
+            json!({"sandbox_id": sandbox, "local_path": "app", "remote_path": "/root/app"}),
+        )
+        .await;
     assert_ne!(ok["isError"], true, "{ok}");
     mcp.stop().await;
     env.shutdown().await;
@@ -177,19 +253,38 @@ async fn a_project_at_home_still_hides_the_credential_folders() {
     std::fs::write(t.home.join(".ssh/id_ed25519"), "KEY").unwrap();
     std::fs::create_dir_all(t.home.join(".config/gh")).unwrap();
     std::fs::write(t.home.join(".config/gh/hosts.yml"), "token: x").unwrap();
-    let sandbox = env.client.create_sandbox(CreateSandbox::new("s-1vcpu-256mb")).await.unwrap().id().to_string();
+    let sandbox = env
+        .client
+        .create_sandbox(CreateSandbox::new("s-1vcpu-256mb"))
+        .await
+        .unwrap()
+        .id()
+        .to_string();
     let mut mcp = Mcp::start_in(&env, &t.home, &t.home, r#"{"persist": false}"#, &[]).await;
     let home_before = contents(&t.home);
     let before = stats(&env).await;
     for (tool, field, base) in path_arguments(&sandbox) {
-        for path in [".", ".createos", ".createos/.token", ".ssh", ".ssh/id_ed25519", ".config/gh", ".config/gh/hosts.yml", "code/proj/.git"] {
+        for path in [
+            ".",
+            ".createos",
+            ".createos/.token",
+            ".ssh",
+            ".ssh/id_ed25519",
+            ".config/gh",
+            ".config/gh/hosts.yml",
+            "code/proj/.git",
+        ] {
             let mut args = base.clone();
             args[field] = json!(path);
             refused(&mut mcp, tool, args, field).await;
         }
     }
     let after = stats(&env).await;
-    assert_eq!(total(&after), total(&before), "a refused call reached the emulator: {after}");
+    assert_eq!(
+        total(&after),
+        total(&before),
+        "a refused call reached the emulator: {after}"
+    );
     assert_eq!(contents(&t.home), home_before);
     mcp.stop().await;
     env.shutdown().await;
@@ -218,11 +313,24 @@ async fn skill_directories_are_checked_before_the_server_starts() {
         let options = json!({"persist": false, "skillDirs": [skill.display().to_string(), dir.display().to_string()]}).to_string();
         let mut setup = Setup::new(&env, &t.home, &t.project);
         setup.options = &options;
-        let out = setup.command().stdin(std::process::Stdio::null()).output().await.unwrap();
+        let out = setup
+            .command()
+            .stdin(std::process::Stdio::null())
+            .output()
+            .await
+            .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{}: cos mcp started", dir.display());
-        assert!(stderr.contains("skillDirs[1]") && stderr.contains(needle), "{}: {stderr}", dir.display());
-        assert!(out.stdout.is_empty(), "{}", String::from_utf8_lossy(&out.stdout));
+        assert!(
+            stderr.contains("skillDirs[1]") && stderr.contains(needle),
+            "{}: {stderr}",
+            dir.display()
+        );
+        assert!(
+            out.stdout.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
     }
     let after = stats(&env).await;
     assert_eq!(total(&after), total(&before), "{after}");

@@ -26,11 +26,16 @@ async fn proxy(upstream: String, report: Option<Value>) -> Proxy {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base_url = format!("http://{}", listener.local_addr().unwrap());
     let asked = Arc::new(AtomicUsize::new(0));
-    let upstream = upstream.trim_start_matches("http://").trim_end_matches('/').to_string();
+    let upstream = upstream
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
     let count = asked.clone();
     tokio::spawn(async move {
         loop {
-            let Ok((mut client, _)) = listener.accept().await else { return };
+            let Ok((mut client, _)) = listener.accept().await else {
+                return;
+            };
             let (upstream, report, count) = (upstream.clone(), report.clone(), count.clone());
             tokio::spawn(async move {
                 // The request head decides; everything after it is piped as it is.
@@ -45,13 +50,20 @@ async fn proxy(upstream: String, report: Option<Value>) -> Proxy {
                 let text = String::from_utf8_lossy(&head).to_ascii_lowercase();
                 if let (true, Some(report)) = (text.starts_with("get /_mock/isolation "), report) {
                     count.fetch_add(1, Ordering::SeqCst);
-                    let keyed = text.contains("\r\nx-api-key:") || text.contains("\r\nauthorization:");
-                    let (status, body) = if keyed { ("200 OK", report.to_string()) } else { ("401 Unauthorized", "{}".to_string()) };
+                    let keyed =
+                        text.contains("\r\nx-api-key:") || text.contains("\r\nauthorization:");
+                    let (status, body) = if keyed {
+                        ("200 OK", report.to_string())
+                    } else {
+                        ("401 Unauthorized", "{}".to_string())
+                    };
                     let answer = format!("HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
                     let _ = client.write_all(answer.as_bytes()).await;
                     return;
                 }
-                let Ok(mut server) = TcpStream::connect(&upstream).await else { return };
+                let Ok(mut server) = TcpStream::connect(&upstream).await else {
+                    return;
+                };
                 if server.write_all(&head).await.is_ok() {
                     let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
                 }
@@ -72,30 +84,51 @@ async fn commands_are_refused_on_an_emulator_that_cannot_isolate_unless_allowed(
     let dir = tempfile::tempdir().unwrap();
     let mut setup = Setup::new(&env, dir.path(), dir.path());
     setup.options = r#"{"mode": "remote"}"#;
-    setup.extra_env.push(("CREATEOS_SANDBOX_BASE_URL", fake.base_url.clone()));
+    setup
+        .extra_env
+        .push(("CREATEOS_SANDBOX_BASE_URL", fake.base_url.clone()));
     let mut mcp = setup.start().await;
     for (tool, args) in [
         ("sandbox_exec", json!({"command": "touch /tmp/never"})),
         ("native_bash", json!({"command": "true"})),
         ("native_read", json!({"filePath": "x"})),
-        ("sandbox_exec", json!({"command": "true", "sandbox_id": "sb-anything"})),
+        (
+            "sandbox_exec",
+            json!({"command": "true", "sandbox_id": "sb-anything"}),
+        ),
     ] {
         let text = error_text(&mcp.call(tool, args).await);
-        assert!(text.contains(&format!("{tool} refused")) && text.contains("--unsafe-host") && text.contains("user namespaces, seccomp"), "{tool}: {text}");
+        assert!(
+            text.contains(&format!("{tool} refused"))
+                && text.contains("--unsafe-host")
+                && text.contains("user namespaces, seccomp"),
+            "{tool}: {text}"
+        );
     }
     // Nothing was created; tools that run no command still work.
     assert_eq!(env.requests("createSandbox").await, 0);
     ok_json(&mcp.call("sandbox_status", json!({})).await);
     ok_json(&mcp.call("sandbox_list", json!({})).await);
-    assert_eq!(fake.asked.load(Ordering::SeqCst), 1, "asked once per server, not per call");
+    assert_eq!(
+        fake.asked.load(Ordering::SeqCst),
+        1,
+        "asked once per server, not per call"
+    );
     mcp.stop().await;
 
     // --unsafe-host: the user accepts it.
     setup.extra_args.push("--unsafe-host");
     let mut mcp = setup.start().await;
-    let ran = ok_json(&mcp.call("sandbox_exec", json!({"command": "echo allowed"})).await);
+    let ran = ok_json(
+        &mcp.call("sandbox_exec", json!({"command": "echo allowed"}))
+            .await,
+    );
     assert_eq!(ran["stdout"], "allowed\n");
-    assert_eq!(fake.asked.load(Ordering::SeqCst), 1, "--unsafe-host does not ask");
+    assert_eq!(
+        fake.asked.load(Ordering::SeqCst),
+        1,
+        "--unsafe-host does not ask"
+    );
     mcp.stop().await;
     env.shutdown().await;
 }
@@ -104,15 +137,26 @@ async fn commands_are_refused_on_an_emulator_that_cannot_isolate_unless_allowed(
 async fn an_isolating_emulator_or_a_server_without_the_route_is_used_as_usual() {
     let env = common::start().await;
     let dir = tempfile::tempdir().unwrap();
-    for report in [Some(json!({"isolated": true, "mechanism": "namespaces", "missing": []})), None] {
+    for report in [
+        Some(json!({"isolated": true, "mechanism": "namespaces", "missing": []})),
+        None,
+    ] {
         let fake = proxy(env.base_url(), report.clone()).await;
         let mut setup = Setup::new(&env, dir.path(), dir.path());
-        setup.extra_env.push(("CREATEOS_SANDBOX_BASE_URL", fake.base_url.clone()));
+        setup
+            .extra_env
+            .push(("CREATEOS_SANDBOX_BASE_URL", fake.base_url.clone()));
         let mut mcp = setup.start().await;
-        let ran = ok_json(&mcp.call("sandbox_exec", json!({"command": "echo fine"})).await);
+        let ran = ok_json(
+            &mcp.call("sandbox_exec", json!({"command": "echo fine"}))
+                .await,
+        );
         assert_eq!(ran["stdout"], "fine\n", "{report:?}");
         ok_json(&mcp.call("sandbox_exec", json!({"command": "true"})).await);
-        assert_eq!(fake.asked.load(Ordering::SeqCst), usize::from(report.is_some()));
+        assert_eq!(
+            fake.asked.load(Ordering::SeqCst),
+            usize::from(report.is_some())
+        );
         ok_json(&mcp.call("sandbox_release", json!({})).await);
         mcp.stop().await;
     }

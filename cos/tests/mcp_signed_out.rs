@@ -21,7 +21,10 @@ async fn starts_signed_out_explains_how_to_sign_in_and_picks_up_a_later_login() 
     let mut mcp = setup.start().await;
 
     let names = mcp.tool_names().await;
-    assert!(names.iter().any(|n| n == "sandbox_exec") && names.iter().any(|n| n == "native_bash"), "{names:?}");
+    assert!(
+        names.iter().any(|n| n == "sandbox_exec") && names.iter().any(|n| n == "native_bash"),
+        "{names:?}"
+    );
     let status = ok_json(&mcp.call("sandbox_status", json!({})).await);
     assert_eq!(status["signedIn"], false, "{status}");
     for (tool, args) in [
@@ -31,7 +34,10 @@ async fn starts_signed_out_explains_how_to_sign_in_and_picks_up_a_later_login() 
         ("native_bash", json!({"command": "true"})),
     ] {
         let text = error_text(&mcp.call(tool, args).await);
-        assert!(text.contains("createos login") && text.contains("CREATEOS_API_KEY"), "{tool}: {text}");
+        assert!(
+            text.contains("createos login") && text.contains("CREATEOS_API_KEY"),
+            "{tool}: {text}"
+        );
     }
     assert_eq!(env.requests("createSandbox").await, 0);
 
@@ -39,10 +45,15 @@ async fn starts_signed_out_explains_how_to_sign_in_and_picks_up_a_later_login() 
     let dir = home.path().join(".createos");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join(".token"), format!("{}\n", env.mock.api_key())).unwrap();
-    let ran = mcp.call("sandbox_exec", json!({"command": "echo signed in"})).await;
+    let ran = mcp
+        .call("sandbox_exec", json!({"command": "echo signed in"}))
+        .await;
     assert_eq!(ok_json(&ran)["stdout"], "signed in\n", "{ran}");
     assert!(sandbox_of(&ran).starts_with("sb-"));
-    assert_eq!(ok_json(&mcp.call("sandbox_status", json!({})).await)["signedIn"], true);
+    assert_eq!(
+        ok_json(&mcp.call("sandbox_status", json!({})).await)["signedIn"],
+        true
+    );
     mcp.stop().await;
     env.shutdown().await;
 }

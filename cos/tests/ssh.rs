@@ -27,7 +27,9 @@ use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::AbortHandle;
 
-use ssh_support::{api_sh, embedded, guarded, hex_sha256, options, pattern, sandbox, ssh_error, Guest};
+use ssh_support::{
+    api_sh, embedded, guarded, hex_sha256, options, pattern, sandbox, ssh_error, Guest,
+};
 
 // --------------------------------------------------------------------------- commands
 
@@ -36,9 +38,13 @@ async fn exec_over_the_tunnel_keeps_streams_apart_and_reports_status(guest: Gues
     let env = guest.start().await;
     let sb = sandbox(&env).await;
     let dir = tempfile::tempdir().unwrap();
-    let ssh = guarded("connect", SshSession::connect(&sb, options(&dir))).await.expect("ssh connect");
+    let ssh = guarded("connect", SshSession::connect(&sb, options(&dir)))
+        .await
+        .expect("ssh connect");
 
-    let out = guarded("exec", ssh.exec("echo out; echo err >&2; exit 7")).await.unwrap();
+    let out = guarded("exec", ssh.exec("echo out; echo err >&2; exit 7"))
+        .await
+        .unwrap();
     assert_eq!(out.stdout, b"out\n");
     assert_eq!(out.stderr, b"err\n");
     assert_eq!(out.exit_status, Some(7));
@@ -49,27 +55,47 @@ async fn exec_over_the_tunnel_keeps_streams_apart_and_reports_status(guest: Gues
     let name = sb.view().name.clone().expect("sandbox name");
     let host = ssh.exec("hostname").await.unwrap();
     assert_eq!(host.stdout_text().trim(), name);
-    sb.write("/root/from-api.txt", "via the files API").await.unwrap();
+    sb.write("/root/from-api.txt", "via the files API")
+        .await
+        .unwrap();
     let cat = ssh.exec("cat /root/from-api.txt").await.unwrap();
     assert_eq!(cat.stdout_text(), "via the files API");
 
     // stdin, in memory and streamed.
-    let upper = ssh.exec_with_stdin("tr a-z A-Z", "hello ssh").await.unwrap();
+    let upper = ssh
+        .exec_with_stdin("tr a-z A-Z", "hello ssh")
+        .await
+        .unwrap();
     assert_eq!(upper.stdout_text(), "HELLO SSH");
     assert!(upper.success());
     let big = pattern(3 << 20, 7);
-    let digest = ssh.exec_with_stdin_stream("sha256sum", std::io::Cursor::new(big.clone())).await.unwrap();
-    assert_eq!(digest.stdout_text().split_whitespace().next(), Some(hex_sha256(&big).as_str()));
-
-    // A command that ignores its (large) stdin still ends.
-    let ignored = guarded("exit without reading stdin", ssh.exec_with_stdin_stream("exit 3", std::io::Cursor::new(big)))
+    let digest = ssh
+        .exec_with_stdin_stream("sha256sum", std::io::Cursor::new(big.clone()))
         .await
         .unwrap();
+    assert_eq!(
+        digest.stdout_text().split_whitespace().next(),
+        Some(hex_sha256(&big).as_str())
+    );
+
+    // A command that ignores its (large) stdin still ends.
+    let ignored = guarded(
+        "exit without reading stdin",
+        ssh.exec_with_stdin_stream("exit 3", std::io::Cursor::new(big)),
+    )
+    .await
+    .unwrap();
     assert_eq!(ignored.exit_status, Some(3));
 
     // stdout streamed into a writer; stderr kept apart.
     let mut sink = Vec::new();
-    let exit = ssh.exec_to_writer("head -c 2000000 /dev/zero | tr '\\0' x; echo done >&2", &mut sink).await.unwrap();
+    let exit = ssh
+        .exec_to_writer(
+            "head -c 2000000 /dev/zero | tr '\\0' x; echo done >&2",
+            &mut sink,
+        )
+        .await
+        .unwrap();
     assert!(exit.success());
     assert_eq!(sink.len(), 2_000_000);
     assert!(sink.iter().all(|&b| b == b'x'));
@@ -78,10 +104,16 @@ async fn exec_over_the_tunnel_keeps_streams_apart_and_reports_status(guest: Gues
     // A command killed by a signal.
     let killed = ssh.exec("kill -TERM $$").await.unwrap();
     assert_eq!(killed.exit_status, None);
-    assert_eq!(killed.exit_signal.as_ref().map(|s| s.name.as_str()), Some("TERM"));
+    assert_eq!(
+        killed.exit_signal.as_ref().map(|s| s.name.as_str()),
+        Some("TERM")
+    );
 
     // Bad input is refused before anything is sent.
-    assert!(matches!(ssh.exec("  ").await, Err(Error::InvalidInput { .. })));
+    assert!(matches!(
+        ssh.exec("  ").await,
+        Err(Error::InvalidInput { .. })
+    ));
     env.shutdown().await;
 }
 
@@ -90,7 +122,9 @@ async fn dropping_a_command_stops_it_and_frees_its_channel(guest: Guest) {
     let env = guest.start().await;
     let sb = sandbox(&env).await;
     let dir = tempfile::tempdir().unwrap();
-    let ssh = guarded("connect", SshSession::connect(&sb, options(&dir))).await.expect("ssh connect");
+    let ssh = guarded("connect", SshSession::connect(&sb, options(&dir)))
+        .await
+        .expect("ssh connect");
 
     // More abandoned commands than OpenSSH allows sessions per connection (10): if their
     // channels leaked, the last ones could not even open.
@@ -104,13 +138,20 @@ async fn dropping_a_command_stops_it_and_frees_its_channel(guest: Guest) {
             }
         });
         for outcome in futures::future::join_all(commands).await {
-            assert!(outcome.is_err(), "the endless command was abandoned by its caller: {outcome:?}");
+            assert!(
+                outcome.is_err(),
+                "the endless command was abandoned by its caller: {outcome:?}"
+            );
         }
     }
     let probe = r#"n=0; for f in /root/pid-*; do n=$((n+1)); kill -0 "$(cat "$f")" 2>/dev/null && echo alive; done; echo files=$n"#;
     let mut report = String::new();
     for _ in 0..100 {
-        report = guarded("probe", ssh.exec(probe)).await.expect("channels are free again").stdout_text().into_owned();
+        report = guarded("probe", ssh.exec(probe))
+            .await
+            .expect("channels are free again")
+            .stdout_text()
+            .into_owned();
         if !report.contains("alive") {
             break;
         }
@@ -118,8 +159,15 @@ async fn dropping_a_command_stops_it_and_frees_its_channel(guest: Guest) {
     }
     // Under load a command may be abandoned before it even started; what matters is that every
     // one that did start was stopped (no "alive") and the channels are free again (the probe ran).
-    assert!(!report.contains("alive"), "an abandoned command is still running: {report}");
-    let started: u32 = report.trim().trim_start_matches("files=").parse().unwrap_or(0);
+    assert!(
+        !report.contains("alive"),
+        "an abandoned command is still running: {report}"
+    );
+    let started: u32 = report
+        .trim()
+        .trim_start_matches("files=")
+        .parse()
+        .unwrap_or(0);
     assert!((1..=12).contains(&started), "{report}");
     assert_eq!(ssh.connects(), 1);
     env.shutdown().await;
@@ -132,24 +180,35 @@ async fn sftp_moves_20_mb_intact_and_manages_files(guest: Guest) {
     let env = guest.start().await;
     let sb = sandbox(&env).await;
     let dir = tempfile::tempdir().unwrap();
-    let ssh = guarded("connect", SshSession::connect(&sb, options(&dir))).await.expect("ssh connect");
+    let ssh = guarded("connect", SshSession::connect(&sb, options(&dir)))
+        .await
+        .expect("ssh connect");
 
     let data = pattern(20 * 1024 * 1024 + 123, 42);
     let written = guarded(
         "20 MB upload",
-        ssh.write_file("/root/up/big.bin", std::io::Cursor::new(data.clone()), WriteOptions::new().mode(0o640)),
+        ssh.write_file(
+            "/root/up/big.bin",
+            std::io::Cursor::new(data.clone()),
+            WriteOptions::new().mode(0o640),
+        ),
     )
     .await
     .unwrap();
     assert_eq!(written, data.len() as u64);
     // The guest sees the same bytes.
     let guest_sum = ssh.exec("sha256sum /root/up/big.bin").await.unwrap();
-    assert_eq!(guest_sum.stdout_text().split_whitespace().next(), Some(hex_sha256(&data).as_str()));
+    assert_eq!(
+        guest_sum.stdout_text().split_whitespace().next(),
+        Some(hex_sha256(&data).as_str())
+    );
     // Streaming read back.
     let mut reader = ssh.read_file("/root/up/big.bin").await.unwrap();
     assert_eq!(reader.size(), Some(data.len() as u64));
     let mut back = Vec::new();
-    guarded("20 MB download", reader.read_to_end(&mut back)).await.unwrap();
+    guarded("20 MB download", reader.read_to_end(&mut back))
+        .await
+        .unwrap();
     assert_eq!(back.len(), data.len());
     assert_eq!(hex_sha256(&back), hex_sha256(&data));
 
@@ -159,38 +218,73 @@ async fn sftp_moves_20_mb_intact_and_manages_files(guest: Guest) {
     assert_eq!(meta.mode, 0o640);
     assert!(meta.modified.is_some());
     // The write was atomic: no temporary file is left next to the target.
-    let names: Vec<String> = ssh.list("/root/up").await.unwrap().into_iter().map(|e| e.name).collect();
+    let names: Vec<String> = ssh
+        .list("/root/up")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
     assert_eq!(names, vec!["big.bin".to_string()]);
 
     // Replacing keeps the existing mode unless told otherwise.
-    ssh.write_bytes("/root/up/big.bin", "small now", WriteOptions::new()).await.unwrap();
+    ssh.write_bytes("/root/up/big.bin", "small now", WriteOptions::new())
+        .await
+        .unwrap();
     let replaced = ssh.stat("/root/up/big.bin").await.unwrap();
     assert_eq!((replaced.size, replaced.mode), (9, 0o640));
-    assert_eq!(ssh.read_to_vec("/root/up/big.bin", 1024).await.unwrap(), b"small now");
-    assert!(matches!(ssh.read_to_vec("/root/up/big.bin", 4).await, Err(Error::InvalidInput { .. })));
+    assert_eq!(
+        ssh.read_to_vec("/root/up/big.bin", 1024).await.unwrap(),
+        b"small now"
+    );
+    assert!(matches!(
+        ssh.read_to_vec("/root/up/big.bin", 4).await,
+        Err(Error::InvalidInput { .. })
+    ));
 
     // mkdir -p, list, rename (replacing), remove.
     ssh.mkdir_p("/root/tree/a/b/c").await.unwrap();
     ssh.mkdir_p("/root/tree/a/b/c").await.unwrap();
-    ssh.write_bytes("/root/tree/a/one.txt", "1", WriteOptions::new()).await.unwrap();
-    ssh.write_bytes("/root/tree/a/two.txt", "22", WriteOptions::new()).await.unwrap();
+    ssh.write_bytes("/root/tree/a/one.txt", "1", WriteOptions::new())
+        .await
+        .unwrap();
+    ssh.write_bytes("/root/tree/a/two.txt", "22", WriteOptions::new())
+        .await
+        .unwrap();
     let listing = ssh.list("/root/tree/a").await.unwrap();
-    let summary: Vec<(String, RemoteFileKind, u64)> =
-        listing.iter().map(|e| (e.name.clone(), e.metadata.kind, e.metadata.size)).collect();
+    let summary: Vec<(String, RemoteFileKind, u64)> = listing
+        .iter()
+        .map(|e| (e.name.clone(), e.metadata.kind, e.metadata.size))
+        .collect();
     assert_eq!(summary[0].0, "b");
     assert_eq!(summary[0].1, RemoteFileKind::Dir);
     assert_eq!(summary[1], ("one.txt".to_string(), RemoteFileKind::File, 1));
     assert_eq!(summary[2], ("two.txt".to_string(), RemoteFileKind::File, 2));
-    ssh.rename("/root/tree/a/one.txt", "/root/tree/a/two.txt").await.unwrap();
-    assert_eq!(ssh.read_to_vec("/root/tree/a/two.txt", 10).await.unwrap(), b"1");
+    ssh.rename("/root/tree/a/one.txt", "/root/tree/a/two.txt")
+        .await
+        .unwrap();
+    assert_eq!(
+        ssh.read_to_vec("/root/tree/a/two.txt", 10).await.unwrap(),
+        b"1"
+    );
     assert!(!ssh.exists("/root/tree/a/one.txt").await.unwrap());
-    ssh.rename("/root/tree/a/b", "/root/tree/moved").await.unwrap();
+    ssh.rename("/root/tree/a/b", "/root/tree/moved")
+        .await
+        .unwrap();
     assert!(ssh.stat("/root/tree/moved/c").await.unwrap().is_dir());
     ssh.mkdir("/root/tree/single").await.unwrap();
     ssh.remove_dir("/root/tree/single").await.unwrap();
     ssh.remove_file("/root/tree/a/two.txt").await.unwrap();
-    ssh.exec("ln -s /etc /root/tree/moved/c/link-to-etc").await.unwrap();
-    assert_eq!(ssh.lstat("/root/tree/moved/c/link-to-etc").await.unwrap().kind, RemoteFileKind::Symlink);
+    ssh.exec("ln -s /etc /root/tree/moved/c/link-to-etc")
+        .await
+        .unwrap();
+    assert_eq!(
+        ssh.lstat("/root/tree/moved/c/link-to-etc")
+            .await
+            .unwrap()
+            .kind,
+        RemoteFileKind::Symlink
+    );
     ssh.remove_dir_all("/root/tree").await.unwrap();
     assert!(!ssh.exists("/root/tree").await.unwrap());
     // The symlink was removed, not followed.
@@ -201,15 +295,23 @@ async fn sftp_moves_20_mb_intact_and_manages_files(guest: Guest) {
     assert!(ssh_error(&missing).is_not_found(), "{missing}");
     let err = ssh.read_file("/root/nope").await.unwrap_err();
     assert!(ssh_error(&err).is_not_found(), "{err}");
-    assert!(matches!(ssh.mkdir("/root/no/parent").await, Err(Error::Ssh(_))));
+    assert!(matches!(
+        ssh.mkdir("/root/no/parent").await,
+        Err(Error::Ssh(_))
+    ));
     // Paths are validated before anything is sent.
     for bad in ["relative/path", "/root/../etc/passwd", ""] {
-        assert!(matches!(ssh.stat(bad).await, Err(Error::InvalidInput { .. })), "{bad:?}");
+        assert!(
+            matches!(ssh.stat(bad).await, Err(Error::InvalidInput { .. })),
+            "{bad:?}"
+        );
     }
-    assert!(matches!(ssh.remove_dir_all("/").await, Err(Error::InvalidInput { .. })));
+    assert!(matches!(
+        ssh.remove_dir_all("/").await,
+        Err(Error::InvalidInput { .. })
+    ));
     env.shutdown().await;
 }
-
 
 // --------------------------------------------------------------------------- pooling and reconnects
 
@@ -226,7 +328,10 @@ async fn concurrent_callers_share_one_connection(guest: Guest) {
         let sb = sb.clone();
         tokio::spawn(async move {
             let ssh = pool.session(&sb).await.expect("session");
-            let out = ssh.exec(&format!("sleep 0.2; echo caller-{i}")).await.expect("exec");
+            let out = ssh
+                .exec(&format!("sleep 0.2; echo caller-{i}"))
+                .await
+                .expect("exec");
             (ssh, out)
         })
     });
@@ -237,7 +342,11 @@ async fn concurrent_callers_share_one_connection(guest: Guest) {
         assert_eq!(out.stdout_text().trim(), format!("caller-{i}"));
         sessions.push(ssh);
     }
-    assert_eq!(env.requests("openTunnel").await, 1, "both callers share one tunnel");
+    assert_eq!(
+        env.requests("openTunnel").await,
+        1,
+        "both callers share one tunnel"
+    );
     assert_eq!(sessions[0].connects(), 1);
     assert_eq!(sessions[1].connects(), 1);
     assert_eq!(pool.len(), 1);
@@ -284,7 +393,11 @@ impl CuttableProxy {
             }
         })
         .abort_handle();
-        CuttableProxy { addr, relays, accept }
+        CuttableProxy {
+            addr,
+            relays,
+            accept,
+        }
     }
 
     fn cut_all(&self) -> usize {
@@ -321,26 +434,45 @@ async fn a_dropped_connection_is_reconnected_transparently(guest: Guest) {
     let env = guest.start().await;
     let proxy = CuttableProxy::start(env.mock.addr()).await;
     let client = common::client_for(&format!("http://{}", proxy.addr), &env.mock.api_key());
-    let sb = client.create_sandbox(CreateSandbox::new("s-1vcpu-1gb")).await.unwrap();
+    let sb = client
+        .create_sandbox(CreateSandbox::new("s-1vcpu-1gb"))
+        .await
+        .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let pool = SshPool::new(options(&dir));
     let ssh = guarded("connect", pool.session(&sb)).await.unwrap();
-    assert_eq!(ssh.exec("echo before").await.unwrap().stdout_text(), "before\n");
-    ssh.write_bytes("/root/kept.txt", "survives", WriteOptions::new()).await.unwrap();
+    assert_eq!(
+        ssh.exec("echo before").await.unwrap().stdout_text(),
+        "before\n"
+    );
+    ssh.write_bytes("/root/kept.txt", "survives", WriteOptions::new())
+        .await
+        .unwrap();
     env.reset_stats().await;
 
     // Cut every connection, the tunnel carrying SSH included.
     assert!(proxy.cut_all() >= 1);
-    let after = guarded("exec after the cut", ssh.exec("echo after")).await.expect("reconnected");
+    let after = guarded("exec after the cut", ssh.exec("echo after"))
+        .await
+        .expect("reconnected");
     assert_eq!(after.stdout_text(), "after\n");
     assert_eq!(ssh.connects(), 2);
     assert_eq!(env.requests("openTunnel").await, 1, "one new tunnel");
     // SFTP comes back too.
-    assert_eq!(ssh.read_to_vec("/root/kept.txt", 100).await.unwrap(), b"survives");
+    assert_eq!(
+        ssh.read_to_vec("/root/kept.txt", 100).await.unwrap(),
+        b"survives"
+    );
 
     // And again, this time for SFTP first.
     proxy.cut_all();
-    assert_eq!(guarded("sftp after the cut", ssh.stat("/root/kept.txt")).await.unwrap().size, 8);
+    assert_eq!(
+        guarded("sftp after the cut", ssh.stat("/root/kept.txt"))
+            .await
+            .unwrap()
+            .size,
+        8
+    );
     assert_eq!(ssh.connects(), 3);
     // The session handed out by the pool is the same one.
     assert_eq!(pool.session(&sb).await.unwrap().connects(), 3);
@@ -350,11 +482,17 @@ async fn a_dropped_connection_is_reconnected_transparently(guest: Guest) {
     // is restarted instead (it runs from boot and cannot be started from the guest), which
     // drops every connection the same way.
     if embedded(&env) {
-        env.mock_post(&format!("/_mock/sandboxes/{}/guest-sshd/restart", sb.id()), json!({})).await;
+        env.mock_post(
+            &format!("/_mock/sandboxes/{}/guest-sshd/restart", sb.id()),
+            json!({}),
+        )
+        .await;
     } else {
         api_sh(&sb, KILL_SANDBOX_SSHD).await;
     }
-    let revived = guarded("exec after sshd died", ssh.exec("echo revived")).await.expect("sshd restarted");
+    let revived = guarded("exec after sshd died", ssh.exec("echo revived"))
+        .await
+        .expect("sshd restarted");
     assert_eq!(revived.stdout_text(), "revived\n");
     assert_eq!(ssh.connects(), 4);
     env.shutdown().await;
@@ -367,16 +505,24 @@ async fn a_sandbox_without_sshd_gives_a_clear_error() {
     let env = common::start_with(MockConfig::default().guest_sshd(GuestSshd::Absent)).await;
     let sb = sandbox(&env).await;
     let dir = tempfile::tempdir().unwrap();
-    let err = guarded("connect", SshSession::connect(&sb, options(&dir))).await.unwrap_err();
+    let err = guarded("connect", SshSession::connect(&sb, options(&dir)))
+        .await
+        .unwrap_err();
     match ssh_error(&err) {
-        SshError::SshdMissing { sandbox_id, sshd_path } => {
+        SshError::SshdMissing {
+            sandbox_id,
+            sshd_path,
+        } => {
             assert_eq!(sandbox_id, sb.id());
             assert_eq!(sshd_path, "/usr/sbin/sshd");
         }
         other => panic!("expected SshdMissing, got {other:?}"),
     }
     let message = err.to_string();
-    assert!(message.contains("devbox:1") && message.contains("/usr/sbin/sshd"), "{message}");
+    assert!(
+        message.contains("devbox:1") && message.contains("/usr/sbin/sshd"),
+        "{message}"
+    );
     assert_eq!(env.requests("openTunnel").await, 0, "no tunnel was opened");
     env.shutdown().await;
 }
@@ -387,9 +533,12 @@ async fn a_guest_whose_sshd_already_listens_needs_no_sshd_binary() {
     let env = Guest::Embedded.start().await;
     let sb = sandbox(&env).await;
     let dir = tempfile::tempdir().unwrap();
-    let ssh = guarded("connect", SshSession::connect(&sb, options(&dir).sshd_path("/usr/sbin/no-such-sshd")))
-        .await
-        .expect("connects to the sshd that already listens");
+    let ssh = guarded(
+        "connect",
+        SshSession::connect(&sb, options(&dir).sshd_path("/usr/sbin/no-such-sshd")),
+    )
+    .await
+    .expect("connects to the sshd that already listens");
     assert_eq!(ssh.exec("echo up").await.unwrap().stdout_text(), "up\n");
     env.shutdown().await;
 }

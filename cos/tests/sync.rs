@@ -25,22 +25,39 @@ struct Fixture {
 
 async fn fixture() -> Fixture {
     let env = common::start().await;
-    let sb = env.client.create_sandbox(CreateSandbox::new("s-1vcpu-1gb")).await.expect("create");
+    let sb = env
+        .client
+        .create_sandbox(CreateSandbox::new("s-1vcpu-1gb"))
+        .await
+        .expect("create");
     let tmp = tempfile::TempDir::new().unwrap();
     let local = tmp.path().join("project");
     std::fs::create_dir(&local).unwrap();
-    Fixture { env, sb, tmp, local }
+    Fixture {
+        env,
+        sb,
+        tmp,
+        local,
+    }
 }
 
 impl Fixture {
     fn options(&self, mode: SyncMode) -> SyncOptions {
-        let mut o = SyncOptions::new(mode).home_dir(self.tmp.path().join("home")).state_dir(self.tmp.path().join("state"));
+        let mut o = SyncOptions::new(mode)
+            .home_dir(self.tmp.path().join("home"))
+            .state_dir(self.tmp.path().join("state"));
         o.git = GitMode::Off;
         o
     }
 
     fn syncer(&self, mode: SyncMode, remote: &str) -> Syncer {
-        Syncer::new(Arc::new(ApiRemote::new(self.sb.clone())), &self.local, remote, self.options(mode)).expect("syncer")
+        Syncer::new(
+            Arc::new(ApiRemote::new(self.sb.clone())),
+            &self.local,
+            remote,
+            self.options(mode),
+        )
+        .expect("syncer")
     }
 
     fn write(&self, rel: &str, content: &str) {
@@ -59,7 +76,9 @@ impl Fixture {
 }
 
 async fn guarded<T>(work: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(GUARD, work).await.expect("the test finished in time")
+    tokio::time::timeout(GUARD, work)
+        .await
+        .expect("the test finished in time")
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -89,21 +108,46 @@ async fn one_way_keeps_and_mirror_deletes_guest_extras() {
         assert_eq!(report.pushed, ["a.txt", "src/b.txt"]);
         assert!(report.deleted_remote.is_empty());
         assert_eq!(f.remote("/root/ow/a.txt").await.as_deref(), Some("A"));
-        assert_eq!(f.remote("/root/ow/extra.txt").await.as_deref(), Some("keep me"));
+        assert_eq!(
+            f.remote("/root/ow/extra.txt").await.as_deref(),
+            Some("keep me")
+        );
 
         let report = f.syncer(SyncMode::Mirror, "/root/ow").run().await.unwrap();
-        assert!(report.pushed.is_empty(), "already in step: {:?}", report.pushed);
+        assert!(
+            report.pushed.is_empty(),
+            "already in step: {:?}",
+            report.pushed
+        );
         assert_eq!(report.deleted_remote, ["extra.txt", "old/deep/gone.txt"]);
         assert_eq!(f.remote("/root/ow/extra.txt").await, None);
-        let ls = f.sb.exec("sh", ["-c", "cd /root/ow && find . | sort"]).await.unwrap().stdout;
-        assert_eq!(ls, ".\n./a.txt\n./src\n./src/b.txt\n", "emptied directories are gone too");
+        let ls =
+            f.sb.exec("sh", ["-c", "cd /root/ow && find . | sort"])
+                .await
+                .unwrap()
+                .stdout;
+        assert_eq!(
+            ls, ".\n./a.txt\n./src\n./src/b.txt\n",
+            "emptied directories are gone too"
+        );
         // a mirror never deletes what the local side excludes
-        f.sb.write("/root/ow/node_modules/pkg.js", "dep").await.unwrap();
+        f.sb.write("/root/ow/node_modules/pkg.js", "dep")
+            .await
+            .unwrap();
         let opts = f.options(SyncMode::Mirror).exclude("node_modules");
-        let syncer = Syncer::new(Arc::new(ApiRemote::new(f.sb.clone())), &f.local, "/root/ow", opts).unwrap();
+        let syncer = Syncer::new(
+            Arc::new(ApiRemote::new(f.sb.clone())),
+            &f.local,
+            "/root/ow",
+            opts,
+        )
+        .unwrap();
         let report = syncer.run().await.unwrap();
         assert!(report.is_noop(), "{report:?}");
-        assert_eq!(f.remote("/root/ow/node_modules/pkg.js").await.as_deref(), Some("dep"));
+        assert_eq!(
+            f.remote("/root/ow/node_modules/pkg.js").await.as_deref(),
+            Some("dep")
+        );
     })
     .await;
 }
@@ -121,17 +165,31 @@ async fn two_way_moves_changes_both_ways_and_keeps_conflicts() {
         let first = syncer.run().await.unwrap();
         assert_eq!(first.pushed.len(), 5);
         assert!(first.conflicts.is_empty());
-        assert!(syncer.state_path().unwrap().exists(), "the state was recorded");
+        assert!(
+            syncer.state_path().unwrap().exists(),
+            "the state was recorded"
+        );
 
         // changes on both sides
         f.write("shared.txt", "local version\n");
-        f.sb.write("/root/tw/shared.txt", "remote version, longer\n").await.unwrap();
+        f.sb.write("/root/tw/shared.txt", "remote version, longer\n")
+            .await
+            .unwrap();
         f.write("local-edit.txt", "edited here\n");
-        f.sb.write("/root/tw/remote-edit.txt", "edited there\n").await.unwrap();
-        f.sb.write("/root/tw/new-remote.txt", "born remote").await.unwrap();
+        f.sb.write("/root/tw/remote-edit.txt", "edited there\n")
+            .await
+            .unwrap();
+        f.sb.write("/root/tw/new-remote.txt", "born remote")
+            .await
+            .unwrap();
         f.write("new-local.txt", "born local");
         std::fs::remove_file(f.local.join("to-delete-remotely.txt")).unwrap();
-        assert!(f.sb.exec("rm", ["/root/tw/to-delete-locally.txt"]).await.unwrap().success());
+        assert!(f
+            .sb
+            .exec("rm", ["/root/tw/to-delete-locally.txt"])
+            .await
+            .unwrap()
+            .success());
 
         let report = syncer.run().await.unwrap();
         assert_eq!(report.pushed, ["local-edit.txt", "new-local.txt"]);
@@ -141,18 +199,40 @@ async fn two_way_moves_changes_both_ways_and_keeps_conflicts() {
         assert_eq!(report.conflicts.len(), 1, "{report:?}");
         let conflict = &report.conflicts[0];
         assert_eq!(conflict.path, "shared.txt");
-        assert!(conflict.remote_copy.starts_with("shared.txt.remote-conflict-"), "{conflict:?}");
+        assert!(
+            conflict
+                .remote_copy
+                .starts_with("shared.txt.remote-conflict-"),
+            "{conflict:?}"
+        );
 
         // both versions are kept, on both sides
         assert_eq!(f.read("shared.txt").as_deref(), Some("local version\n"));
-        assert_eq!(f.read(&conflict.remote_copy).as_deref(), Some("remote version, longer\n"));
-        assert_eq!(f.remote("/root/tw/shared.txt").await.as_deref(), Some("local version\n"));
-        assert_eq!(f.remote(&format!("/root/tw/{}", conflict.remote_copy)).await.as_deref(), Some("remote version, longer\n"));
+        assert_eq!(
+            f.read(&conflict.remote_copy).as_deref(),
+            Some("remote version, longer\n")
+        );
+        assert_eq!(
+            f.remote("/root/tw/shared.txt").await.as_deref(),
+            Some("local version\n")
+        );
+        assert_eq!(
+            f.remote(&format!("/root/tw/{}", conflict.remote_copy))
+                .await
+                .as_deref(),
+            Some("remote version, longer\n")
+        );
         // the one-sided changes travelled
         assert_eq!(f.read("remote-edit.txt").as_deref(), Some("edited there\n"));
         assert_eq!(f.read("new-remote.txt").as_deref(), Some("born remote"));
-        assert_eq!(f.remote("/root/tw/local-edit.txt").await.as_deref(), Some("edited here\n"));
-        assert_eq!(f.remote("/root/tw/new-local.txt").await.as_deref(), Some("born local"));
+        assert_eq!(
+            f.remote("/root/tw/local-edit.txt").await.as_deref(),
+            Some("edited here\n")
+        );
+        assert_eq!(
+            f.remote("/root/tw/new-local.txt").await.as_deref(),
+            Some("born local")
+        );
         assert_eq!(f.read("to-delete-locally.txt"), None);
         assert_eq!(f.remote("/root/tw/to-delete-remotely.txt").await, None);
 
@@ -175,14 +255,25 @@ async fn only_changed_files_travel() {
         assert_eq!(first.pushed.len(), 200);
 
         for i in [3, 77, 150] {
-            f.write(&format!("d{}/f{i}.txt", i % 10), &format!("file {i} changed, and longer\n"));
+            f.write(
+                &format!("d{}/f{i}.txt", i % 10),
+                &format!("file {i} changed, and longer\n"),
+            );
         }
         f.env.reset_stats().await;
         let second = syncer.run().await.unwrap();
         assert_eq!(second.pushed, ["d0/f150.txt", "d3/f3.txt", "d7/f77.txt"]);
         assert_eq!(f.env.requests("uploadFile").await, 1, "one batch");
-        assert!(second.bytes_sent < first.bytes_sent / 20, "{} vs {}", second.bytes_sent, first.bytes_sent);
-        assert_eq!(f.remote("/root/inc/d7/f77.txt").await.as_deref(), Some("file 77 changed, and longer\n"));
+        assert!(
+            second.bytes_sent < first.bytes_sent / 20,
+            "{} vs {}",
+            second.bytes_sent,
+            first.bytes_sent
+        );
+        assert_eq!(
+            f.remote("/root/inc/d7/f77.txt").await.as_deref(),
+            Some("file 77 changed, and longer\n")
+        );
 
         f.env.reset_stats().await;
         let third = syncer.run().await.unwrap();
@@ -204,7 +295,11 @@ async fn a_large_first_sync_travels_as_concurrent_streams_and_arrives_whole() {
             if i % 200 == 0 {
                 std::fs::create_dir_all(&dir).unwrap();
             }
-            std::fs::write(dir.join(format!("f{i:05}")), format!("./d{:02}/f{i:05}\n", i / 200)).unwrap();
+            std::fs::write(
+                dir.join(format!("f{i:05}")),
+                format!("./d{:02}/f{i:05}\n", i / 200),
+            )
+            .unwrap();
         }
     })
     .await
@@ -249,29 +344,66 @@ async fn unsafe_paths_are_refused_before_anything_is_sent() {
     f.env.reset_stats().await;
     let remote: Arc<ApiRemote> = Arc::new(ApiRemote::new(f.sb.clone()));
     let try_new = |local: &Path, dir: &str, force: bool| {
-        Syncer::new(remote.clone(), local, dir, f.options(SyncMode::Mirror).force(force)).map(|_| ())
+        Syncer::new(
+            remote.clone(),
+            local,
+            dir,
+            f.options(SyncMode::Mirror).force(force),
+        )
+        .map(|_| ())
     };
-    for dir in ["/", "/etc/app", "/usr/local/x", "/root/../etc", "relative", "/proc/self"] {
-        assert!(try_new(&f.local, dir, false).is_err(), "{dir} must be refused");
+    for dir in [
+        "/",
+        "/etc/app",
+        "/usr/local/x",
+        "/root/../etc",
+        "relative",
+        "/proc/self",
+    ] {
+        assert!(
+            try_new(&f.local, dir, false).is_err(),
+            "{dir} must be refused"
+        );
     }
     assert!(try_new(Path::new("/"), "/root/x", true).is_err());
     assert!(try_new(&home, "/root/x", true).is_err());
     assert!(try_new(&home.join(".aws/project"), "/root/x", false).is_err());
-    assert!(try_new(&home.join(".aws/project"), "/root/x", true).is_ok(), "--force allows it");
+    assert!(
+        try_new(&home.join(".aws/project"), "/root/x", true).is_ok(),
+        "--force allows it"
+    );
     let stats = f.env.stats().await;
-    let sent: u64 = stats["requests"].as_object().unwrap().values().filter_map(|v| v.as_u64()).sum();
+    let sent: u64 = stats["requests"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter_map(|v| v.as_u64())
+        .sum();
     assert_eq!(sent, 0, "nothing reached the emulator: {stats}");
 }
 
-type WatchReports = tokio::sync::mpsc::UnboundedReceiver<Result<createos_sandbox::sync::SyncReport, String>>;
+type WatchReports =
+    tokio::sync::mpsc::UnboundedReceiver<Result<createos_sandbox::sync::SyncReport, String>>;
 
 /// Run `syncer.watch` (local events only, no poll) in a task: its stop token, its reports and
 /// the task.
-fn start_watch(syncer: Syncer) -> (CancellationToken, WatchReports, tokio::task::JoinHandle<createos_sandbox::Result<()>>) {
+fn start_watch(
+    syncer: Syncer,
+) -> (
+    CancellationToken,
+    WatchReports,
+    tokio::task::JoinHandle<createos_sandbox::Result<()>>,
+) {
     let cancel = CancellationToken::new();
     let (tx, reports) = tokio::sync::mpsc::unbounded_channel();
     let stop = cancel.clone();
-    let task = tokio::spawn(async move { syncer.watch(stop, None, move |r| drop(tx.send(r.map_err(|e| e.to_string())))).await });
+    let task = tokio::spawn(async move {
+        syncer
+            .watch(stop, None, move |r| {
+                drop(tx.send(r.map_err(|e| e.to_string())))
+            })
+            .await
+    });
     (cancel, reports, task)
 }
 
@@ -281,11 +413,17 @@ async fn watch_mode_sends_local_edits() {
     f.write("start.txt", "0");
     let (cancel, mut reports, task) = start_watch(f.syncer(SyncMode::OneWay, "/root/watched"));
     guarded(async {
-        let first = reports.recv().await.expect("a first report").expect("the first sync works");
+        let first = reports
+            .recv()
+            .await
+            .expect("a first report")
+            .expect("the first sync works");
         assert_eq!(first.pushed, ["start.txt"]);
         f.write("sub/edited.txt", "hello from the watcher");
         loop {
-            if f.remote("/root/watched/sub/edited.txt").await.as_deref() == Some("hello from the watcher") {
+            if f.remote("/root/watched/sub/edited.txt").await.as_deref()
+                == Some("hello from the watcher")
+            {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -303,9 +441,15 @@ async fn an_edit_made_while_a_watch_sync_runs_is_not_lost() {
     // No poll: only file events can trigger the sync that carries the second edit.
     let (cancel, mut reports, task) = start_watch(f.syncer(SyncMode::OneWay, "/root/racing"));
     guarded(async {
-        reports.recv().await.expect("a first report").expect("the first sync works");
+        reports
+            .recv()
+            .await
+            .expect("a first report")
+            .expect("the first sync works");
         // Slow the next upload down so the second edit lands while that sync is running.
-        f.env.add_fault("PUT /v1/sandboxes/*/files delay=1500ms count=1").await;
+        f.env
+            .add_fault("PUT /v1/sandboxes/*/files delay=1500ms count=1")
+            .await;
         let uploads = f.env.requests("uploadFile").await;
         f.write("first.txt", "1");
         while f.env.requests("uploadFile").await == uploads {
@@ -315,7 +459,10 @@ async fn an_edit_made_while_a_watch_sync_runs_is_not_lost() {
         while f.remote("/root/racing/second.txt").await.as_deref() != Some("2") {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        assert_eq!(f.remote("/root/racing/first.txt").await.as_deref(), Some("1"));
+        assert_eq!(
+            f.remote("/root/racing/first.txt").await.as_deref(),
+            Some("1")
+        );
     })
     .await;
     cancel.cancel();
@@ -324,7 +471,14 @@ async fn an_edit_made_while_a_watch_sync_runs_is_not_lost() {
 
 fn cos(f: &Fixture, args: &[&str]) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_cos"))
-        .args(["--endpoint", &f.env.base_url(), "--api-key", &f.env.mock.api_key(), "-o", "json"])
+        .args([
+            "--endpoint",
+            &f.env.base_url(),
+            "--api-key",
+            &f.env.mock.api_key(),
+            "-o",
+            "json",
+        ])
         .args(args)
         .env_remove("CREATEOS_API_KEY")
         .env_remove("CREATEOS_SANDBOX_BASE_URL")
@@ -341,16 +495,55 @@ async fn cos_sync_runs_and_refuses_unsafe_paths() {
     f.write("a.txt", "A");
     let local = f.local.to_str().unwrap().to_string();
     f.env.reset_stats().await;
-    let out = cos(&f, &["sync", f.sb.id(), "--local", &local, "--remote", "/etc/app", "--mode", "mirror"]);
+    let out = cos(
+        &f,
+        &[
+            "sync",
+            f.sb.id(),
+            "--local",
+            &local,
+            "--remote",
+            "/etc/app",
+            "--mode",
+            "mirror",
+        ],
+    );
     assert!(!out.status.success());
-    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(said.contains("system directory"), "{said}");
     let stats = f.env.stats().await;
-    let sent: u64 = stats["requests"].as_object().unwrap().values().filter_map(|v| v.as_u64()).sum();
+    let sent: u64 = stats["requests"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter_map(|v| v.as_u64())
+        .sum();
     assert_eq!(sent, 0, "nothing reached the emulator: {stats}");
 
-    let out = cos(&f, &["sync", f.sb.id(), "--local", &local, "--remote", "/root/cli", "--mode", "two-way", "--exclude", "*.tmp"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = cos(
+        &f,
+        &[
+            "sync",
+            f.sb.id(),
+            "--local",
+            &local,
+            "--remote",
+            "/root/cli",
+            "--mode",
+            "two-way",
+            "--exclude",
+            "*.tmp",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(v["mode"], "two-way");
     assert_eq!(v["report"]["pushed"], serde_json::json!(["a.txt"]));

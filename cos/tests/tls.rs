@@ -19,12 +19,18 @@ async fn tls_env() -> common::Env {
     let env = common::start_with(createos_mock::MockConfig::default().tls(true)).await;
     assert!(env.base_url().starts_with("https://"), "{}", env.base_url());
     let ca = env.mock.ca_file().expect("a CA file");
-    assert!(std::fs::read_to_string(ca).unwrap().contains("BEGIN CERTIFICATE"));
+    assert!(std::fs::read_to_string(ca)
+        .unwrap()
+        .contains("BEGIN CERTIFICATE"));
     env
 }
 
 fn trusting(env: &common::Env, ca: Option<&Path>) -> Client {
-    let mut builder = Client::builder().base_url(env.base_url()).api_key(env.mock.api_key()).retry(common::test_retry()).env(|_| None);
+    let mut builder = Client::builder()
+        .base_url(env.base_url())
+        .api_key(env.mock.api_key())
+        .retry(common::test_retry())
+        .env(|_| None);
     if let Some(ca) = ca {
         builder = builder.ca_file(ca);
     }
@@ -33,8 +39,18 @@ fn trusting(env: &common::Env, ca: Option<&Path>) -> Client {
 
 fn cos(env: &common::Env) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_cos"));
-    c.args(["--endpoint", &env.base_url(), "--api-key", &env.mock.api_key()]);
-    for var in ["CREATEOS_API_KEY", "CREATEOS_CA_FILE", "SSL_CERT_FILE", "CREATEOS_SANDBOX_BASE_URL"] {
+    c.args([
+        "--endpoint",
+        &env.base_url(),
+        "--api-key",
+        &env.mock.api_key(),
+    ]);
+    for var in [
+        "CREATEOS_API_KEY",
+        "CREATEOS_CA_FILE",
+        "SSL_CERT_FILE",
+        "CREATEOS_SANDBOX_BASE_URL",
+    ] {
         c.env_remove(var);
     }
     c
@@ -44,13 +60,20 @@ fn cos(env: &common::Env) -> Command {
 async fn the_client_shell_and_tunnels_work_over_tls_with_the_generated_ca() {
     let env = tls_env().await;
     let client = trusting(&env, env.mock.ca_file());
-    let sb = client.create_sandbox(CreateSandbox::new("s-1vcpu-1gb")).await.expect("create over TLS");
+    let sb = client
+        .create_sandbox(CreateSandbox::new("s-1vcpu-1gb"))
+        .await
+        .expect("create over TLS");
     let out = sb.exec("sh", ["-c", "echo over-$((40+2))"]).await.unwrap();
     assert_eq!(out.stdout, "over-42\n");
 
     // /shell: an HTTP/1.1 upgrade over TLS.
     let mut shell = sb.shell(24, 80).await.expect("shell over TLS");
-    shell.input.write_all(b"echo shell-$((6*7))\nexit\n").await.unwrap();
+    shell
+        .input
+        .write_all(b"echo shell-$((6*7))\nexit\n")
+        .await
+        .unwrap();
     let mut seen = Vec::new();
     tokio::time::timeout(Duration::from_secs(30), async {
         use futures::StreamExt;
@@ -60,7 +83,11 @@ async fn the_client_shell_and_tunnels_work_over_tls_with_the_generated_ca() {
     })
     .await
     .expect("the shell ends");
-    assert!(String::from_utf8_lossy(&seen).contains("shell-42"), "{}", String::from_utf8_lossy(&seen));
+    assert!(
+        String::from_utf8_lossy(&seen).contains("shell-42"),
+        "{}",
+        String::from_utf8_lossy(&seen)
+    );
 
     // /tunnel/{port}: a TCP stream to a port inside the sandbox, over TLS.
     sb.processes()
@@ -84,7 +111,10 @@ async fn the_client_shell_and_tunnels_work_over_tls_with_the_generated_ca() {
     let mut conn = conn.expect("tunnel over TLS");
     conn.write_all(b"ping").await.unwrap();
     let mut reply = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), conn.read_to_end(&mut reply)).await.unwrap().unwrap();
+    tokio::time::timeout(Duration::from_secs(10), conn.read_to_end(&mut reply))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(reply, b"echo:ping");
     sb.destroy().await.unwrap();
     env.shutdown().await;
@@ -93,11 +123,26 @@ async fn the_client_shell_and_tunnels_work_over_tls_with_the_generated_ca() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_unknown_ca_is_refused_with_a_clear_error() {
     let env = tls_env().await;
-    let err = trusting(&env, None).whoami().await.expect_err("an untrusted certificate must be refused");
+    let err = trusting(&env, None)
+        .whoami()
+        .await
+        .expect_err("an untrusted certificate must be refused");
     let text = err.to_string();
-    assert!(text.contains("certificate is not trusted") && text.contains("UnknownIssuer"), "{text}");
-    assert!(text.contains("--ca-file") && text.contains("CREATEOS_CA_FILE") && text.contains("SSL_CERT_FILE"), "{text}");
-    assert_eq!(env.requests("whoami").await, 0, "nothing reached the server");
+    assert!(
+        text.contains("certificate is not trusted") && text.contains("UnknownIssuer"),
+        "{text}"
+    );
+    assert!(
+        text.contains("--ca-file")
+            && text.contains("CREATEOS_CA_FILE")
+            && text.contains("SSL_CERT_FILE"),
+        "{text}"
+    );
+    assert_eq!(
+        env.requests("whoami").await,
+        0,
+        "nothing reached the server"
+    );
 
     // The CLI says the same, and trusts the CA with --ca-file, CREATEOS_CA_FILE or SSL_CERT_FILE.
     let ca = env.mock.ca_file().unwrap().to_path_buf();
@@ -107,10 +152,22 @@ async fn an_unknown_ca_is_refused_with_a_clear_error() {
     })
     .await
     .unwrap();
-    assert!(!refused.status.success(), "{}{}", String::from_utf8_lossy(&refused.stdout), String::from_utf8_lossy(&refused.stderr));
+    assert!(
+        !refused.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&refused.stdout),
+        String::from_utf8_lossy(&refused.stderr)
+    );
     // (Text on stderr, or the JSON error on stdout when stdout is not a terminal.)
-    let said = format!("{}{}", String::from_utf8_lossy(&refused.stdout), String::from_utf8_lossy(&refused.stderr));
-    assert!(said.contains("certificate is not trusted") && said.contains("--ca-file"), "{said}");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&refused.stdout),
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    assert!(
+        said.contains("certificate is not trusted") && said.contains("--ca-file"),
+        "{said}"
+    );
     for how in ["flag", "CREATEOS_CA_FILE", "SSL_CERT_FILE"] {
         let mut cmd = cos(&env);
         match how {
@@ -121,13 +178,27 @@ async fn an_unknown_ca_is_refused_with_a_clear_error() {
                 cmd.env(var, &ca);
             }
         }
-        let out = tokio::task::spawn_blocking(move || cmd.args(["-o", "json", "whoami"]).output().unwrap()).await.unwrap();
-        assert!(out.status.success(), "{how}: {}", String::from_utf8_lossy(&out.stderr));
+        let out = tokio::task::spawn_blocking(move || {
+            cmd.args(["-o", "json", "whoami"]).output().unwrap()
+        })
+        .await
+        .unwrap();
+        assert!(
+            out.status.success(),
+            "{how}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     // A CA file that is not one is a clear error before anything is sent.
     let bogus = env.mock.state().state_dir.join("not-a-ca.pem");
     std::fs::write(&bogus, "hello\n").unwrap();
-    let err = Client::builder().base_url(env.base_url()).api_key("k").ca_file(&bogus).env(|_| None).build().unwrap_err();
+    let err = Client::builder()
+        .base_url(env.base_url())
+        .api_key("k")
+        .ca_file(&bogus)
+        .env(|_| None)
+        .build()
+        .unwrap_err();
     assert!(err.to_string().contains("no PEM certificate"), "{err}");
     env.shutdown().await;
 }
@@ -136,11 +207,20 @@ async fn an_unknown_ca_is_refused_with_a_clear_error() {
 async fn cos_mcp_works_over_tls_with_the_ca_from_the_environment() {
     let env = tls_env().await;
     let client = trusting(&env, env.mock.ca_file());
-    let sb = client.create_sandbox(CreateSandbox::new("s-1vcpu-1gb")).await.unwrap();
+    let sb = client
+        .create_sandbox(CreateSandbox::new("s-1vcpu-1gb"))
+        .await
+        .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let ca = env.mock.ca_file().unwrap().display().to_string();
-    let mut mcp = mcp_client::Mcp::start(&env, dir.path(), "{}", &[("CREATEOS_CA_FILE", ca.as_str())]).await;
-    let result = mcp.ok("sandbox_exec", json!({"sandbox_id": sb.id(), "command": "echo via-mcp-$((2*21))"})).await;
+    let mut mcp =
+        mcp_client::Mcp::start(&env, dir.path(), "{}", &[("CREATEOS_CA_FILE", ca.as_str())]).await;
+    let result = mcp
+        .ok(
+            "sandbox_exec",
+            json!({"sandbox_id": sb.id(), "command": "echo via-mcp-$((2*21))"}),
+        )
+        .await;
     assert!(result.to_string().contains("via-mcp-42"), "{result}");
     mcp.stop().await;
     sb.destroy().await.unwrap();
@@ -152,13 +232,35 @@ async fn cos_mcp_works_over_tls_with_the_ca_from_the_environment() {
 async fn cos_attach_works_over_tls() {
     let env = tls_env().await;
     let client = trusting(&env, env.mock.ca_file());
-    client.create_sandbox(CreateSandbox::new("s-1vcpu-256mb").name("tls-tty")).await.unwrap();
-    let socket = std::env::temp_dir().join(format!("cos-tls-{}.sock", std::process::id())).display().to_string();
+    client
+        .create_sandbox(CreateSandbox::new("s-1vcpu-256mb").name("tls-tty"))
+        .await
+        .unwrap();
+    let socket = std::env::temp_dir()
+        .join(format!("cos-tls-{}.sock", std::process::id()))
+        .display()
+        .to_string();
     let tmux = |args: &[&str]| -> String {
-        let out = Command::new("tmux").args(["-S", &socket]).args(args).output().expect("tmux runs");
+        let out = Command::new("tmux")
+            .args(["-S", &socket])
+            .args(args)
+            .output()
+            .expect("tmux runs");
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
-    tmux(&["-f", "/dev/null", "new-session", "-d", "-s", "tls", "-x", "100", "-y", "30", "sh"]);
+    tmux(&[
+        "-f",
+        "/dev/null",
+        "new-session",
+        "-d",
+        "-s",
+        "tls",
+        "-x",
+        "100",
+        "-y",
+        "30",
+        "sh",
+    ]);
     let line = format!(
         "{} --endpoint {} --api-key {} --ca-file {} attach tls-tty; echo local-status=$?",
         env!("CARGO_BIN_EXE_cos"),

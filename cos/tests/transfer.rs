@@ -21,11 +21,16 @@ use transfer_support::hex;
 const GUARD: Duration = Duration::from_secs(120);
 
 async fn sandbox(env: &common::Env) -> Sandbox {
-    env.client.create_sandbox(CreateSandbox::new("s-1vcpu-1gb")).await.expect("create")
+    env.client
+        .create_sandbox(CreateSandbox::new("s-1vcpu-1gb"))
+        .await
+        .expect("create")
 }
 
 async fn guarded<T>(work: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(GUARD, work).await.expect("the test finished in time")
+    tokio::time::timeout(GUARD, work)
+        .await
+        .expect("the test finished in time")
 }
 
 /// A project with nesting, binary content, a symlink, odd names and a credential file.
@@ -34,7 +39,10 @@ fn make_project(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     let mut files: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     files.insert("README.md".into(), b"# hello\n".to_vec());
     files.insert("src/main.rs".into(), b"fn main() {}\n".to_vec());
-    files.insert("data/blob.bin".into(), (0..=255u8).cycle().take(300_000).collect());
+    files.insert(
+        "data/blob.bin".into(),
+        (0..=255u8).cycle().take(300_000).collect(),
+    );
     files.insert("with space/it's.txt".into(), b"quoted\n".to_vec());
     files.insert(long, b"long name\n".to_vec());
     files.insert("empty".into(), Vec::new());
@@ -43,11 +51,18 @@ fn make_project(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 }
 
 fn options(home: &Path) -> SnapshotOptions {
-    SnapshotOptions { git: GitMode::Off, home_dir: Some(home.to_path_buf()), ..SnapshotOptions::default() }
+    SnapshotOptions {
+        git: GitMode::Off,
+        home_dir: Some(home.to_path_buf()),
+        ..SnapshotOptions::default()
+    }
 }
 
 async fn temp_leftovers(sb: &Sandbox) -> String {
-    let out = sb.exec("sh", ["-c", "ls -a /tmp | grep cos-transfer || true"]).await.unwrap();
+    let out = sb
+        .exec("sh", ["-c", "ls -a /tmp | grep cos-transfer || true"])
+        .await
+        .unwrap();
     out.stdout
 }
 
@@ -62,8 +77,15 @@ async fn a_snapshot_arrives_byte_exact_in_one_upload() {
     let snapshot = Snapshot::scan(&project, &options(&tmp.path().join("home"))).unwrap();
     env.reset_stats().await;
     guarded(async {
-        let sent = transfer::upload_snapshot(&ApiRemote::new(sb.clone()), &snapshot, "/root/up", None).await.unwrap();
-        assert_eq!(sent.files, files.len() as u64 + 1, "the files and the symlink");
+        let sent =
+            transfer::upload_snapshot(&ApiRemote::new(sb.clone()), &snapshot, "/root/up", None)
+                .await
+                .unwrap();
+        assert_eq!(
+            sent.files,
+            files.len() as u64 + 1,
+            "the files and the symlink"
+        );
         assert_eq!(sent.bytes, snapshot.exact_size());
         assert_eq!(env.requests("uploadFile").await, 1, "one streamed upload");
 
@@ -77,17 +99,27 @@ async fn a_snapshot_arrives_byte_exact_in_one_upload() {
             seen.insert(entry.path.clone(), entry.clone());
         }
         for (path, content) in &files {
-            let entry = seen.get(path).unwrap_or_else(|| panic!("{path} missing in the guest"));
+            let entry = seen
+                .get(path)
+                .unwrap_or_else(|| panic!("{path} missing in the guest"));
             assert_eq!(entry.kind, FileType::File);
             assert_eq!(entry.size, content.len() as u64, "{path}");
-            assert_eq!(entry.sha256.as_deref(), Some(hex(content).as_str()), "{path}");
+            assert_eq!(
+                entry.sha256.as_deref(),
+                Some(hex(content).as_str()),
+                "{path}"
+            );
         }
         let link = seen.get("link-to-main").expect("the symlink arrived");
         assert_eq!(link.kind, FileType::Symlink);
         assert_eq!(link.target.as_deref(), Some("src/main.rs"));
         assert!(!seen.contains_key(".env"), "the deny-list kept .env home");
         assert_eq!(seen.len(), files.len() + 1);
-        assert_eq!(temp_leftovers(&sb).await, "", "the temporary archive was removed");
+        assert_eq!(
+            temp_leftovers(&sb).await,
+            "",
+            "the temporary archive was removed"
+        );
     })
     .await;
 }
@@ -103,14 +135,30 @@ async fn a_failed_extraction_reports_and_cleans_up() {
     let snapshot = Snapshot::scan(&project, &options(&tmp.path().join("home"))).unwrap();
     guarded(async {
         sb.write("/root/plain-file", "x").await.unwrap();
-        let err = transfer::upload_snapshot(&ApiRemote::new(sb.clone()), &snapshot, "/root/plain-file/sub", None)
-            .await
-            .expect_err("a file stands where the directory should be");
+        let err = transfer::upload_snapshot(
+            &ApiRemote::new(sb.clone()),
+            &snapshot,
+            "/root/plain-file/sub",
+            None,
+        )
+        .await
+        .expect_err("a file stands where the directory should be");
         assert!(err.to_string().contains("unpacking the archive"), "{err}");
-        assert_eq!(temp_leftovers(&sb).await, "", "the temporary archive was removed after the failure");
+        assert_eq!(
+            temp_leftovers(&sb).await,
+            "",
+            "the temporary archive was removed after the failure"
+        );
         // a refused destination sends nothing
         env.reset_stats().await;
-        assert!(transfer::upload_snapshot(&ApiRemote::new(sb.clone()), &snapshot, "relative/dir", None).await.is_err());
+        assert!(transfer::upload_snapshot(
+            &ApiRemote::new(sb.clone()),
+            &snapshot,
+            "relative/dir",
+            None
+        )
+        .await
+        .is_err());
         assert_eq!(env.requests("uploadFile").await, 0);
     })
     .await;
@@ -156,7 +204,14 @@ async fn a_guest_directory_comes_back_and_merges() {
 
 fn cos(env: &common::Env, home: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_cos"))
-        .args(["--endpoint", &env.base_url(), "--api-key", &env.mock.api_key(), "-o", "json"])
+        .args([
+            "--endpoint",
+            &env.base_url(),
+            "--api-key",
+            &env.mock.api_key(),
+            "-o",
+            "json",
+        ])
         .args(args)
         .env_remove("CREATEOS_API_KEY")
         .env_remove("CREATEOS_SANDBOX_BASE_URL")
@@ -166,7 +221,12 @@ fn cos(env: &common::Env, home: &Path, args: &[&str]) -> Output {
 }
 
 fn ok(out: Output) -> Value {
-    assert!(out.status.success(), "cos failed: {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "cos failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).expect("JSON on stdout")
 }
 
@@ -182,9 +242,29 @@ async fn cos_snapshot_lists_and_explains() {
     std::fs::create_dir_all(project.join("logs")).unwrap();
     std::fs::write(project.join("logs/run.log"), "x").unwrap();
     let dir = project.to_str().unwrap();
-    let v = ok(cos(&env, &home, &["snapshot", dir, "--list", "--explain", "--exclude", "logs/", "--no-git"]));
-    let files: Vec<&str> = v["files"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap()).collect();
-    assert!(files.contains(&"src/main.rs") && files.contains(&"link-to-main"), "{files:?}");
+    let v = ok(cos(
+        &env,
+        &home,
+        &[
+            "snapshot",
+            dir,
+            "--list",
+            "--explain",
+            "--exclude",
+            "logs/",
+            "--no-git",
+        ],
+    ));
+    let files: Vec<&str> = v["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    assert!(
+        files.contains(&"src/main.rs") && files.contains(&"link-to-main"),
+        "{files:?}"
+    );
     assert!(!files.contains(&".env") && !files.iter().any(|f| f.starts_with("logs")));
     assert_eq!(v["count"].as_u64().unwrap() as usize, files.len());
     let dropped: BTreeMap<&str, &str> = v["dropped"]
@@ -193,7 +273,10 @@ async fn cos_snapshot_lists_and_explains() {
         .iter()
         .map(|d| (d["path"].as_str().unwrap(), d["reason"].as_str().unwrap()))
         .collect();
-    assert!(dropped[".env"].contains("credential deny-list"), "{dropped:?}");
+    assert!(
+        dropped[".env"].contains("credential deny-list"),
+        "{dropped:?}"
+    );
     assert!(dropped.iter().any(|(p, r)| p.starts_with("logs") && r.contains("excluded by your pattern \"logs/\"")), "{dropped:?}");
     // without --explain the reasons are not printed
     let v = ok(cos(&env, &home, &["snapshot", dir, "--list", "--no-git"]));
@@ -211,20 +294,53 @@ async fn cos_push_and_pull_directories() {
     std::fs::create_dir(&project).unwrap();
     let files = make_project(&project);
     let env_ref = &env;
-    let v = ok(cos(env_ref, &home, &["push", sb.id(), project.to_str().unwrap(), "/root/pushed", "--exclude", "data/", "--no-git"]));
-    assert_eq!(v["files"].as_u64(), Some(files.len() as u64), "all but data/blob.bin, plus the link");
-    assert_eq!(sb.read_to_string("/root/pushed/src/main.rs").await.unwrap(), "fn main() {}\n");
-    assert!(sb.download("/root/pushed/data/blob.bin").await.is_err(), "excluded");
+    let v = ok(cos(
+        env_ref,
+        &home,
+        &[
+            "push",
+            sb.id(),
+            project.to_str().unwrap(),
+            "/root/pushed",
+            "--exclude",
+            "data/",
+            "--no-git",
+        ],
+    ));
+    assert_eq!(
+        v["files"].as_u64(),
+        Some(files.len() as u64),
+        "all but data/blob.bin, plus the link"
+    );
+    assert_eq!(
+        sb.read_to_string("/root/pushed/src/main.rs").await.unwrap(),
+        "fn main() {}\n"
+    );
+    assert!(
+        sb.download("/root/pushed/data/blob.bin").await.is_err(),
+        "excluded"
+    );
     assert!(sb.download("/root/pushed/.env").await.is_err(), "denied");
 
     let local = tmp.path().join("back");
     std::fs::create_dir(&local).unwrap();
-    let v = ok(cos(env_ref, &home, &["pull", sb.id(), "/root/pushed", local.to_str().unwrap()]));
+    let v = ok(cos(
+        env_ref,
+        &home,
+        &["pull", sb.id(), "/root/pushed", local.to_str().unwrap()],
+    ));
     assert_eq!(v["files"].as_u64(), Some(files.len() as u64 - 1));
-    assert_eq!(std::fs::read(local.join("pushed/with space/it's.txt")).unwrap(), b"quoted\n");
+    assert_eq!(
+        std::fs::read(local.join("pushed/with space/it's.txt")).unwrap(),
+        b"quoted\n"
+    );
     // a refused system directory sends nothing
     env.reset_stats().await;
-    let out = cos(env_ref, &home, &["push", sb.id(), project.to_str().unwrap(), "/etc/app"]);
+    let out = cos(
+        env_ref,
+        &home,
+        &["push", sb.id(), project.to_str().unwrap(), "/etc/app"],
+    );
     assert!(!out.status.success());
     assert_eq!(env.requests("uploadFile").await, 0);
 }

@@ -11,7 +11,11 @@ use futures::FutureExt;
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Create a sandbox from `request`, run `work` with it, then destroy it.
-pub async fn with_sandbox<F, Fut>(client: &Client, request: CreateSandbox, work: F) -> Result<(), BoxError>
+pub async fn with_sandbox<F, Fut>(
+    client: &Client,
+    request: CreateSandbox,
+    work: F,
+) -> Result<(), BoxError>
 where
     F: FnOnce(Sandbox) -> Fut,
     Fut: Future<Output = Result<(), BoxError>>,

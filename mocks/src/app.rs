@@ -21,15 +21,24 @@ pub fn build_router(state: AppState) -> Router {
         .merge(crate::computer::routes::routes())
         .merge(crate::process::routes::routes())
         .merge(crate::oauth::routes())
-        .route_layer(axum::middleware::from_fn_with_state(state.clone(), crate::middleware::traffic));
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::middleware::traffic,
+        ));
     let control: Router<AppState> = crate::mock_api::routes()
         .merge(crate::guest_sshd::routes::routes())
-        .route_layer(axum::middleware::from_fn_with_state(state.clone(), crate::mock_api::require_key));
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::mock_api::require_key,
+        ));
     api.merge(control)
         .fallback(|| async { ApiError::not_found("route", "no such route").into_response() })
         .method_not_allowed_fallback(|| async {
-            ApiError::fail(StatusCode::METHOD_NOT_ALLOWED, serde_json::json!({"method": "method not allowed"}))
-                .into_response()
+            ApiError::fail(
+                StatusCode::METHOD_NOT_ALLOWED,
+                serde_json::json!({"method": "method not allowed"}),
+            )
+            .into_response()
         })
         .layer(DefaultBodyLimit::max(64 << 20))
         .layer(axum::middleware::from_fn(crate::middleware::request_id))

@@ -97,13 +97,21 @@ impl Tenants {
         self.tenants
             .write()
             .unwrap_or_else(|e| e.into_inner())
-            .push(Tenant { id: id.clone(), api_key, credit });
+            .push(Tenant {
+                id: id.clone(),
+                api_key,
+                credit,
+            });
         id
     }
 
     /// The first tenant's key (the one printed at startup).
     pub fn first_key(&self) -> Option<String> {
-        self.tenants.read().unwrap_or_else(|e| e.into_inner()).first().map(|t| t.api_key.clone())
+        self.tenants
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .first()
+            .map(|t| t.api_key.clone())
     }
 
     fn by_key(&self, key: &str) -> Option<Tenant> {
@@ -145,7 +153,10 @@ impl Tenants {
             refresh_token: session.refresh_token.clone(),
             expires_in: lifetime.as_secs(),
         };
-        self.oauth.write().unwrap_or_else(|e| e.into_inner()).push(session);
+        self.oauth
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(session);
         issued
     }
 
@@ -187,7 +198,11 @@ impl Tenants {
 
     /// The delegated token of `sandbox_id`, if any (enabled or not).
     pub fn delegated_of(&self, sandbox_id: &str) -> Option<DelegatedToken> {
-        self.delegated.read().unwrap_or_else(|e| e.into_inner()).get(sandbox_id).cloned()
+        self.delegated
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(sandbox_id)
+            .cloned()
     }
 
     /// Stores (creates or replaces) the delegated token of a sandbox.
@@ -221,7 +236,10 @@ fn fake_jwt() -> String {
     use base64::Engine;
     let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
     let header = b64.encode(br#"{"alg":"HS256","typ":"JWT"}"#);
-    let payload = b64.encode(format!(r#"{{"jti":"{}","iss":"createos-mock"}}"#, ids::random_token(16)));
+    let payload = b64.encode(format!(
+        r#"{{"jti":"{}","iss":"createos-mock"}}"#,
+        ids::random_token(16)
+    ));
     format!("{header}.{payload}.{}", ids::random_token(43))
 }
 
@@ -231,7 +249,9 @@ pub fn looks_like_jwt(value: &str) -> bool {
     parts.len() == 3
         && value.starts_with("eyJ")
         && parts.iter().all(|p| {
-            !p.is_empty() && p.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'=')
+            !p.is_empty()
+                && p.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'=')
         })
 }
 
@@ -264,7 +284,12 @@ impl Caller {
 }
 
 fn header<'a>(parts: &'a Parts, name: &str) -> Option<&'a str> {
-    parts.headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty())
+    parts
+        .headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
 }
 
 /// Resolves the credential headers. Session tokens (`X-Auth-Token`, `X-Access-Token`)
@@ -273,7 +298,11 @@ pub fn authenticate(tenants: &Tenants, parts: &Parts) -> Result<Caller, ApiError
     for name in ["x-auth-token", "x-access-token"] {
         if let Some(token) = header(parts, name) {
             return match tenants.tenant_for_access_token(token) {
-                Some(tenant) => Ok(Caller { user_id: tenant.0.clone(), tenant, delegated_for: None }),
+                Some(tenant) => Ok(Caller {
+                    user_id: tenant.0.clone(),
+                    tenant,
+                    delegated_for: None,
+                }),
                 None => Err(ApiError::unauthorized("invalid api key")),
             };
         }
@@ -286,11 +315,19 @@ pub fn authenticate(tenants: &Tenants, parts: &Parts) -> Result<Caller, ApiError
     }
     if key.starts_with("skp_sb_") {
         if let Some(t) = tenants.by_delegated_token(key) {
-            return Ok(Caller { user_id: t.tenant.0.clone(), tenant: t.tenant, delegated_for: Some(t.sandbox_id) });
+            return Ok(Caller {
+                user_id: t.tenant.0.clone(),
+                tenant: t.tenant,
+                delegated_for: Some(t.sandbox_id),
+            });
         }
     }
     match tenants.tenant_for_key(key) {
-        Some(tenant) => Ok(Caller { user_id: tenant.0.clone(), tenant, delegated_for: None }),
+        Some(tenant) => Ok(Caller {
+            user_id: tenant.0.clone(),
+            tenant,
+            delegated_for: None,
+        }),
         None => Err(ApiError::unauthorized("invalid api key")),
     }
 }
@@ -315,7 +352,10 @@ mod tests {
         assert_ne!(second.refresh_token, first.refresh_token);
         assert!(t.tenant_for_access_token(&second.access_token).is_some());
         assert!(t.tenant_for_access_token(&first.access_token).is_none());
-        assert!(matches!(t.refresh(&first.refresh_token), Err(RefreshError::Reused)));
+        assert!(matches!(
+            t.refresh(&first.refresh_token),
+            Err(RefreshError::Reused)
+        ));
         // The whole session is revoked after reuse.
         assert!(t.refresh(&second.refresh_token).is_err());
         assert!(t.tenant_for_access_token(&second.access_token).is_none());

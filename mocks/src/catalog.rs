@@ -8,10 +8,10 @@ use axum::Router;
 use serde::Serialize;
 use serde_json::json;
 
-use crate::state::AppState;
 use crate::auth::Caller;
 use crate::envelope::{ok, paginate, ApiError, PageQuery};
 use crate::operation::{op, Operation};
+use crate::state::AppState;
 
 pub const OPERATIONS: &[Operation] = &[
     op("healthz", "GET", "/healthz", "catalog::healthz"),
@@ -47,12 +47,48 @@ pub struct Shape {
 pub const DEFAULT_DISK_MIB: u64 = 10240;
 
 pub const SHAPES: &[Shape] = &[
-    Shape { id: "s-1vcpu-256mb", vcpu: 1, mem_mib: 256, default_disk_mib: DEFAULT_DISK_MIB, cpu_quota_pct: Some(50) },
-    Shape { id: "s-1vcpu-1gb", vcpu: 1, mem_mib: 1024, default_disk_mib: DEFAULT_DISK_MIB, cpu_quota_pct: None },
-    Shape { id: "s-2vcpu-2gb", vcpu: 2, mem_mib: 2048, default_disk_mib: DEFAULT_DISK_MIB, cpu_quota_pct: None },
-    Shape { id: "s-2vcpu-4gb", vcpu: 2, mem_mib: 4096, default_disk_mib: DEFAULT_DISK_MIB, cpu_quota_pct: None },
-    Shape { id: "s-4vcpu-4gb", vcpu: 4, mem_mib: 4096, default_disk_mib: DEFAULT_DISK_MIB, cpu_quota_pct: None },
-    Shape { id: "s-4vcpu-8gb", vcpu: 4, mem_mib: 8192, default_disk_mib: DEFAULT_DISK_MIB, cpu_quota_pct: None },
+    Shape {
+        id: "s-1vcpu-256mb",
+        vcpu: 1,
+        mem_mib: 256,
+        default_disk_mib: DEFAULT_DISK_MIB,
+        cpu_quota_pct: Some(50),
+    },
+    Shape {
+        id: "s-1vcpu-1gb",
+        vcpu: 1,
+        mem_mib: 1024,
+        default_disk_mib: DEFAULT_DISK_MIB,
+        cpu_quota_pct: None,
+    },
+    Shape {
+        id: "s-2vcpu-2gb",
+        vcpu: 2,
+        mem_mib: 2048,
+        default_disk_mib: DEFAULT_DISK_MIB,
+        cpu_quota_pct: None,
+    },
+    Shape {
+        id: "s-2vcpu-4gb",
+        vcpu: 2,
+        mem_mib: 4096,
+        default_disk_mib: DEFAULT_DISK_MIB,
+        cpu_quota_pct: None,
+    },
+    Shape {
+        id: "s-4vcpu-4gb",
+        vcpu: 4,
+        mem_mib: 4096,
+        default_disk_mib: DEFAULT_DISK_MIB,
+        cpu_quota_pct: None,
+    },
+    Shape {
+        id: "s-4vcpu-8gb",
+        vcpu: 4,
+        mem_mib: 8192,
+        default_disk_mib: DEFAULT_DISK_MIB,
+        cpu_quota_pct: None,
+    },
 ];
 
 pub fn shape(id: &str) -> Option<&'static Shape> {
@@ -73,12 +109,42 @@ pub struct RootfsEntry {
 pub const DEFAULT_ROOTFS: &str = "devbox:1";
 
 pub const ROOTFS: &[RootfsEntry] = &[
-    RootfsEntry { name: "devbox:1", description: "Developer image with common tools and sshd", deprecated: false, successor: None },
-    RootfsEntry { name: "ubuntu:26.04", description: "Ubuntu 26.04", deprecated: false, successor: None },
-    RootfsEntry { name: "debian:13", description: "Debian 13", deprecated: false, successor: None },
-    RootfsEntry { name: "alpine:3.20", description: "Alpine Linux 3.20", deprecated: false, successor: None },
-    RootfsEntry { name: "desktop:1", description: "XFCE desktop for computer use", deprecated: false, successor: None },
-    RootfsEntry { name: "node", description: "Node.js image (deprecated)", deprecated: true, successor: Some("devbox:1") },
+    RootfsEntry {
+        name: "devbox:1",
+        description: "Developer image with common tools and sshd",
+        deprecated: false,
+        successor: None,
+    },
+    RootfsEntry {
+        name: "ubuntu:26.04",
+        description: "Ubuntu 26.04",
+        deprecated: false,
+        successor: None,
+    },
+    RootfsEntry {
+        name: "debian:13",
+        description: "Debian 13",
+        deprecated: false,
+        successor: None,
+    },
+    RootfsEntry {
+        name: "alpine:3.20",
+        description: "Alpine Linux 3.20",
+        deprecated: false,
+        successor: None,
+    },
+    RootfsEntry {
+        name: "desktop:1",
+        description: "XFCE desktop for computer use",
+        deprecated: false,
+        successor: None,
+    },
+    RootfsEntry {
+        name: "node",
+        description: "Node.js image (deprecated)",
+        deprecated: true,
+        successor: Some("devbox:1"),
+    },
 ];
 
 /// Names that exist but are disabled (filtered from the catalog, rejected at create).
@@ -133,8 +199,15 @@ pub async fn list_hosts(
         .sandboxes
         .all()
         .iter()
-        .filter(|s| matches!(s.status(), crate::sandbox::Status::Running | crate::sandbox::Status::Pausing
-            | crate::sandbox::Status::Resuming | crate::sandbox::Status::Forking))
+        .filter(|s| {
+            matches!(
+                s.status(),
+                crate::sandbox::Status::Running
+                    | crate::sandbox::Status::Pausing
+                    | crate::sandbox::Status::Resuming
+                    | crate::sandbox::Status::Forking
+            )
+        })
         .count();
     let host = json!({
         "id": "host-local",
@@ -163,7 +236,10 @@ fn free_memory_mib() -> u64 {
     }
     // SAFETY: sysconf has no preconditions.
     let (pages, page_size) = unsafe {
-        (nix::libc::sysconf(nix::libc::_SC_PHYS_PAGES), nix::libc::sysconf(nix::libc::_SC_PAGESIZE))
+        (
+            nix::libc::sysconf(nix::libc::_SC_PHYS_PAGES),
+            nix::libc::sysconf(nix::libc::_SC_PAGESIZE),
+        )
     };
     if pages > 0 && page_size > 0 {
         (pages as u64 * page_size as u64) >> 20

@@ -5,9 +5,8 @@ use time::OffsetDateTime;
 
 /// `2026-11-30T05:00:00.123Z` for a given instant.
 pub fn rfc3339(at: OffsetDateTime) -> String {
-    let fmt = format_description!(
-        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
-    );
+    let fmt =
+        format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z");
     at.to_offset(time::UtcOffset::UTC)
         .format(&fmt)
         .unwrap_or_else(|_| "1970-01-01T00:00:00.000Z".to_string())

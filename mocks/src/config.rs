@@ -25,7 +25,9 @@ impl FromStr for IsolationMode {
             "auto" => Ok(Self::Auto),
             "namespaces" => Ok(Self::Namespaces),
             "none" => Ok(Self::None),
-            other => Err(format!("unknown isolation mode {other:?} (auto|namespaces|none)")),
+            other => Err(format!(
+                "unknown isolation mode {other:?} (auto|namespaces|none)"
+            )),
         }
     }
 }
@@ -67,7 +69,10 @@ impl GuestSshd {
     pub fn from_env() -> Result<Option<GuestSshd>, String> {
         match std::env::var(GUEST_SSHD_ENV) {
             Ok(raw) if raw.trim().is_empty() => Ok(None),
-            Ok(raw) => raw.parse().map(Some).map_err(|e| format!("{GUEST_SSHD_ENV}: {e}")),
+            Ok(raw) => raw
+                .parse()
+                .map(Some)
+                .map_err(|e| format!("{GUEST_SSHD_ENV}: {e}")),
             Err(_) => Ok(None),
         }
     }
@@ -81,7 +86,9 @@ impl FromStr for GuestSshd {
             "openssh" => Ok(Self::OpenSsh),
             "embedded" => Ok(Self::Embedded),
             "absent" | "none" => Ok(Self::Absent),
-            other => Err(format!("unknown guest sshd mode {other:?} (auto|openssh|embedded|absent)")),
+            other => Err(format!(
+                "unknown guest sshd mode {other:?} (auto|openssh|embedded|absent)"
+            )),
         }
     }
 }
@@ -145,9 +152,13 @@ impl Latencies {
 /// Parses `250ms`, `2s`, `1.5s`, `1m`, `500us` or a bare number of milliseconds.
 pub fn parse_duration(raw: &str) -> Result<Duration, String> {
     let raw = raw.trim();
-    let split = raw.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(raw.len());
+    let split = raw
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(raw.len());
     let (num, unit) = raw.split_at(split);
-    let value: f64 = num.parse().map_err(|_| format!("invalid duration {raw:?}"))?;
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("invalid duration {raw:?}"))?;
     if !value.is_finite() || value < 0.0 {
         return Err(format!("invalid duration {raw:?}"));
     }
@@ -310,7 +321,10 @@ mod tests {
 
     #[test]
     fn guest_sshd_modes_parse() {
-        assert_eq!("embedded".parse::<GuestSshd>().unwrap(), GuestSshd::Embedded);
+        assert_eq!(
+            "embedded".parse::<GuestSshd>().unwrap(),
+            GuestSshd::Embedded
+        );
         assert_eq!("OpenSSH".parse::<GuestSshd>().unwrap(), GuestSshd::OpenSsh);
         assert_eq!("absent".parse::<GuestSshd>().unwrap(), GuestSshd::Absent);
         assert!("dropbear".parse::<GuestSshd>().is_err());

@@ -31,7 +31,11 @@ pub struct ApiError {
 impl ApiError {
     /// `{"status":"fail","data":data}` (4xx).
     pub fn fail(status: StatusCode, data: Value) -> Self {
-        ApiError { status, body: json!({"status": "fail", "data": data}), headers: Vec::new() }
+        ApiError {
+            status,
+            body: json!({"status": "fail", "data": data}),
+            headers: Vec::new(),
+        }
     }
 
     /// `{"status":"error","message":msg,"code":<status>}` (5xx).
@@ -152,7 +156,9 @@ impl PageQuery {
         let limit = match self.limit.as_deref().map(str::trim) {
             None | Some("") => DEFAULT_PAGE_LIMIT,
             Some(raw) => match raw.parse::<i64>() {
-                Ok(n) if n < 0 => return Err(ApiError::validation("limit", "limit must not be negative")),
+                Ok(n) if n < 0 => {
+                    return Err(ApiError::validation("limit", "limit must not be negative"))
+                }
                 Ok(0) => DEFAULT_PAGE_LIMIT,
                 Ok(n) => (n as u64).min(MAX_PAGE_LIMIT as u64) as usize,
                 Err(_) => return Err(ApiError::validation("limit", "limit must be an integer")),
@@ -161,7 +167,12 @@ impl PageQuery {
         let offset = match self.offset.as_deref().map(str::trim) {
             None | Some("") => 0,
             Some(raw) => match raw.parse::<i64>() {
-                Ok(n) if n < 0 => return Err(ApiError::validation("offset", "offset must not be negative")),
+                Ok(n) if n < 0 => {
+                    return Err(ApiError::validation(
+                        "offset",
+                        "offset must not be negative",
+                    ))
+                }
                 Ok(n) => n as usize,
                 Err(_) => return Err(ApiError::validation("offset", "offset must be an integer")),
             },
@@ -189,7 +200,12 @@ pub fn paginate<T: Serialize>(items: Vec<T>, q: &PageQuery) -> Result<Response, 
 pub struct JsonBody<T>(pub T);
 
 fn is_json_content_type(value: &str) -> bool {
-    let mime = value.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let mime = value
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
     mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json"))
 }
 
@@ -208,7 +224,9 @@ where
             .map(str::to_string);
         let bytes = axum::body::Bytes::from_request(req, state)
             .await
-            .map_err(|e| ApiError::validation("body", format!("could not read body: {}", e.body_text())))?;
+            .map_err(|e| {
+                ApiError::validation("body", format!("could not read body: {}", e.body_text()))
+            })?;
         let is_blank = bytes.iter().all(|b| b.is_ascii_whitespace());
         if !is_blank {
             if let Some(ct) = content_type.as_deref() {
@@ -235,11 +253,20 @@ mod tests {
     fn page_query_defaults_and_clamps() {
         let q = PageQuery::default();
         assert_eq!(q.resolve().unwrap(), (50, 0));
-        let q = PageQuery { limit: Some("9000".into()), offset: Some("3".into()) };
+        let q = PageQuery {
+            limit: Some("9000".into()),
+            offset: Some("3".into()),
+        };
         assert_eq!(q.resolve().unwrap(), (500, 3));
-        let q = PageQuery { limit: Some("-1".into()), offset: None };
+        let q = PageQuery {
+            limit: Some("-1".into()),
+            offset: None,
+        };
         assert_eq!(q.resolve().unwrap_err().status, StatusCode::BAD_REQUEST);
-        let q = PageQuery { limit: Some("abc".into()), offset: None };
+        let q = PageQuery {
+            limit: Some("abc".into()),
+            offset: None,
+        };
         assert!(q.resolve().is_err());
     }
 

@@ -14,12 +14,12 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::Child;
 
-use crate::state::AppState;
 use crate::auth::Caller;
 use crate::envelope::{ok, ApiError, JsonBody};
 use crate::ndjson::{channel_response, Utf8Carry};
 use crate::operation::{op, Operation};
 use crate::sandbox::SandboxRef;
+use crate::state::AppState;
 
 pub const OPERATIONS: &[Operation] = &[op("exec", "POST", "/v1/sandboxes/{id}/exec", "exec::exec")];
 
@@ -43,7 +43,10 @@ pub struct ExecQuery {
 }
 
 fn truthy(raw: Option<&str>) -> bool {
-    matches!(raw.map(str::to_ascii_lowercase).as_deref(), Some("true" | "1" | "yes"))
+    matches!(
+        raw.map(str::to_ascii_lowercase).as_deref(),
+        Some("true" | "1" | "yes")
+    )
 }
 
 /// Exit code of a finished child (128 + signal when killed by one).
@@ -71,7 +74,10 @@ struct ExecGuard {
 impl ExecGuard {
     fn new(sandbox: SandboxRef, pid: Option<u32>) -> Self {
         sandbox.begin_busy();
-        ExecGuard { sandbox, pgid: pid.map(|p| p as i32) }
+        ExecGuard {
+            sandbox,
+            pgid: pid.map(|p| p as i32),
+        }
     }
 
     /// The command finished normally: nothing to kill.
@@ -83,7 +89,10 @@ impl ExecGuard {
 impl Drop for ExecGuard {
     fn drop(&mut self) {
         if let Some(pgid) = self.pgid.take() {
-            let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), nix::sys::signal::Signal::SIGKILL);
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pgid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
         }
         self.sandbox.end_busy();
     }
@@ -113,7 +122,11 @@ pub async fn exec(
     state.resources.metrics.exec_started(&sandbox.tenant);
 
     let mut cmd = sandbox.runtime().command(program, &req.args, None, &env);
-    cmd.stdin(if req.stdin.is_some() { Stdio::piped() } else { Stdio::null() });
+    cmd.stdin(if req.stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    });
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let started = Instant::now();
     let spawned = {
@@ -183,7 +196,8 @@ async fn buffered_exec(
     };
     let (out, err, status) = tokio::join!(read_out, read_err, child.wait());
     guard.disarm();
-    let status = status.map_err(|e| ApiError::internal(format!("waiting for the command failed: {e}")))?;
+    let status =
+        status.map_err(|e| ApiError::internal(format!("waiting for the command failed: {e}")))?;
     Ok(ok(json!({
         "result": {
             "stdout": String::from_utf8_lossy(&out),
@@ -194,7 +208,12 @@ async fn buffered_exec(
     })))
 }
 
-fn stream_exec(state: AppState, mut child: Child, stdin: Option<String>, mut guard: ExecGuard) -> Response {
+fn stream_exec(
+    state: AppState,
+    mut child: Child,
+    stdin: Option<String>,
+    mut guard: ExecGuard,
+) -> Response {
     let (tx, resp) = channel_response(64);
     let heartbeat = state.config.heartbeat;
     let shutdown = state.shutdown.clone();
@@ -225,7 +244,9 @@ fn stream_exec(state: AppState, mut child: Child, stdin: Option<String>, mut gua
                 if tx.send(frame).await.is_err() {
                     return;
                 }
-                silence.as_mut().reset(tokio::time::Instant::now() + heartbeat);
+                silence
+                    .as_mut()
+                    .reset(tokio::time::Instant::now() + heartbeat);
             }
         }
         guard.disarm();
@@ -235,7 +256,10 @@ fn stream_exec(state: AppState, mut child: Child, stdin: Option<String>, mut gua
 }
 
 /// Reads from an open pipe; pends forever once the pipe is closed (`None`).
-async fn read_some<R: tokio::io::AsyncRead + Unpin>(pipe: &mut Option<R>, buf: &mut [u8]) -> std::io::Result<usize> {
+async fn read_some<R: tokio::io::AsyncRead + Unpin>(
+    pipe: &mut Option<R>,
+    buf: &mut [u8],
+) -> std::io::Result<usize> {
     match pipe.as_mut() {
         Some(p) => p.read(buf).await,
         None => std::future::pending().await,

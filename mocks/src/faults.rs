@@ -80,19 +80,30 @@ impl FaultRule {
             .ok_or_else(|| format!("fault rule {raw:?} has no path"))?
             .to_string();
         if !(path_glob.starts_with('/') || path_glob == "*") {
-            return Err(format!("fault rule {raw:?}: path glob must start with '/' or be '*'"));
+            return Err(format!(
+                "fault rule {raw:?}: path glob must start with '/' or be '*'"
+            ));
         }
-        let action_token = tokens.get(idx + 1).ok_or_else(|| format!("fault rule {raw:?} has no action"))?;
+        let action_token = tokens
+            .get(idx + 1)
+            .ok_or_else(|| format!("fault rule {raw:?} has no action"))?;
         let mut action = if *action_token == "reset" {
-            FaultAction::Reset { after_handler: false }
+            FaultAction::Reset {
+                after_handler: false,
+            }
         } else if let Some(v) = action_token.strip_prefix("status=") {
             let code: u16 = v.parse().map_err(|_| format!("bad status in {raw:?}"))?;
             if !(100..=599).contains(&code) {
                 return Err(format!("status out of range in {raw:?}"));
             }
-            FaultAction::Status { code, retry_after: None }
+            FaultAction::Status {
+                code,
+                retry_after: None,
+            }
         } else if let Some(v) = action_token.strip_prefix("delay=") {
-            FaultAction::Delay { duration: parse_duration(v)? }
+            FaultAction::Delay {
+                duration: parse_duration(v)?,
+            }
         } else if let Some(v) = action_token.strip_prefix("cut=") {
             let bytes: u64 = v.parse().map_err(|_| format!("bad cut in {raw:?}"))?;
             if bytes == 0 {
@@ -100,11 +111,15 @@ impl FaultRule {
             }
             FaultAction::Cut { bytes }
         } else {
-            return Err(format!("unknown fault action {action_token:?} (status=|reset|delay=|cut=)"));
+            return Err(format!(
+                "unknown fault action {action_token:?} (status=|reset|delay=|cut=)"
+            ));
         };
         let (mut rate, mut count, mut after) = (1.0f64, None, 0u64);
         for opt in &tokens[idx + 2..] {
-            let (k, v) = opt.split_once('=').ok_or_else(|| format!("bad option {opt:?} in {raw:?}"))?;
+            let (k, v) = opt
+                .split_once('=')
+                .ok_or_else(|| format!("bad option {opt:?} in {raw:?}"))?;
             match k {
                 "rate" => {
                     rate = v.parse().map_err(|_| format!("bad rate in {raw:?}"))?;
@@ -116,7 +131,10 @@ impl FaultRule {
                 "after" => after = v.parse().map_err(|_| format!("bad after in {raw:?}"))?,
                 "retry_after" => match &mut action {
                     FaultAction::Status { retry_after, .. } => {
-                        *retry_after = Some(v.parse().map_err(|_| format!("bad retry_after in {raw:?}"))?)
+                        *retry_after = Some(
+                            v.parse()
+                                .map_err(|_| format!("bad retry_after in {raw:?}"))?,
+                        )
                     }
                     _ => return Err(format!("retry_after only applies to status= in {raw:?}")),
                 },
@@ -147,7 +165,10 @@ impl FaultRule {
     }
 
     fn matches(&self, method: &str, path: &str) -> bool {
-        self.method.as_deref().is_none_or(|m| m.eq_ignore_ascii_case(method)) && glob_match(&self.path_glob, path)
+        self.method
+            .as_deref()
+            .is_none_or(|m| m.eq_ignore_ascii_case(method))
+            && glob_match(&self.path_glob, path)
     }
 
     /// Counts a match and decides whether the rule fires for it.
@@ -225,12 +246,18 @@ pub struct Faults {
 impl Faults {
     pub fn add(&self, raw: &str) -> Result<Arc<FaultRule>, String> {
         let rule = Arc::new(FaultRule::parse(raw)?);
-        self.rules.write().unwrap_or_else(|e| e.into_inner()).push(Arc::clone(&rule));
+        self.rules
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Arc::clone(&rule));
         Ok(rule)
     }
 
     pub fn clear(&self) {
-        self.rules.write().unwrap_or_else(|e| e.into_inner()).clear();
+        self.rules
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
     }
 
     pub fn list(&self) -> Vec<Arc<FaultRule>> {
@@ -252,9 +279,15 @@ impl Faults {
                         plan.status = Some((code, retry_after));
                     }
                 }
-                FaultAction::Reset { after_handler: false } => plan.reset_before = true,
-                FaultAction::Reset { after_handler: true } => plan.reset_after = true,
-                FaultAction::Cut { bytes } => plan.cut = Some(plan.cut.map_or(bytes, |c| c.min(bytes))),
+                FaultAction::Reset {
+                    after_handler: false,
+                } => plan.reset_before = true,
+                FaultAction::Reset {
+                    after_handler: true,
+                } => plan.reset_after = true,
+                FaultAction::Cut { bytes } => {
+                    plan.cut = Some(plan.cut.map_or(bytes, |c| c.min(bytes)))
+                }
             }
         }
         plan
@@ -277,11 +310,28 @@ mod tests {
     fn parse_variants() {
         let r = FaultRule::parse("POST /v1/sandboxes status=503 count=2").unwrap();
         assert_eq!(r.method.as_deref(), Some("POST"));
-        assert_eq!(r.action, FaultAction::Status { code: 503, retry_after: None });
+        assert_eq!(
+            r.action,
+            FaultAction::Status {
+                code: 503,
+                retry_after: None
+            }
+        );
         let r = FaultRule::parse("/v1/* reset when=after").unwrap();
-        assert_eq!(r.action, FaultAction::Reset { after_handler: true });
+        assert_eq!(
+            r.action,
+            FaultAction::Reset {
+                after_handler: true
+            }
+        );
         let r = FaultRule::parse("* /v1/* status=429 retry_after=2").unwrap();
-        assert_eq!(r.action, FaultAction::Status { code: 429, retry_after: Some(2) });
+        assert_eq!(
+            r.action,
+            FaultAction::Status {
+                code: 429,
+                retry_after: Some(2)
+            }
+        );
         assert!(FaultRule::parse("/x bogus").is_err());
         assert!(FaultRule::parse("/x delay=2s when=after").is_err());
     }
@@ -290,7 +340,9 @@ mod tests {
     fn count_and_after() {
         let f = Faults::default();
         f.add("GET /x status=503 after=1 count=2").unwrap();
-        let fired: Vec<bool> = (0..5).map(|_| f.plan("GET", "/x").status.is_some()).collect();
+        let fired: Vec<bool> = (0..5)
+            .map(|_| f.plan("GET", "/x").status.is_some())
+            .collect();
         assert_eq!(fired, vec![false, true, true, false, false]);
         assert!(f.plan("POST", "/x").status.is_none());
     }

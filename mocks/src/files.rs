@@ -9,27 +9,40 @@ use axum::response::Response;
 use axum::routing::put;
 use axum::Router;
 use futures::StreamExt;
-use serde::Deserialize;
-use serde_json::json;
 use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
+use serde::Deserialize;
+use serde_json::json;
 use tokio::io::AsyncWriteExt;
 
-use crate::state::AppState;
 use crate::auth::Caller;
 use crate::envelope::{ok, ApiError};
 use crate::guest_fs::{normalize, Entry, GuestFs};
 use crate::isolation::as_sandbox_root;
 use crate::operation::{op, Operation};
 use crate::sandbox::SandboxRef;
+use crate::state::AppState;
 
 pub const OPERATIONS: &[Operation] = &[
-    op("uploadFile", "PUT", "/v1/sandboxes/{id}/files", "files::upload_file"),
-    op("downloadFile", "GET", "/v1/sandboxes/{id}/files", "files::download_file"),
+    op(
+        "uploadFile",
+        "PUT",
+        "/v1/sandboxes/{id}/files",
+        "files::upload_file",
+    ),
+    op(
+        "downloadFile",
+        "GET",
+        "/v1/sandboxes/{id}/files",
+        "files::download_file",
+    ),
 ];
 
 pub fn routes() -> Router<AppState> {
-    Router::new().route("/v1/sandboxes/{id}/files", put(upload_file).get(download_file))
+    Router::new().route(
+        "/v1/sandboxes/{id}/files",
+        put(upload_file).get(download_file),
+    )
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -38,7 +51,10 @@ pub struct PathQuery {
 }
 
 fn guest_path(q: &PathQuery) -> Result<&str, ApiError> {
-    q.path.as_deref().filter(|p| !p.is_empty()).ok_or_else(|| ApiError::validation("path", "path is required"))
+    q.path
+        .as_deref()
+        .filter(|p| !p.is_empty())
+        .ok_or_else(|| ApiError::validation("path", "path is required"))
 }
 
 fn path_error(err: std::io::Error) -> ApiError {
@@ -62,8 +78,9 @@ fn upload_target(sandbox: &SandboxRef, guest: &str) -> Result<Entry, ApiError> {
         Err(e) => return Err(path_error(e)),
     }
     let parent = normalize(&format!("{resolved}/.."), "/").map_err(path_error)?;
-    fs.create_dir_all(&parent)
-        .map_err(|e| ApiError::validation("path", format!("cannot create parent directories: {e}")))?;
+    fs.create_dir_all(&parent).map_err(|e| {
+        ApiError::validation("path", format!("cannot create parent directories: {e}"))
+    })?;
     fs.entry(&resolved).map_err(path_error)
 }
 
@@ -82,7 +99,11 @@ pub async fn upload_file(
     let target = upload_target(&sandbox, &guest)?;
 
     // Stream into a temporary sibling, then rename over the target (never buffered whole).
-    let tmp = format!(".{}.upload-{}", target.name.to_string_lossy(), crate::ids::random_token(8));
+    let tmp = format!(
+        ".{}.upload-{}",
+        target.name.to_string_lossy(),
+        crate::ids::random_token(8)
+    );
     let dir = target.dir.as_raw_fd();
     let runtime = sandbox.runtime();
     // Entry changes act as the sandbox's root (isolated sandboxes): its own files, its ids.
@@ -96,13 +117,16 @@ pub async fn upload_file(
     })
     .map_err(|e| ApiError::validation("path", format!("cannot create file: {e}")))?;
     // SAFETY: openat returned a fresh descriptor that nothing else owns.
-    let mut file = tokio::fs::File::from_std(std::fs::File::from(unsafe { OwnedFd::from_raw_fd(created) }));
+    let mut file = tokio::fs::File::from_std(std::fs::File::from(unsafe {
+        OwnedFd::from_raw_fd(created)
+    }));
     let mut body = req.into_body().into_data_stream();
     let mut written: u64 = 0;
     sandbox.begin_busy();
     let copied: Result<(), ApiError> = async {
         while let Some(chunk) = body.next().await {
-            let chunk = chunk.map_err(|e| ApiError::validation("body", format!("upload interrupted: {e}")))?;
+            let chunk = chunk
+                .map_err(|e| ApiError::validation("body", format!("upload interrupted: {e}")))?;
             file.write_all(&chunk).await?;
             written += chunk.len() as u64;
         }
@@ -114,17 +138,32 @@ pub async fn upload_file(
     sandbox.end_busy();
     drop(file);
     let discard = || {
-        as_sandbox_root(runtime, || Ok(nix::unistd::unlinkat(Some(dir), tmp.as_str(), nix::unistd::UnlinkatFlags::NoRemoveDir)?))
+        as_sandbox_root(runtime, || {
+            Ok(nix::unistd::unlinkat(
+                Some(dir),
+                tmp.as_str(),
+                nix::unistd::UnlinkatFlags::NoRemoveDir,
+            )?)
+        })
     };
     if let Err(err) = copied {
         let _ = discard();
         return Err(err);
     }
-    let renamed =
-        as_sandbox_root(runtime, || Ok(nix::fcntl::renameat(Some(dir), tmp.as_str(), Some(dir), target.name.as_os_str())?));
+    let renamed = as_sandbox_root(runtime, || {
+        Ok(nix::fcntl::renameat(
+            Some(dir),
+            tmp.as_str(),
+            Some(dir),
+            target.name.as_os_str(),
+        )?)
+    });
     if let Err(err) = renamed {
         let _ = discard();
-        return Err(ApiError::validation("path", format!("cannot store file: {err}")));
+        return Err(ApiError::validation(
+            "path",
+            format!("cannot store file: {err}"),
+        ));
     }
     Ok(ok(json!({"path": guest, "bytes": written})))
 }
@@ -140,7 +179,9 @@ pub async fn download_file(
     let file = {
         let fs = GuestFs::new(sandbox.runtime());
         let resolved = fs.resolve(&guest, true).map_err(path_error)?;
-        let fd = fs.open(&resolved, OFlag::O_RDONLY | OFlag::O_NONBLOCK, 0).map_err(path_error)?;
+        let fd = fs
+            .open(&resolved, OFlag::O_RDONLY | OFlag::O_NONBLOCK, 0)
+            .map_err(path_error)?;
         std::fs::File::from(fd)
     };
     let meta = file.metadata()?;
@@ -151,7 +192,10 @@ pub async fn download_file(
     let stream = tokio_util::io::ReaderStream::with_capacity(file, 64 * 1024);
     let mut resp = Response::new(Body::from_stream(stream));
     let headers = resp.headers_mut();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
     if meta.is_file() {
         if let Ok(v) = HeaderValue::from_str(&meta.len().to_string()) {
             headers.insert(header::CONTENT_LENGTH, v);

@@ -91,9 +91,20 @@ fn copy_opaque_mark(from: &Path, to: &Path) {
     let mut value = [0u8; 8];
     // SAFETY: valid NUL-terminated paths and a buffer of the given size.
     unsafe {
-        let len = nix::libc::lgetxattr(src.as_ptr(), name.as_ptr(), value.as_mut_ptr().cast(), value.len());
+        let len = nix::libc::lgetxattr(
+            src.as_ptr(),
+            name.as_ptr(),
+            value.as_mut_ptr().cast(),
+            value.len(),
+        );
         if len > 0 {
-            nix::libc::lsetxattr(dst.as_ptr(), name.as_ptr(), value.as_ptr().cast(), len as usize, 0);
+            nix::libc::lsetxattr(
+                dst.as_ptr(),
+                name.as_ptr(),
+                value.as_ptr().cast(),
+                len as usize,
+                0,
+            );
         }
     }
 }
@@ -107,7 +118,8 @@ mod tests {
 
     #[test]
     fn copies_files_dirs_and_symlinks() {
-        let base = std::env::temp_dir().join(format!("cos-mock-fsutil-{}", crate::ids::random_token(8)));
+        let base =
+            std::env::temp_dir().join(format!("cos-mock-fsutil-{}", crate::ids::random_token(8)));
         let src = base.join("src");
         fs::create_dir_all(src.join("a/b")).unwrap();
         fs::write(src.join("a/b/f.txt"), b"hello").unwrap();
@@ -116,7 +128,10 @@ mod tests {
         copy_tree(&src, &base.join("dst"), &[src.join("skipme")]).unwrap();
         assert!(!base.join("dst/skipme").exists());
         assert_eq!(fs::read(base.join("dst/a/b/f.txt")).unwrap(), b"hello");
-        assert_eq!(fs::read_link(base.join("dst/link")).unwrap(), Path::new("a/b/f.txt"));
+        assert_eq!(
+            fs::read_link(base.join("dst/link")).unwrap(),
+            Path::new("a/b/f.txt")
+        );
         fs::remove_dir_all(&base).unwrap();
     }
 }

@@ -42,7 +42,10 @@ const RACE_RETRIES: usize = 8;
 /// `..` at the root stays at the root, as in the kernel.
 pub fn normalize(raw: &str, home: &str) -> io::Result<String> {
     if raw.contains('\0') {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "path contains NUL"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "path contains NUL",
+        ));
     }
     let joined = if raw.starts_with('/') {
         raw.to_string()
@@ -83,15 +86,31 @@ fn invalid(err: crate::envelope::ApiError) -> io::Error {
 
 /// `openat2` below `dir`, never leaving it and never following a symlink.
 fn open_beneath(dir: &OwnedFd, rel: &Path, flags: OFlag, mode: u32) -> io::Result<OwnedFd> {
-    let rel = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
+    let rel = if rel.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        rel
+    };
     // openat2 refuses (EINVAL) what open(2) ignores: a mode without O_CREAT, and any flag
     // but O_DIRECTORY/O_NOFOLLOW/O_CLOEXEC next to O_PATH.
-    let flags = if flags.contains(OFlag::O_PATH) { flags } else { flags | OFlag::O_NOCTTY };
-    let mode = if flags.contains(OFlag::O_CREAT) { mode } else { 0 };
+    let flags = if flags.contains(OFlag::O_PATH) {
+        flags
+    } else {
+        flags | OFlag::O_NOCTTY
+    };
+    let mode = if flags.contains(OFlag::O_CREAT) {
+        mode
+    } else {
+        0
+    };
     let how = OpenHow::new()
         .flags(flags | OFlag::O_CLOEXEC)
         .mode(Mode::from_bits_truncate(mode))
-        .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+        .resolve(
+            ResolveFlag::RESOLVE_BENEATH
+                | ResolveFlag::RESOLVE_NO_SYMLINKS
+                | ResolveFlag::RESOLVE_NO_MAGICLINKS,
+        );
     for _ in 0..RACE_RETRIES {
         match openat2(dir.as_raw_fd(), rel, how) {
             // SAFETY: openat2 returned a fresh descriptor that nothing else owns.
@@ -206,7 +225,12 @@ impl<'a> GuestFs<'a> {
             let (root, rest) = self.rooted(resolved)?;
             let name = rest
                 .file_name()
-                .ok_or_else(|| io::Error::new(io::ErrorKind::PermissionDenied, format!("{resolved} is a mount point")))?
+                .ok_or_else(|| {
+                    io::Error::new(
+                        io::ErrorKind::PermissionDenied,
+                        format!("{resolved} is a mount point"),
+                    )
+                })?
                 .to_os_string();
             let parent = rest.parent().unwrap_or(Path::new(""));
             let dir = open_beneath(&root, parent, OFlag::O_PATH | OFlag::O_DIRECTORY, 0)?;
@@ -219,9 +243,14 @@ impl<'a> GuestFs<'a> {
     pub fn create_dir_all(&self, resolved: &str) -> io::Result<()> {
         self.as_root(|| {
             let (root, rest) = self.rooted(resolved)?;
-            let mut dir = open_beneath(&root, Path::new(""), OFlag::O_PATH | OFlag::O_DIRECTORY, 0)?;
+            let mut dir =
+                open_beneath(&root, Path::new(""), OFlag::O_PATH | OFlag::O_DIRECTORY, 0)?;
             for name in rest.iter() {
-                match nix::sys::stat::mkdirat(Some(dir.as_raw_fd()), name, Mode::from_bits_truncate(0o755)) {
+                match nix::sys::stat::mkdirat(
+                    Some(dir.as_raw_fd()),
+                    name,
+                    Mode::from_bits_truncate(0o755),
+                ) {
                     Ok(()) | Err(Errno::EEXIST) => {}
                     Err(err) => return Err(err.into()),
                 }
@@ -239,8 +268,14 @@ impl<'a> GuestFs<'a> {
             let dir = self.open(resolved, OFlag::O_RDONLY | OFlag::O_DIRECTORY, 0)?;
             let parent = normalize(&format!("{resolved}/.."), "/")?;
             let mut entries = vec![
-                (OsString::from("."), File::from(dir.try_clone()?).metadata()?),
-                (OsString::from(".."), File::from(self.open(&parent, OFlag::O_PATH, 0)?).metadata()?),
+                (
+                    OsString::from("."),
+                    File::from(dir.try_clone()?).metadata()?,
+                ),
+                (
+                    OsString::from(".."),
+                    File::from(self.open(&parent, OFlag::O_PATH, 0)?).metadata()?,
+                ),
             ];
             let mut names = Vec::new();
             for entry in nix::dir::Dir::from(dir.try_clone()?)?.iter() {
@@ -268,9 +303,22 @@ impl<'a> GuestFs<'a> {
             let resolved = self.resolve(guest, true)?;
             self.create_dir_all(&normalize(&format!("{resolved}/.."), "/")?)?;
             let entry = self.entry(&resolved)?;
-            let tmp = format!(".{}.tmp-{}", entry.name.to_string_lossy(), crate::ids::random_token(8));
-            let flags = OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_WRONLY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW;
-            let fd = nix::fcntl::openat(Some(entry.dir.as_raw_fd()), tmp.as_str(), flags, Mode::from_bits_truncate(mode))?;
+            let tmp = format!(
+                ".{}.tmp-{}",
+                entry.name.to_string_lossy(),
+                crate::ids::random_token(8)
+            );
+            let flags = OFlag::O_CREAT
+                | OFlag::O_EXCL
+                | OFlag::O_WRONLY
+                | OFlag::O_CLOEXEC
+                | OFlag::O_NOFOLLOW;
+            let fd = nix::fcntl::openat(
+                Some(entry.dir.as_raw_fd()),
+                tmp.as_str(),
+                flags,
+                Mode::from_bits_truncate(mode),
+            )?;
             // SAFETY: openat returned a fresh descriptor that nothing else owns.
             let mut file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
             let written = file.write_all(data).and_then(|()| {
@@ -278,10 +326,19 @@ impl<'a> GuestFs<'a> {
                 Ok(())
             });
             let placed = written.and_then(|()| {
-                Ok(nix::fcntl::renameat(Some(entry.dir.as_raw_fd()), tmp.as_str(), Some(entry.dir.as_raw_fd()), entry.name.as_os_str())?)
+                Ok(nix::fcntl::renameat(
+                    Some(entry.dir.as_raw_fd()),
+                    tmp.as_str(),
+                    Some(entry.dir.as_raw_fd()),
+                    entry.name.as_os_str(),
+                )?)
             });
             if placed.is_err() {
-                let _ = nix::unistd::unlinkat(Some(entry.dir.as_raw_fd()), tmp.as_str(), nix::unistd::UnlinkatFlags::NoRemoveDir);
+                let _ = nix::unistd::unlinkat(
+                    Some(entry.dir.as_raw_fd()),
+                    tmp.as_str(),
+                    nix::unistd::UnlinkatFlags::NoRemoveDir,
+                );
             }
             placed
         })
@@ -311,7 +368,8 @@ impl<'a> GuestFs<'a> {
     /// resolution: the rest is appended as is (so a path about to be created resolves).
     pub fn resolve(&self, guest: &str, follow_last: bool) -> io::Result<String> {
         self.as_root(|| {
-            let mut pending: Vec<String> = segments(guest).into_iter().map(str::to_string).collect();
+            let mut pending: Vec<String> =
+                segments(guest).into_iter().map(str::to_string).collect();
             pending.reverse();
             let mut done = String::from("/");
             let mut hops = 0;
@@ -337,11 +395,17 @@ impl<'a> GuestFs<'a> {
                 }
                 hops += 1;
                 if hops > MAX_LINK_HOPS {
-                    return Err(io::Error::other(format!("too many levels of symbolic links at {candidate}")));
+                    return Err(io::Error::other(format!(
+                        "too many levels of symbolic links at {candidate}"
+                    )));
                 }
                 let target = self.read_link(&candidate)?;
                 let target = target.to_string_lossy();
-                let base = if target.starts_with('/') { String::new() } else { done.clone() };
+                let base = if target.starts_with('/') {
+                    String::new()
+                } else {
+                    done.clone()
+                };
                 let expanded = normalize(&format!("{base}/{target}"), "/")?;
                 for seg in expanded.split('/').filter(|s| !s.is_empty()).rev() {
                     pending.push(seg.to_string());

@@ -17,9 +17,10 @@ pub mod guest_fs;
 pub mod guest_sshd;
 pub mod ids;
 pub mod isolation;
+mod lifecycle_tasks;
 pub mod middleware;
-pub mod ndjson;
 pub mod mock_api;
+pub mod ndjson;
 pub mod oauth;
 pub mod operation;
 pub mod process;
@@ -32,7 +33,6 @@ pub mod ssh_gateway;
 pub mod state;
 pub mod stats;
 pub mod tls;
-mod lifecycle_tasks;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -41,9 +41,9 @@ use std::sync::Arc;
 
 use tokio::task::JoinHandle;
 
-pub use state::{AppState, Mock};
 pub use config::{GuestSshd, IsolationMode, Latencies, MockConfig};
 pub use isolation::IsolationReport;
+pub use state::{AppState, Mock};
 
 /// A running emulator. Call [`MockHandle::shutdown`] to stop it; dropping the handle
 /// also kills every process it started (synchronously, best effort).
@@ -59,7 +59,9 @@ pub struct MockHandle {
 
 impl std::fmt::Debug for MockHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MockHandle").field("addr", &self.addr).finish_non_exhaustive()
+        f.debug_struct("MockHandle")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
     }
 }
 
@@ -137,7 +139,11 @@ fn cleanup(state: &AppState, cleaned: &AtomicBool) {
 }
 
 fn temp_state_dir() -> PathBuf {
-    std::env::temp_dir().join(format!("createos-mock-{}-{}", std::process::id(), ids::random_token(8)))
+    std::env::temp_dir().join(format!(
+        "createos-mock-{}-{}",
+        std::process::id(),
+        ids::random_token(8)
+    ))
 }
 
 /// Starts the emulator: binds the listener, prepares isolation and tenants, and serves
@@ -146,7 +152,9 @@ pub async fn start(config: MockConfig) -> anyhow::Result<MockHandle> {
     // Everything that can fail on bad input is checked before anything is created.
     let faults = faults::Faults::default();
     for rule in &config.faults {
-        faults.add(rule).map_err(|e| anyhow::anyhow!("--fault {rule:?}: {e}"))?;
+        faults
+            .add(rule)
+            .map_err(|e| anyhow::anyhow!("--fault {rule:?}: {e}"))?;
     }
     config::GuestSshd::from_env().map_err(anyhow::Error::msg)?;
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
@@ -223,7 +231,12 @@ pub async fn start(config: MockConfig) -> anyhow::Result<MockHandle> {
     lifecycle_tasks::spawn_background(&state);
     let router = app::build_router(state.clone());
     let ca_file = tls.as_ref().map(|t| t.ca_file.clone());
-    let server = tokio::spawn(server::serve(listener, router, state.shutdown.clone(), tls.map(|t| t.acceptor)));
+    let server = tokio::spawn(server::serve(
+        listener,
+        router,
+        state.shutdown.clone(),
+        tls.map(|t| t.acceptor),
+    ));
     tracing::info!(base_url = %state.base_url(), "createos-mock listening");
     Ok(MockHandle {
         state,

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use crate::state::AppState;
 use crate::sandbox::Status;
+use crate::state::AppState;
 
 /// How often usage samples are taken for the timeseries.
 const SAMPLE_EVERY: Duration = Duration::from_secs(10);
@@ -46,7 +46,9 @@ fn auto_pause_idle(state: &AppState) {
         let due = {
             let r = sandbox.record();
             match (r.status, r.auto_pause_after_seconds) {
-                (Status::Running, Some(secs)) if r.busy == 0 => r.last_activity.elapsed() >= unit * secs,
+                (Status::Running, Some(secs)) if r.busy == 0 => {
+                    r.last_activity.elapsed() >= unit * secs
+                }
                 _ => false,
             }
         };

@@ -11,7 +11,11 @@ use createos_mock::config::{parse_duration, IsolationMode, Latencies, DEFAULT_JO
 use createos_mock::MockConfig;
 
 #[derive(Debug, Parser)]
-#[command(name = "createos-mock", version, about = "Local emulator of the CreateOS sandbox control plane")]
+#[command(
+    name = "createos-mock",
+    version,
+    about = "Local emulator of the CreateOS sandbox control plane"
+)]
 struct Args {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:0")]

@@ -14,9 +14,9 @@ use axum::response::{IntoResponse, Response};
 use http_body::Frame;
 use serde_json::json;
 
-use crate::state::AppState;
 use crate::envelope::ApiError;
 use crate::server::ConnectionKill;
+use crate::state::AppState;
 
 /// Adds `X-Request-Id` to every response.
 pub async fn request_id(req: Request, next: Next) -> Response {
@@ -61,8 +61,11 @@ pub async fn traffic(State(state): State<AppState>, req: Request, next: Next) ->
         && !req.headers().contains_key(header::CONTENT_LENGTH)
         && !req.headers().contains_key(header::TRANSFER_ENCODING)
     {
-        return ApiError::fail(StatusCode::LENGTH_REQUIRED, json!({"body": "Content-Length is required"}))
-            .into_response();
+        return ApiError::fail(
+            StatusCode::LENGTH_REQUIRED,
+            json!({"body": "Content-Length is required"}),
+        )
+        .into_response();
     }
 
     state.stats.handled(&operation);
@@ -70,7 +73,9 @@ pub async fn traffic(State(state): State<AppState>, req: Request, next: Next) ->
 
     if plan.reset_after {
         let (parts, body) = resp.into_parts();
-        let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap_or_default();
+        let bytes = axum::body::to_bytes(body, usize::MAX)
+            .await
+            .unwrap_or_default();
         let declared = bytes.len().max(1);
         let half = bytes[..bytes.len() / 2].to_vec();
         let mut cut = aborting_response(half, declared);
@@ -96,7 +101,10 @@ fn fault_status(code: u16, retry_after: Option<u64>) -> Response {
         429 => ApiError::fail(status, json!({"rate": "rate limited"})),
         c if c >= 500 => ApiError::error(
             status,
-            status.canonical_reason().unwrap_or("server error").to_ascii_lowercase(),
+            status
+                .canonical_reason()
+                .unwrap_or("server error")
+                .to_ascii_lowercase(),
         ),
         _ => ApiError::fail(
             status,
@@ -114,7 +122,12 @@ fn fault_status(code: u16, retry_after: Option<u64>) -> Response {
 /// the connection, so the client sees a truncated body).
 fn aborting_response(sent: Vec<u8>, declared: usize) -> Response {
     let limit = sent.len() as u64;
-    let body = CutBody { inner: Body::from(sent), remaining: limit, grace: None, even_at_end: true };
+    let body = CutBody {
+        inner: Body::from(sent),
+        remaining: limit,
+        grace: None,
+        even_at_end: true,
+    };
     let mut resp = Response::new(Body::new(body));
     if let Ok(v) = HeaderValue::from_str(&declared.to_string()) {
         resp.headers_mut().insert(header::CONTENT_LENGTH, v);
@@ -140,7 +153,12 @@ struct CutBody {
 
 impl CutBody {
     fn new(inner: Body, limit: u64) -> CutBody {
-        CutBody { inner, remaining: limit, grace: None, even_at_end: false }
+        CutBody {
+            inner,
+            remaining: limit,
+            grace: None,
+            even_at_end: false,
+        }
     }
 }
 
@@ -148,12 +166,17 @@ impl http_body::Body for CutBody {
     type Data = Bytes;
     type Error = axum::Error;
 
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
         if self.remaining == 0 {
             if !self.even_at_end && self.inner.is_end_stream() {
                 return Poll::Ready(None);
             }
-            let grace = self.grace.get_or_insert_with(|| Box::pin(tokio::time::sleep(CUT_FLUSH_GRACE)));
+            let grace = self
+                .grace
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep(CUT_FLUSH_GRACE)));
             if grace.as_mut().poll(cx).is_pending() {
                 return Poll::Pending;
             }

@@ -14,14 +14,17 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::state::AppState;
 use crate::sandbox::{apply_status, Status};
+use crate::state::AppState;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/_mock/stats", get(get_stats).delete(reset_stats))
         .route("/_mock/isolation", get(get_isolation))
-        .route("/_mock/faults", get(list_faults).post(add_fault).delete(clear_faults))
+        .route(
+            "/_mock/faults",
+            get(list_faults).post(add_fault).delete(clear_faults),
+        )
         .route("/_mock/tenants", post(add_tenant))
         .route("/_mock/oauth/sessions", post(open_oauth_session))
         .route("/_mock/sandboxes/{id}/bandwidth", post(set_bandwidth_usage))
@@ -30,10 +33,16 @@ pub fn routes() -> Router<AppState> {
 
 /// Lets a `/_mock` request through only with the emulator's API key in `X-Api-Key`.
 pub async fn require_key(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    let presented = req.headers().get("x-api-key").and_then(|v| v.to_str().ok()).map(str::trim);
+    let presented = req
+        .headers()
+        .get("x-api-key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim);
     // What the emulator isolates is no secret: any account's key may read it (a `cos mcp` signed
     // in as a second tenant asks it too). Everything else needs the emulator's own key.
-    if req.uri().path() == "/_mock/isolation" && presented.is_some_and(|p| state.tenants.tenant_for_key(p).is_some()) {
+    if req.uri().path() == "/_mock/isolation"
+        && presented.is_some_and(|p| state.tenants.tenant_for_key(p).is_some())
+    {
         return next.run(req).await;
     }
     let expected = state.tenants.first_key();
@@ -78,7 +87,9 @@ pub async fn get_stats(State(state): State<AppState>) -> Json<Value> {
 }
 
 /// What the emulator isolates (the ready line's `"isolation"` object).
-pub async fn get_isolation(State(state): State<AppState>) -> Json<crate::isolation::IsolationReport> {
+pub async fn get_isolation(
+    State(state): State<AppState>,
+) -> Json<crate::isolation::IsolationReport> {
     Json(state.isolation.report().clone())
 }
 
@@ -128,7 +139,9 @@ pub async fn add_tenant(State(state): State<AppState>, body: axum::body::Bytes) 
         Err(msg) => return bad_request(msg),
     };
     let key = match req.api_key.filter(|k| !k.is_empty()) {
-        Some(k) if state.tenants.tenant_for_key(&k).is_some() => return bad_request("api_key already in use"),
+        Some(k) if state.tenants.tenant_for_key(&k).is_some() => {
+            return bad_request("api_key already in use")
+        }
         Some(k) => k,
         None => format!("skp_{}", crate::ids::random_token(40)),
     };
@@ -142,7 +155,10 @@ struct OAuthBody {
     expires_in: Option<u64>,
 }
 
-pub async fn open_oauth_session(State(state): State<AppState>, body: axum::body::Bytes) -> Response {
+pub async fn open_oauth_session(
+    State(state): State<AppState>,
+    body: axum::body::Bytes,
+) -> Response {
     let req: OAuthBody = match body_or_default(&body) {
         Ok(r) => r,
         Err(msg) => return bad_request(msg),
@@ -182,7 +198,11 @@ pub async fn set_bandwidth_usage(
         Err(msg) => return bad_request(msg),
     };
     let Some(sandbox) = state.sandboxes.get(&id) else {
-        return (StatusCode::NOT_FOUND, Json(json!({"error": "sandbox not found"}))).into_response();
+        return (
+            StatusCode::NOT_FOUND,
+            Json(json!({"error": "sandbox not found"})),
+        )
+            .into_response();
     };
     let mut r = sandbox.record();
     if let Some(used) = req.used_bytes {
@@ -200,13 +220,21 @@ struct StatusBody {
 }
 
 /// Test hook: forces a sandbox into `error` or `failed` (faults the real service can hit).
-pub async fn force_status(State(state): State<AppState>, Path(id): Path<String>, body: axum::body::Bytes) -> Response {
+pub async fn force_status(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Response {
     let req: StatusBody = match body_or_default(&body) {
         Ok(r) => r,
         Err(msg) => return bad_request(msg),
     };
     let Some(sandbox) = state.sandboxes.get(&id) else {
-        return (StatusCode::NOT_FOUND, Json(json!({"error": "sandbox not found"}))).into_response();
+        return (
+            StatusCode::NOT_FOUND,
+            Json(json!({"error": "sandbox not found"})),
+        )
+            .into_response();
     };
     let target = match req.status.as_deref().and_then(Status::parse) {
         Some(s @ (Status::Error | Status::Failed)) => s,

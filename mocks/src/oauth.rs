@@ -11,9 +11,9 @@ use axum::routing::post;
 use axum::{Json, Router};
 use serde_json::json;
 
-use crate::state::AppState;
 use crate::auth::RefreshError;
 use crate::operation::Operation;
+use crate::state::AppState;
 
 /// Not a control-plane operation (kept out of the operation table on purpose).
 pub const OPERATIONS: &[Operation] = &[];
@@ -23,7 +23,11 @@ pub fn routes() -> Router<AppState> {
 }
 
 fn oauth_error(code: &str, description: &str) -> Response {
-    (StatusCode::BAD_REQUEST, Json(json!({"error": code, "error_description": description}))).into_response()
+    (
+        StatusCode::BAD_REQUEST,
+        Json(json!({"error": code, "error_description": description})),
+    )
+        .into_response()
 }
 
 /// `grant_type=refresh_token&refresh_token=…&client_id=…` (form or JSON).
@@ -63,9 +67,12 @@ pub async fn token(State(state): State<AppState>, headers: HeaderMap, body: Byte
             }))
             .into_response()
         }
-        Err(RefreshError::Reused) => {
-            oauth_error("invalid_grant", "refresh token was already used; the session is revoked")
+        Err(RefreshError::Reused) => oauth_error(
+            "invalid_grant",
+            "refresh token was already used; the session is revoked",
+        ),
+        Err(RefreshError::Unknown) => {
+            oauth_error("invalid_grant", "unknown or revoked refresh token")
         }
-        Err(RefreshError::Unknown) => oauth_error("invalid_grant", "unknown or revoked refresh token"),
     }
 }

@@ -18,5 +18,10 @@ pub const fn op(
     path: &'static str,
     handler: &'static str,
 ) -> Operation {
-    Operation { operation_id, method, path, handler }
+    Operation {
+        operation_id,
+        method,
+        path,
+        handler,
+    }
 }

@@ -26,7 +26,12 @@ pub fn operation_id(method: &str, template: &str) -> String {
     IDS.get_or_init(|| {
         all_operations()
             .into_iter()
-            .map(|op| ((op.method.to_string(), op.path.to_string()), op.operation_id))
+            .map(|op| {
+                (
+                    (op.method.to_string(), op.path.to_string()),
+                    op.operation_id,
+                )
+            })
             .collect()
     })
     .get(&(method.to_string(), template.to_string()))

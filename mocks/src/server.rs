@@ -13,11 +13,11 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum::body::Body;
-use bytes::Bytes;
 use axum::http::header::{HeaderValue, CONNECTION};
 use axum::http::StatusCode;
-use http_body::Frame;
 use axum::Router;
+use bytes::Bytes;
+use http_body::Frame;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
@@ -61,7 +61,10 @@ pub async fn serve(
             match tls {
                 None => serve_connection(stream, router, shutdown).await,
                 Some(acceptor) => {
-                    let handshake = tokio::time::timeout(std::time::Duration::from_secs(10), acceptor.accept(stream));
+                    let handshake = tokio::time::timeout(
+                        std::time::Duration::from_secs(10),
+                        acceptor.accept(stream),
+                    );
                     match handshake.await {
                         Ok(Ok(stream)) => serve_connection(stream, router, shutdown).await,
                         Ok(Err(err)) => tracing::debug!("TLS handshake failed: {err}"),
@@ -81,14 +84,16 @@ where
     let kill = CancellationToken::new();
     let kill_for_requests = kill.clone();
     let service = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
-        req.extensions_mut().insert(ConnectionKill(kill_for_requests.clone()));
+        req.extensions_mut()
+            .insert(ConnectionKill(kill_for_requests.clone()));
         let router = router.clone();
         async move {
             let read = Arc::new(AtomicBool::new(false));
             let req = req.map(|body| Body::new(TrackedBody::new(body, read.clone())));
             let mut resp = router.oneshot(req).await.unwrap_or_else(|e| match e {});
             if !read.load(Ordering::Acquire) && resp.status() != StatusCode::SWITCHING_PROTOCOLS {
-                resp.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
+                resp.headers_mut()
+                    .insert(CONNECTION, HeaderValue::from_static("close"));
             }
             Ok::<_, Infallible>(resp)
         }
@@ -123,7 +128,10 @@ impl http_body::Body for TrackedBody {
     type Data = Bytes;
     type Error = hyper::Error;
 
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
         let polled = Pin::new(&mut self.inner).poll_frame(cx);
         if matches!(polled, Poll::Ready(None)) || self.inner.is_end_stream() {
             self.read.store(true, Ordering::Release);

@@ -52,14 +52,19 @@ pub fn line_lists_key(line: &str, key: &PublicKey) -> bool {
     }
     let fields: Vec<&str> = line.split_whitespace().collect();
     fields.windows(2).any(|pair| {
-        PublicKey::from_openssh(&format!("{} {}", pair[0], pair[1])).is_ok_and(|listed| listed.key_data() == key.key_data())
+        PublicKey::from_openssh(&format!("{} {}", pair[0], pair[1]))
+            .is_ok_and(|listed| listed.key_data() == key.key_data())
     })
 }
 
 /// Answers a `direct-tcpip` open by connecting `port` on the loopback of `ns` (the host's
 /// when `None`): accepted with the connection, or rejected (`ConnectFailed`) when nothing
 /// listens there.
-pub async fn connect_forward(reply: ChannelOpenHandle, ns: Option<&OwnedFd>, port: u16) -> Option<TcpStream> {
+pub async fn connect_forward(
+    reply: ChannelOpenHandle,
+    ns: Option<&OwnedFd>,
+    port: u16,
+) -> Option<TcpStream> {
     match netns::connect_loopback(ns, port).await {
         Ok(stream) => {
             reply.accept().await;
@@ -100,13 +105,20 @@ mod tests {
 
     #[test]
     fn key_lines_with_options_comments_and_garbage() {
-        let key = PrivateKey::from(Ed25519Keypair::from_seed(&[3; 32])).public_key().clone();
+        let key = PrivateKey::from(Ed25519Keypair::from_seed(&[3; 32]))
+            .public_key()
+            .clone();
         let line = key.to_openssh().unwrap();
         assert!(line_lists_key(&line, &key));
         assert!(line_lists_key(&format!("  {line} me@host "), &key));
-        assert!(line_lists_key(&format!("no-pty,no-port-forwarding {line} c"), &key));
+        assert!(line_lists_key(
+            &format!("no-pty,no-port-forwarding {line} c"),
+            &key
+        ));
         assert!(!line_lists_key(&format!("# {line}"), &key));
-        let other = PrivateKey::from(Ed25519Keypair::from_seed(&[4; 32])).public_key().clone();
+        let other = PrivateKey::from(Ed25519Keypair::from_seed(&[4; 32]))
+            .public_key()
+            .clone();
         assert!(!line_lists_key(&line, &other));
         assert!(!line_lists_key("", &key));
         assert!(!line_lists_key("garbage", &key));
@@ -114,7 +126,12 @@ mod tests {
 
     #[test]
     fn host_keys_are_fresh() {
-        assert_ne!(generate_host_key().public_key(), generate_host_key().public_key());
-        assert!(server_config(generate_host_key()).keepalive_interval.is_some());
+        assert_ne!(
+            generate_host_key().public_key(),
+            generate_host_key().public_key()
+        );
+        assert!(server_config(generate_host_key())
+            .keepalive_interval
+            .is_some());
     }
 }

@@ -46,7 +46,9 @@ pub struct Mock {
 
 impl std::fmt::Debug for Mock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Mock").field("state_dir", &self.state_dir).finish_non_exhaustive()
+        f.debug_struct("Mock")
+            .field("state_dir", &self.state_dir)
+            .finish_non_exhaustive()
     }
 }
 
@@ -62,7 +64,12 @@ impl Deref for AppState {
 }
 
 impl Mock {
-    pub fn new(config: MockConfig, state_dir: PathBuf, owns_state_dir: bool, isolation: Isolation) -> Mock {
+    pub fn new(
+        config: MockConfig,
+        state_dir: PathBuf,
+        owns_state_dir: bool,
+        isolation: Isolation,
+    ) -> Mock {
         let computer = crate::computer::Desktops::default();
         computer.set_startup_delay(config.desktop_startup);
         computer.set_screenshots_per_second(config.screenshots_per_second);
@@ -99,7 +106,10 @@ impl Mock {
     /// The caller's sandbox `id`: 404 `sandbox not found` when unknown, owned by another
     /// tenant, or when a delegated token of another sandbox is used.
     pub fn sandbox_for(&self, caller: &Caller, id: &str) -> Result<SandboxRef, ApiError> {
-        let sandbox = self.sandboxes.get(id).ok_or_else(ApiError::not_found_sandbox)?;
+        let sandbox = self
+            .sandboxes
+            .get(id)
+            .ok_or_else(ApiError::not_found_sandbox)?;
         if sandbox.tenant != caller.tenant {
             return Err(ApiError::not_found_sandbox());
         }

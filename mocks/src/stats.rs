@@ -24,7 +24,10 @@ pub struct StatsSnapshot {
 }
 
 fn bump(map: &Mutex<BTreeMap<String, u64>>, key: &str) {
-    *map.lock().unwrap_or_else(|e| e.into_inner()).entry(key.to_string()).or_insert(0) += 1;
+    *map.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(key.to_string())
+        .or_insert(0) += 1;
 }
 
 impl Stats {
@@ -52,8 +55,16 @@ impl Stats {
 
     pub fn snapshot(&self) -> StatsSnapshot {
         StatsSnapshot {
-            requests: self.requests.lock().unwrap_or_else(|e| e.into_inner()).clone(),
-            handled: self.handled.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+            requests: self
+                .requests
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+            handled: self
+                .handled
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
             faults_injected: self.faults_injected.load(Ordering::Relaxed),
             sandboxes_created: self.sandboxes_created.load(Ordering::Relaxed),
             oauth_refreshes: self.oauth_refreshes.load(Ordering::Relaxed),
@@ -61,8 +72,14 @@ impl Stats {
     }
 
     pub fn reset(&self) {
-        self.requests.lock().unwrap_or_else(|e| e.into_inner()).clear();
-        self.handled.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.requests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        self.handled
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
         self.faults_injected.store(0, Ordering::Relaxed);
         self.sandboxes_created.store(0, Ordering::Relaxed);
         self.oauth_refreshes.store(0, Ordering::Relaxed);

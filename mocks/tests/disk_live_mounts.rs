@@ -22,7 +22,11 @@ fn disk_body(name: &str) -> Value {
 
 /// What the watcher of `watcher_script` last wrote (empty while it has not yet).
 async fn seen(env: &Env, id: &str) -> String {
-    env.sh(id, "cat /tmp/seen 2>/dev/null").await.0.trim().to_string()
+    env.sh(id, "cat /tmp/seen 2>/dev/null")
+        .await
+        .0
+        .trim()
+        .to_string()
 }
 
 /// Polls the watcher's report until it is `want` (panics after ~15 s).
@@ -52,7 +56,10 @@ fn watcher_script(paths: &[&str]) -> String {
 
 async fn isolated_env() -> Env {
     let env = start_with(MockConfig::default().isolation(IsolationMode::Namespaces)).await;
-    assert!(env.mock.state().isolation.is_isolated(), "this test needs isolated sandboxes (root, bubblewrap)");
+    assert!(
+        env.mock.state().isolation.is_isolated(),
+        "this test needs isolated sandboxes (root, bubblewrap)"
+    );
     env
 }
 
@@ -70,7 +77,15 @@ async fn wait_mounted(env: &Env, id: &str) {
 
 async fn file_status(env: &Env, id: &str, path: &str) -> (u16, String) {
     let url = env.url(&format!("/v1/sandboxes/{id}/files?path={path}"));
-    let r = common::reply(env.http.get(url).header("X-Api-Key", KEY).send().await.unwrap()).await;
+    let r = common::reply(
+        env.http
+            .get(url)
+            .header("X-Api-Key", KEY)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
     (r.status, r.text)
 }
 
@@ -82,7 +97,12 @@ async fn disk_and_watcher(env: &Env, name: &str, paths: &[&str]) -> (String, Str
     let disk_id = r.data()["id"].as_str().unwrap().to_string();
     let id = env.create(json!({})).await;
     let script = watcher_script(paths);
-    let watcher = env.post(&format!("/v1/sandboxes/{id}/processes"), json!({"cmd": "sh", "args": ["-c", script]})).await;
+    let watcher = env
+        .post(
+            &format!("/v1/sandboxes/{id}/processes"),
+            json!({"cmd": "sh", "args": ["-c", script]}),
+        )
+        .await;
     assert_eq!(watcher.status, 200, "{}", watcher.text);
     (disk_id, id)
 }
@@ -92,34 +112,61 @@ async fn running_processes_see_attach_and_detach() {
     let _serial = SERIAL.lock().await;
     let env = isolated_env().await;
     // Started before any attach: outside the private dirs and inside one.
-    let (disk_id, a) = disk_and_watcher(&env, "live", &["/mnt/live/note.txt", "/root/data/note.txt"]).await;
+    let (disk_id, a) =
+        disk_and_watcher(&env, "live", &["/mnt/live/note.txt", "/root/data/note.txt"]).await;
     wait_seen(&env, &a, "absent:absent|absent:absent|").await;
-    let watcher_pid = env.sh(&a, "cat /tmp/watcher.pid").await.0.trim().to_string();
+    let watcher_pid = env
+        .sh(&a, "cat /tmp/watcher.pid")
+        .await
+        .0
+        .trim()
+        .to_string();
 
     for path in ["/mnt/live", "/root/data"] {
-        let r = env.post(&format!("/v1/sandboxes/{a}/disks"), json!({"disk_id": disk_id, "mount_path": path})).await;
+        let r = env
+            .post(
+                &format!("/v1/sandboxes/{a}/disks"),
+                json!({"disk_id": disk_id, "mount_path": path}),
+            )
+            .await;
         assert_eq!(r.status, 200, "{}", r.text);
     }
     wait_mounted(&env, &a).await;
     let (_, _, code) = env.sh(&a, "echo live-note > /mnt/live/note.txt").await;
     assert_eq!(code, 0);
     wait_seen(&env, &a, "live-note:live-note|live-note:live-note|").await;
-    assert_eq!(file_status(&env, &a, "/root/data/note.txt").await, (200, "live-note\n".to_string()));
+    assert_eq!(
+        file_status(&env, &a, "/root/data/note.txt").await,
+        (200, "live-note\n".to_string())
+    );
 
     // Detach one: the running watcher loses it at once, the other stays.
-    let r = env.delete(&format!("/v1/sandboxes/{a}/disks/{disk_id}?mount_path=/mnt/live")).await;
+    let r = env
+        .delete(&format!(
+            "/v1/sandboxes/{a}/disks/{disk_id}?mount_path=/mnt/live"
+        ))
+        .await;
     assert_eq!(r.data()["detached"], true, "{}", r.text);
     wait_seen(&env, &a, "absent:absent|live-note:live-note|").await;
     assert_ne!(env.sh(&a, "cat /mnt/live/note.txt").await.2, 0);
     assert_eq!(file_status(&env, &a, "/mnt/live/note.txt").await.0, 404);
-    let r = env.delete(&format!("/v1/sandboxes/{a}/disks/{disk_id}?mount_path=/root/data")).await;
+    let r = env
+        .delete(&format!(
+            "/v1/sandboxes/{a}/disks/{disk_id}?mount_path=/root/data"
+        ))
+        .await;
     assert_eq!(r.data()["detached"], true, "{}", r.text);
     wait_seen(&env, &a, "absent:absent|absent:absent|").await;
     assert_eq!(file_status(&env, &a, "/root/data/note.txt").await.0, 404);
 
     // The same watcher ran throughout, and the disk kept its data.
-    assert_eq!(env.sh(&a, "cat /tmp/watcher.pid").await.0.trim(), watcher_pid);
-    let b = env.create(json!({"disks": [{"disk_id": disk_id, "mount_path": "/mnt/live"}]})).await;
+    assert_eq!(
+        env.sh(&a, "cat /tmp/watcher.pid").await.0.trim(),
+        watcher_pid
+    );
+    let b = env
+        .create(json!({"disks": [{"disk_id": disk_id, "mount_path": "/mnt/live"}]}))
+        .await;
     assert_eq!(env.sh(&b, "cat /mnt/live/note.txt").await.0, "live-note\n");
     for id in [&a, &b] {
         env.delete(&format!("/v1/sandboxes/{id}")).await;
@@ -138,25 +185,57 @@ async fn nested_disks_follow_live_changes() {
     // The inner disk first (a sub-directory of the bucket), then the outer one over it:
     // the deeper disk stays on top, as when a sandbox starts with both.
     let inner = json!({"disk_id": disk_id, "mount_path": "/mnt/nest/inner", "sub_path": "sub"});
-    assert_eq!(env.post(&format!("/v1/sandboxes/{a}/disks"), inner).await.status, 200);
+    assert_eq!(
+        env.post(&format!("/v1/sandboxes/{a}/disks"), inner)
+            .await
+            .status,
+        200
+    );
     wait_mounted(&env, &a).await;
-    assert_eq!(env.sh(&a, "echo inner-mark > /mnt/nest/inner/mark.txt").await.2, 0);
+    assert_eq!(
+        env.sh(&a, "echo inner-mark > /mnt/nest/inner/mark.txt")
+            .await
+            .2,
+        0
+    );
     wait_seen(&env, &a, "inner-mark:inner-mark|").await;
     let outer = json!({"disk_id": disk_id, "mount_path": "/mnt/nest"});
-    assert_eq!(env.post(&format!("/v1/sandboxes/{a}/disks"), outer).await.status, 200);
+    assert_eq!(
+        env.post(&format!("/v1/sandboxes/{a}/disks"), outer)
+            .await
+            .status,
+        200
+    );
     wait_mounted(&env, &a).await;
     // The outer disk is the bucket's root: the inner one is its `sub/`.
-    assert_eq!(env.sh(&a, "cat /mnt/nest/sub/mark.txt").await.0, "inner-mark\n");
-    assert_eq!(env.sh(&a, "cat /mnt/nest/inner/mark.txt").await.0, "inner-mark\n");
+    assert_eq!(
+        env.sh(&a, "cat /mnt/nest/sub/mark.txt").await.0,
+        "inner-mark\n"
+    );
+    assert_eq!(
+        env.sh(&a, "cat /mnt/nest/inner/mark.txt").await.0,
+        "inner-mark\n"
+    );
     wait_seen(&env, &a, "inner-mark:inner-mark|").await;
 
     // Detaching the outer disk keeps the inner one.
-    let r = env.delete(&format!("/v1/sandboxes/{a}/disks/{disk_id}?mount_path=/mnt/nest")).await;
+    let r = env
+        .delete(&format!(
+            "/v1/sandboxes/{a}/disks/{disk_id}?mount_path=/mnt/nest"
+        ))
+        .await;
     assert_eq!(r.data()["detached"], true, "{}", r.text);
     assert_ne!(env.sh(&a, "cat /mnt/nest/sub/mark.txt").await.2, 0);
-    assert_eq!(env.sh(&a, "cat /mnt/nest/inner/mark.txt").await.0, "inner-mark\n");
+    assert_eq!(
+        env.sh(&a, "cat /mnt/nest/inner/mark.txt").await.0,
+        "inner-mark\n"
+    );
     wait_seen(&env, &a, "inner-mark:inner-mark|").await;
-    let r = env.delete(&format!("/v1/sandboxes/{a}/disks/{disk_id}?mount_path=/mnt/nest/inner")).await;
+    let r = env
+        .delete(&format!(
+            "/v1/sandboxes/{a}/disks/{disk_id}?mount_path=/mnt/nest/inner"
+        ))
+        .await;
     assert_eq!(r.data()["detached"], true, "{}", r.text);
     wait_seen(&env, &a, "absent:absent|").await;
     env.delete(&format!("/v1/sandboxes/{a}")).await;

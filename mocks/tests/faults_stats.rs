@@ -11,7 +11,14 @@ use futures::StreamExt;
 use serde_json::json;
 
 async fn add_fault(env: &common::Env, rule: &str) {
-    let r = env.http.post(env.url("/_mock/faults")).header("X-Api-Key", common::KEY).json(&json!({"rule": rule})).send().await.unwrap();
+    let r = env
+        .http
+        .post(env.url("/_mock/faults"))
+        .header("X-Api-Key", common::KEY)
+        .json(&json!({"rule": rule}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200, "rule {rule}");
 }
 
@@ -34,7 +41,10 @@ async fn status_burst_then_success_and_stats() {
     for _ in 0..2 {
         let r = env.get("/v1/whoami").await;
         assert_eq!(r.status, 503);
-        assert_eq!(r.body, json!({"status": "error", "message": "service unavailable", "code": 503}));
+        assert_eq!(
+            r.body,
+            json!({"status": "error", "message": "service unavailable", "code": 503})
+        );
     }
     assert_eq!(env.get("/v1/whoami").await.status, 200);
     let stats = env.stats().await;
@@ -42,18 +52,51 @@ async fn status_burst_then_success_and_stats() {
     assert_eq!(stats["handled"]["whoami"], 1);
     assert_eq!(stats["faults_injected"], 2);
 
-    add_fault(&env, "* /v1/shapes status=429 retry_after=7 after=1 count=1").await;
+    add_fault(
+        &env,
+        "* /v1/shapes status=429 retry_after=7 after=1 count=1",
+    )
+    .await;
     assert_eq!(env.get("/v1/shapes").await.status, 200);
     let r = env.get("/v1/shapes").await;
-    assert_eq!((r.status, r.data()["rate"].as_str()), (429, Some("rate limited")));
+    assert_eq!(
+        (r.status, r.data()["rate"].as_str()),
+        (429, Some("rate limited"))
+    );
     assert_eq!(r.headers["retry-after"], "7");
-    let listed: serde_json::Value = env.http.get(env.url("/_mock/faults")).header("X-Api-Key", common::KEY).send().await.unwrap().json().await.unwrap();
+    let listed: serde_json::Value = env
+        .http
+        .get(env.url("/_mock/faults"))
+        .header("X-Api-Key", common::KEY)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(listed["faults"].as_array().unwrap().len(), 2);
-    let bad = env.http.post(env.url("/_mock/faults")).header("X-Api-Key", common::KEY).json(&json!({"rule": "/x explode"})).send().await.unwrap();
+    let bad = env
+        .http
+        .post(env.url("/_mock/faults"))
+        .header("X-Api-Key", common::KEY)
+        .json(&json!({"rule": "/x explode"}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(bad.status(), 400);
 
-    env.http.delete(env.url("/_mock/faults")).header("X-Api-Key", common::KEY).send().await.unwrap();
-    env.http.delete(env.url("/_mock/stats")).header("X-Api-Key", common::KEY).send().await.unwrap();
+    env.http
+        .delete(env.url("/_mock/faults"))
+        .header("X-Api-Key", common::KEY)
+        .send()
+        .await
+        .unwrap();
+    env.http
+        .delete(env.url("/_mock/stats"))
+        .header("X-Api-Key", common::KEY)
+        .send()
+        .await
+        .unwrap();
     let id = env.create(json!({})).await;
     let stats = env.stats().await;
     assert_eq!(stats["requests"]["createSandbox"], 1);
@@ -61,7 +104,11 @@ async fn status_burst_then_success_and_stats() {
     assert_eq!(stats["live_sandboxes"], 1);
     assert_eq!(stats["faults_injected"], 0);
     // /_mock calls are never counted.
-    assert!(stats["requests"].as_object().unwrap().keys().all(|k| !k.contains("_mock")));
+    assert!(stats["requests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .all(|k| !k.contains("_mock")));
     let _ = id;
     env.mock.shutdown().await;
 }
@@ -95,11 +142,25 @@ async fn reset_before_and_after_the_handler() {
     let declared = resp.content_length().expect("declared Content-Length");
     let (received, failed) = drain(resp).await;
     assert!(failed, "the body must be cut");
-    assert!(!received.is_empty() && (received.len() as u64) < declared, "half the body: {} of {declared}", received.len());
-    assert!(received.starts_with(b"{\""), "{}", String::from_utf8_lossy(&received));
+    assert!(
+        !received.is_empty() && (received.len() as u64) < declared,
+        "half the body: {} of {declared}",
+        received.len()
+    );
+    assert!(
+        received.starts_with(b"{\""),
+        "{}",
+        String::from_utf8_lossy(&received)
+    );
     let stats = env.stats().await;
-    assert_eq!(stats["sandboxes_created"], 1, "handler ran and applied its effect");
-    assert_eq!(env.get("/v1/sandboxes").await.data()["pagination"]["total"], 1);
+    assert_eq!(
+        stats["sandboxes_created"], 1,
+        "handler ran and applied its effect"
+    );
+    assert_eq!(
+        env.get("/v1/sandboxes").await.data()["pagination"]["total"],
+        1
+    );
     env.mock.shutdown().await;
 }
 
@@ -134,7 +195,10 @@ async fn delay_and_stream_cut() {
         }
     }
     assert!(failed, "the stream must be cut");
-    assert!(received <= 20, "at most 20 bytes before the cut, got {received}");
+    assert!(
+        received <= 20,
+        "at most 20 bytes before the cut, got {received}"
+    );
     env.mock.shutdown().await;
 }
 
@@ -149,15 +213,24 @@ async fn cut_of_a_ready_replay_delivers_the_first_part() {
         )
         .await;
     assert_eq!(created.status, 200, "{}", created.text);
-    let pid = created.data()["process_id"].as_str().expect("process_id").to_string();
-    let waited = env.get(&format!("/v1/sandboxes/{id}/processes/{pid}/wait?timeout_ms=15000")).await;
+    let pid = created.data()["process_id"]
+        .as_str()
+        .expect("process_id")
+        .to_string();
+    let waited = env
+        .get(&format!(
+            "/v1/sandboxes/{id}/processes/{pid}/wait?timeout_ms=15000"
+        ))
+        .await;
     assert_eq!(waited.data()["state"], "exited", "{}", waited.text);
 
     // The whole journal is ready at once: the cut piece must still reach the client.
     add_fault(&env, "GET /v1/sandboxes/*/connect cut=150 count=1").await;
     let resp = env
         .http
-        .get(env.url(&format!("/v1/sandboxes/{id}/processes/{pid}/connect?after=0")))
+        .get(env.url(&format!(
+            "/v1/sandboxes/{id}/processes/{pid}/connect?after=0"
+        )))
         .header("X-Api-Key", KEY)
         .send()
         .await
@@ -165,13 +238,24 @@ async fn cut_of_a_ready_replay_delivers_the_first_part() {
     assert_eq!(resp.status(), 200);
     let (received, failed) = drain(resp).await;
     assert!(failed, "the stream must be cut");
-    assert_eq!(received.len(), 150, "exactly the first 150 bytes: {}", String::from_utf8_lossy(&received));
-    assert!(received.starts_with(b"{\"data_base64\":\""), "{}", String::from_utf8_lossy(&received));
+    assert_eq!(
+        received.len(),
+        150,
+        "exactly the first 150 bytes: {}",
+        String::from_utf8_lossy(&received)
+    );
+    assert!(
+        received.starts_with(b"{\"data_base64\":\""),
+        "{}",
+        String::from_utf8_lossy(&received)
+    );
 
     // Without the fault the same replay is whole and ends with the exit event.
     let resp = env
         .http
-        .get(env.url(&format!("/v1/sandboxes/{id}/processes/{pid}/connect?after=0")))
+        .get(env.url(&format!(
+            "/v1/sandboxes/{id}/processes/{pid}/connect?after=0"
+        )))
         .header("X-Api-Key", KEY)
         .send()
         .await
@@ -179,9 +263,20 @@ async fn cut_of_a_ready_replay_delivers_the_first_part() {
     let (whole, failed) = drain(resp).await;
     assert!(!failed);
     assert!(whole.len() > 150);
-    assert_eq!(&whole[..150], &received[..], "the cut piece is the start of the replay");
-    let last = whole.trim_ascii_end().rsplit(|b| *b == b'\n').next().unwrap();
-    assert_eq!(serde_json::from_slice::<serde_json::Value>(last).unwrap()["type"], "exit");
+    assert_eq!(
+        &whole[..150],
+        &received[..],
+        "the cut piece is the start of the replay"
+    );
+    let last = whole
+        .trim_ascii_end()
+        .rsplit(|b| *b == b'\n')
+        .next()
+        .unwrap();
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(last).unwrap()["type"],
+        "exit"
+    );
     env.mock.shutdown().await;
 }
 
@@ -190,14 +285,49 @@ async fn an_answer_before_the_body_was_read_closes_the_connection() {
     let env = start().await;
     add_fault(&env, "POST /v1/sandboxes status=503 count=1").await;
     let body = json!({"shape": "s-1vcpu-1gb", "padding": "x".repeat(64 * 1024)});
-    let refused = env.http.post(env.url("/v1/sandboxes")).header("X-Api-Key", KEY).json(&body).send().await.unwrap();
+    let refused = env
+        .http
+        .post(env.url("/v1/sandboxes"))
+        .header("X-Api-Key", KEY)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(refused.status(), 503);
-    assert_eq!(refused.headers().get("connection").map(|v| v.to_str().unwrap()), Some("close"), "the unread body ends the connection");
+    assert_eq!(
+        refused
+            .headers()
+            .get("connection")
+            .map(|v| v.to_str().unwrap()),
+        Some("close"),
+        "the unread body ends the connection"
+    );
     // A request whose body was read keeps the connection.
     let small = json!({"shape": "s-1vcpu-1gb"});
-    let created = env.http.post(env.url("/v1/sandboxes")).header("X-Api-Key", KEY).json(&small).send().await.unwrap();
+    let created = env
+        .http
+        .post(env.url("/v1/sandboxes"))
+        .header("X-Api-Key", KEY)
+        .json(&small)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(created.status(), 200);
-    assert!(created.headers().get("connection").is_none(), "{:?}", created.headers());
-    let plain = env.http.get(env.url("/v1/shapes")).header("X-Api-Key", KEY).send().await.unwrap();
-    assert!(plain.headers().get("connection").is_none(), "{:?}", plain.headers());
+    assert!(
+        created.headers().get("connection").is_none(),
+        "{:?}",
+        created.headers()
+    );
+    let plain = env
+        .http
+        .get(env.url("/v1/shapes"))
+        .header("X-Api-Key", KEY)
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        plain.headers().get("connection").is_none(),
+        "{:?}",
+        plain.headers()
+    );
 }

@@ -27,7 +27,10 @@ async fn sandboxes_see_their_own_files() {
             assert_eq!(code, 1, "{dir} leaks between sandboxes");
         }
         let (host, _, _) = env.sh(&a, "hostname").await;
-        let name = env.get(&format!("/v1/sandboxes/{a}")).await.data()["name"].as_str().unwrap().to_string();
+        let name = env.get(&format!("/v1/sandboxes/{a}")).await.data()["name"]
+            .as_str()
+            .unwrap()
+            .to_string();
         assert_eq!(host.trim(), name);
     }
     env.mock.shutdown().await;
@@ -40,7 +43,11 @@ async fn pause_freezes_and_destroy_kills() {
     env.sh(&id, "setsid sh -c 'while true; do echo t >> $HOME/ticks; sleep 0.02; done' >/dev/null 2>&1 </dev/null &").await;
     let sandbox = env.mock.state().sandboxes.get(&id).unwrap();
     let ticks = sandbox.runtime().dir().join("root/ticks");
-    let count = || std::fs::read_to_string(&ticks).map(|s| s.lines().count()).unwrap_or(0);
+    let count = || {
+        std::fs::read_to_string(&ticks)
+            .map(|s| s.lines().count())
+            .unwrap_or(0)
+    };
     for _ in 0..200 {
         if count() > 2 {
             break;
@@ -50,7 +57,12 @@ async fn pause_freezes_and_destroy_kills() {
     assert!(count() > 2, "the loop runs");
     assert!(!sandbox.runtime().live_pids().is_empty());
 
-    assert_eq!(env.post_empty(&format!("/v1/sandboxes/{id}/pause")).await.status, 202);
+    assert_eq!(
+        env.post_empty(&format!("/v1/sandboxes/{id}/pause"))
+            .await
+            .status,
+        202
+    );
     env.wait_status(&id, "paused").await;
     // Let an iteration in flight finish, then the count must stay put.
     tokio::time::sleep(Duration::from_millis(60)).await;
@@ -76,14 +88,23 @@ async fn pause_freezes_and_destroy_kills() {
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert!(sandbox.runtime().live_pids().is_empty(), "destroy kills every process");
-    assert!(!sandbox.runtime().dir().exists(), "destroy removes the files");
+    assert!(
+        sandbox.runtime().live_pids().is_empty(),
+        "destroy kills every process"
+    );
+    assert!(
+        !sandbox.runtime().dir().exists(),
+        "destroy removes the files"
+    );
     env.mock.shutdown().await;
 }
 
 #[tokio::test]
 async fn fallback_mode_uses_process_groups() {
-    let env = common::start_with(createos_mock::MockConfig::default().isolation(createos_mock::IsolationMode::None)).await;
+    let env = common::start_with(
+        createos_mock::MockConfig::default().isolation(createos_mock::IsolationMode::None),
+    )
+    .await;
     assert_eq!(env.mock.state().isolation.kind(), IsolationKind::Fallback);
     let id = env.create(json!({})).await;
     let sandbox = env.mock.state().sandboxes.get(&id).unwrap();
@@ -92,7 +113,11 @@ async fn fallback_mode_uses_process_groups() {
     assert_eq!(home, format!("{root}\n{root}\n"));
     env.sh(&id, "sh -c 'while true; do echo t >> $HOME/ticks; sleep 0.02; done' >/dev/null 2>&1 </dev/null &").await;
     let ticks = sandbox.runtime().dir().join("root/ticks");
-    let count = || std::fs::read_to_string(&ticks).map(|s| s.lines().count()).unwrap_or(0);
+    let count = || {
+        std::fs::read_to_string(&ticks)
+            .map(|s| s.lines().count())
+            .unwrap_or(0)
+    };
     for _ in 0..200 {
         if count() > 2 {
             break;

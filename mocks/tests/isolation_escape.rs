@@ -25,9 +25,21 @@ async fn boundary() -> Option<Env> {
     }
     let env = start_with(MockConfig::default()).await;
     let report = env.mock.isolation();
-    let served: serde_json::Value =
-        env.http.get(env.url("/_mock/isolation")).header("X-Api-Key", KEY).send().await.unwrap().json().await.unwrap();
-    assert_eq!(served, serde_json::to_value(&report).unwrap(), "GET /_mock/isolation reports the same object");
+    let served: serde_json::Value = env
+        .http
+        .get(env.url("/_mock/isolation"))
+        .header("X-Api-Key", KEY)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        served,
+        serde_json::to_value(&report).unwrap(),
+        "GET /_mock/isolation reports the same object"
+    );
     if report.isolated {
         assert!(report.missing.is_empty(), "{report:?}");
         return Some(env);
@@ -35,7 +47,10 @@ async fn boundary() -> Option<Env> {
     // Not a boundary here: the report must say what is missing.
     let root = nix::unistd::Uid::effective().is_root();
     let bwrap = Path::new("/usr/bin/bwrap").exists();
-    assert!(!(root && bwrap && cfg!(target_os = "linux")), "root with bubblewrap on Linux must isolate: {report:?}");
+    assert!(
+        !(root && bwrap && cfg!(target_os = "linux")),
+        "root with bubblewrap on Linux must isolate: {report:?}"
+    );
     assert!(!report.missing.is_empty(), "{report:?}");
     env.mock.shutdown().await;
     None
@@ -47,7 +62,11 @@ fn token() -> String {
 
 fn rand_suffix() -> u64 {
     use std::time::{SystemTime, UNIX_EPOCH};
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64 % 1_000_000_007
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+        % 1_000_000_007
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -58,7 +77,23 @@ async fn escapes_from_inside_fail_and_the_host_is_unchanged() {
     let state_dir = env.mock.state().state_dir.display().to_string();
 
     // Every host directory outside the private layers is read-only for the sandbox.
-    let targets = ["/", "/usr", "/usr/bin", "/bin", "/sbin", "/lib", "/var", "/var/lib", "/var/log", "/srv", "/boot", "/mnt", "/media", "/sys", state_dir.as_str()];
+    let targets = [
+        "/",
+        "/usr",
+        "/usr/bin",
+        "/bin",
+        "/sbin",
+        "/lib",
+        "/var",
+        "/var/lib",
+        "/var/log",
+        "/srv",
+        "/boot",
+        "/mnt",
+        "/media",
+        "/sys",
+        state_dir.as_str(),
+    ];
     for dir in targets {
         let file = format!("{dir}/cos-escape-{tok}");
         let (_, _, code) = env.sh(&id, &format!("echo x > '{file}'")).await;
@@ -66,9 +101,22 @@ async fn escapes_from_inside_fail_and_the_host_is_unchanged() {
         assert!(!Path::new(&file).exists(), "{file} appeared on the host");
     }
     // Its own layers are writable, and nothing reaches the host.
-    for dir in ["/root", "/work", "/workspace", "/tmp", "/home", "/var/tmp", "/etc", "/usr/local/bin", "/opt", "/run"] {
+    for dir in [
+        "/root",
+        "/work",
+        "/workspace",
+        "/tmp",
+        "/home",
+        "/var/tmp",
+        "/etc",
+        "/usr/local/bin",
+        "/opt",
+        "/run",
+    ] {
         let file = format!("{dir}/cos-escape-{tok}");
-        let (_, err, code) = env.sh(&id, &format!("echo x > '{file}' && cat '{file}'")).await;
+        let (_, err, code) = env
+            .sh(&id, &format!("echo x > '{file}' && cat '{file}'"))
+            .await;
         assert_eq!(code, 0, "writing {file} inside the sandbox: {err}");
         assert!(!Path::new(&file).exists(), "{file} appeared on the host");
     }
@@ -77,13 +125,24 @@ async fn escapes_from_inside_fail_and_the_host_is_unchanged() {
     let (map, _, _) = env.sh(&id, "cat /proc/self/uid_map; id -u").await;
     let fields: Vec<&str> = map.split_whitespace().collect();
     assert_eq!(fields[0], "0", "{map}");
-    assert_ne!(fields[1], "0", "sandbox uid 0 must not be host uid 0: {map}");
+    assert_ne!(
+        fields[1], "0",
+        "sandbox uid 0 must not be host uid 0: {map}"
+    );
     assert_eq!(fields.last(), Some(&"0"));
     // Host-root-only files are unreadable; /etc/shadow is the sandbox's own (accounts locked).
     let host_shadow = std::fs::read_to_string("/etc/shadow").unwrap_or_default();
     let (shadow, _, _) = env.sh(&id, "cat /etc/shadow").await;
-    assert!(shadow.lines().all(|l| l.split(':').nth(1).is_some_and(|h| h == "*" || h == "!")), "{shadow}");
-    if host_shadow.lines().any(|l| l.split(':').nth(1).is_some_and(|h| h.starts_with('$'))) {
+    assert!(
+        shadow
+            .lines()
+            .all(|l| l.split(':').nth(1).is_some_and(|h| h == "*" || h == "!")),
+        "{shadow}"
+    );
+    if host_shadow
+        .lines()
+        .any(|l| l.split(':').nth(1).is_some_and(|h| h.starts_with('$')))
+    {
         assert_ne!(shadow, host_shadow);
     }
     let secret_dir = format!("/var/lib/cos-escape-{tok}");
@@ -91,20 +150,38 @@ async fn escapes_from_inside_fail_and_the_host_is_unchanged() {
     std::fs::write(format!("{secret_dir}/secret"), "host-only").unwrap();
     {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(format!("{secret_dir}/secret"), std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::fs::set_permissions(
+            format!("{secret_dir}/secret"),
+            std::fs::Permissions::from_mode(0o600),
+        )
+        .unwrap();
     }
     let (out, _, code) = env.sh(&id, &format!("cat {secret_dir}/secret")).await;
-    assert!(code != 0 && !out.contains("host-only"), "a root-only host file was read: {out}");
+    assert!(
+        code != 0 && !out.contains("host-only"),
+        "a root-only host file was read: {out}"
+    );
 
     // Host processes are invisible: no signal, no ptrace, no environ.
-    let mut host_child = std::process::Command::new("sleep").arg("300").spawn().unwrap();
+    let mut host_child = std::process::Command::new("sleep")
+        .arg("300")
+        .spawn()
+        .unwrap();
     let host_pid = host_child.id();
     let (_, _, code) = env.sh(&id, &format!("kill -9 {host_pid}")).await;
     assert_ne!(code, 0);
-    assert!(host_child.try_wait().unwrap().is_none(), "a host process was killed from the sandbox");
+    assert!(
+        host_child.try_wait().unwrap().is_none(),
+        "a host process was killed from the sandbox"
+    );
     let (procs, _, _) = env.sh(&id, "ls /proc | grep -c '^[0-9]'").await;
-    assert!(procs.trim().parse::<u32>().unwrap() < 10, "the sandbox sees {procs} processes");
-    let (_, _, code) = env.sh(&id, &format!("test -e /proc/{}", std::process::id())).await;
+    assert!(
+        procs.trim().parse::<u32>().unwrap() < 10,
+        "the sandbox sees {procs} processes"
+    );
+    let (_, _, code) = env
+        .sh(&id, &format!("test -e /proc/{}", std::process::id()))
+        .await;
     assert_ne!(code, 0, "the emulator's process is visible");
     let ptrace = format!(
         "import ctypes, os, subprocess, sys\n\
@@ -115,11 +192,26 @@ async fn escapes_from_inside_fail_and_the_host_is_unchanged() {
          \x20   print(r, ctypes.get_errno())\n\
          child.kill()\n"
     );
-    let (out, err, _) = env.sh(&id, &format!("python3 -c \"$(printf '%s' '{}' | base64 -d)\"", base64(&ptrace))).await;
+    let (out, err, _) = env
+        .sh(
+            &id,
+            &format!(
+                "python3 -c \"$(printf '%s' '{}' | base64 -d)\"",
+                base64(&ptrace)
+            ),
+        )
+        .await;
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 2, "{out}{err}");
-    assert_eq!(lines[0], format!("-1 {}", nix::libc::EPERM), "ptrace attach to a sandbox process: {out}");
-    assert!(lines[1].starts_with("-1 "), "ptrace attach to a host process: {out}");
+    assert_eq!(
+        lines[0],
+        format!("-1 {}", nix::libc::EPERM),
+        "ptrace attach to a sandbox process: {out}"
+    );
+    assert!(
+        lines[1].starts_with("-1 "),
+        "ptrace attach to a host process: {out}"
+    );
     let _ = host_child.kill();
     let _ = host_child.wait();
 
@@ -135,16 +227,35 @@ async fn escapes_from_inside_fail_and_the_host_is_unchanged() {
         nix::libc::SYS_add_key,
         nix::libc::SYS_finit_module
     );
-    let (out, err, _) = env.sh(&id, &format!("python3 -c \"$(printf '%s' '{}' | base64 -d)\"", base64(&calls))).await;
+    let (out, err, _) = env
+        .sh(
+            &id,
+            &format!(
+                "python3 -c \"$(printf '%s' '{}' | base64 -d)\"",
+                base64(&calls)
+            ),
+        )
+        .await;
     let eperm = format!("-1 {}", nix::libc::EPERM);
-    assert_eq!(out.lines().collect::<Vec<_>>(), vec![eperm.as_str(); 3], "mount / add_key / finit_module: {out}{err}");
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        vec![eperm.as_str(); 3],
+        "mount / add_key / finit_module: {out}{err}"
+    );
 
     // The emulator's environment never reaches the sandbox.
     let (all, _, _) = env.sh(&id, "env; cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n'; cat /proc/*/cmdline 2>/dev/null").await;
-    assert!(!all.contains(SECRET_VAR) && !all.contains("s3cr3t-value"), "the emulator's environment leaked: {all}");
+    assert!(
+        !all.contains(SECRET_VAR) && !all.contains("s3cr3t-value"),
+        "the emulator's environment leaked: {all}"
+    );
     assert!(!all.contains(KEY), "the API key reached the sandbox");
     let (found, _, _) = env.sh(&id, &format!("grep -rl '{KEY}' /root /home /etc /tmp /var/tmp /opt /usr/local 2>/dev/null | head -1")).await;
-    assert_eq!(found.trim(), "", "the API key is in a file the sandbox reads");
+    assert_eq!(
+        found.trim(),
+        "",
+        "the API key is in a file the sandbox reads"
+    );
 
     std::fs::remove_dir_all(&secret_dir).unwrap();
     env.mock.shutdown().await;
@@ -161,12 +272,22 @@ async fn the_files_api_sees_only_the_sandbox_view() {
     let id = env.create(json!({})).await;
     let tok = token();
     // The sandbox's own /etc/shadow, never the host's.
-    let r = env.get(&format!("/v1/sandboxes/{id}/files?path=/etc/shadow")).await;
+    let r = env
+        .get(&format!("/v1/sandboxes/{id}/files?path=/etc/shadow"))
+        .await;
     assert_eq!(r.status, 200, "{}", r.text);
-    assert!(r.text.lines().all(|l| l.split(':').nth(1).is_some_and(|h| h == "*" || h == "!")), "{}", r.text);
+    assert!(
+        r.text
+            .lines()
+            .all(|l| l.split(':').nth(1).is_some_and(|h| h == "*" || h == "!")),
+        "{}",
+        r.text
+    );
     // A link inside the sandbox resolves inside it.
     env.sh(&id, "ln -s /etc/shadow /root/shadow-link").await;
-    let linked = env.get(&format!("/v1/sandboxes/{id}/files?path=/root/shadow-link")).await;
+    let linked = env
+        .get(&format!("/v1/sandboxes/{id}/files?path=/root/shadow-link"))
+        .await;
     assert_eq!(linked.text, r.text);
     // A host file only the host's root may read is refused.
     let secret_dir = format!("/var/lib/cos-files-{tok}");
@@ -177,16 +298,41 @@ async fn the_files_api_sees_only_the_sandbox_view() {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
     }
-    let r = env.get(&format!("/v1/sandboxes/{id}/files?path={secret}")).await;
-    assert_ne!(r.status, 200, "a root-only host file was served: {}", r.text);
+    let r = env
+        .get(&format!("/v1/sandboxes/{id}/files?path={secret}"))
+        .await;
+    assert_ne!(
+        r.status, 200,
+        "a root-only host file was served: {}",
+        r.text
+    );
     assert!(!r.text.contains("host-only"));
     // Writes land in the sandbox, never on the host; the read-only host root is refused.
-    let put = env.http.put(env.url(&format!("/v1/sandboxes/{id}/files?path=/etc/cos-{tok}"))).header("X-Api-Key", KEY).body("mine").send().await.unwrap();
+    let put = env
+        .http
+        .put(env.url(&format!("/v1/sandboxes/{id}/files?path=/etc/cos-{tok}")))
+        .header("X-Api-Key", KEY)
+        .body("mine")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(put.status(), 200);
     assert!(!Path::new(&format!("/etc/cos-{tok}")).exists());
-    let (seen, _, _) = env.sh(&id, &format!("cat /etc/cos-{tok}; stat -c %u /etc/cos-{tok}")).await;
+    let (seen, _, _) = env
+        .sh(
+            &id,
+            &format!("cat /etc/cos-{tok}; stat -c %u /etc/cos-{tok}"),
+        )
+        .await;
     assert_eq!(seen, "mine0\n", "the upload is the sandbox root's file");
-    let put = env.http.put(env.url(&format!("/v1/sandboxes/{id}/files?path=/usr/bin/cos-{tok}"))).header("X-Api-Key", KEY).body("x").send().await.unwrap();
+    let put = env
+        .http
+        .put(env.url(&format!("/v1/sandboxes/{id}/files?path=/usr/bin/cos-{tok}")))
+        .header("X-Api-Key", KEY)
+        .body("x")
+        .send()
+        .await
+        .unwrap();
     assert_ne!(put.status(), 200);
     assert!(!Path::new(&format!("/usr/bin/cos-{tok}")).exists());
     std::fs::remove_dir_all(&secret_dir).unwrap();
@@ -199,14 +345,25 @@ async fn layers_are_private_per_sandbox_and_a_fork_copies_them() {
     let a = env.create(json!({})).await;
     let b = env.create(json!({})).await;
     let tok = token();
-    let files = [format!("/usr/local/bin/cos-{tok}"), format!("/etc/cos-{tok}"), format!("/opt/cos-{tok}/tool")];
+    let files = [
+        format!("/usr/local/bin/cos-{tok}"),
+        format!("/etc/cos-{tok}"),
+        format!("/opt/cos-{tok}/tool"),
+    ];
     for f in &files {
-        let (_, err, code) = env.sh(&a, &format!("mkdir -p \"$(dirname {f})\" && echo from-a > {f}")).await;
+        let (_, err, code) = env
+            .sh(
+                &a,
+                &format!("mkdir -p \"$(dirname {f})\" && echo from-a > {f}"),
+            )
+            .await;
         assert_eq!(code, 0, "{f}: {err}");
     }
     // An existing host file of /etc can be edited in place; the host's stays as it was.
     let host_hosts = std::fs::read_to_string("/etc/hosts").unwrap();
-    let (_, err, code) = env.sh(&a, "echo '10.9.9.9 cos-layer-test' >> /etc/hosts").await;
+    let (_, err, code) = env
+        .sh(&a, "echo '10.9.9.9 cos-layer-test' >> /etc/hosts")
+        .await;
     assert_eq!(code, 0, "{err}");
     assert_eq!(std::fs::read_to_string("/etc/hosts").unwrap(), host_hosts);
     for f in &files {
@@ -214,9 +371,16 @@ async fn layers_are_private_per_sandbox_and_a_fork_copies_them() {
         let (_, _, code) = env.sh(&b, &format!("test -e {f}")).await;
         assert_ne!(code, 0, "{f} leaked into another sandbox");
     }
-    assert_eq!(env.post_empty(&format!("/v1/sandboxes/{a}/pause")).await.status, 202);
+    assert_eq!(
+        env.post_empty(&format!("/v1/sandboxes/{a}/pause"))
+            .await
+            .status,
+        202
+    );
     env.wait_status(&a, "paused").await;
-    let forked = env.post(&format!("/v1/sandboxes/{a}/fork"), json!({})).await;
+    let forked = env
+        .post(&format!("/v1/sandboxes/{a}/fork"), json!({}))
+        .await;
     assert_eq!(forked.status, 200, "{}", forked.text);
     let c = forked.data()["id"].as_str().unwrap().to_string();
     env.wait_status(&c, "running").await;
@@ -241,11 +405,18 @@ async fn sandboxes_get_only_the_envs_given_at_create() {
     let id = env.create(json!({"envs": {"GIVEN": "yes"}})).await;
     let (out, _, _) = env.sh(&id, "env").await;
     assert!(out.lines().any(|l| l == "GIVEN=yes"), "{out}");
-    assert!(!out.contains(SECRET_VAR) && !out.contains("CREATEOS_API_KEY"), "{out}");
+    assert!(
+        !out.contains(SECRET_VAR) && !out.contains("CREATEOS_API_KEY"),
+        "{out}"
+    );
     let names: Vec<&str> = out.lines().filter_map(|l| l.split('=').next()).collect();
     for name in &names {
         assert!(
-            ["PATH", "HOSTNAME", "TERM", "LANG", "USER", "SHELL", "HOME", "GIVEN", "PWD", "SHLVL", "_"].contains(name),
+            [
+                "PATH", "HOSTNAME", "TERM", "LANG", "USER", "SHELL", "HOME", "GIVEN", "PWD",
+                "SHLVL", "_"
+            ]
+            .contains(name),
             "unexpected variable {name} in {out}"
         );
     }

@@ -27,7 +27,10 @@ fn modules() -> HashMap<Vec<String>, String> {
     let mut out = HashMap::new();
     for file in files {
         let rel = file.strip_prefix(src_dir()).unwrap().with_extension("");
-        let mut parts: Vec<String> = rel.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+        let mut parts: Vec<String> = rel
+            .iter()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect();
         if parts == ["main"] {
             continue;
         }
@@ -45,7 +48,10 @@ fn code_of(text: &str) -> String {
         Some(at) => &text[..at],
         None => text,
     };
-    text.lines().map(|l| l.split("//").next().unwrap_or("")).collect::<Vec<_>>().join("\n")
+    text.lines()
+        .map(|l| l.split("//").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// `use` statements expanded into paths: (segments, is `pub use`, name it is visible as).
@@ -83,8 +89,11 @@ fn uses(code: &str) -> Vec<(Vec<String>, bool, String)> {
         } else {
             continue;
         };
-        let tree: String =
-            tree.replace(" as ", "@").chars().filter(|c| !c.is_whitespace()).collect();
+        let tree: String = tree
+            .replace(" as ", "@")
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect();
         let mut paths = Vec::new();
         expand("", &tree, &mut paths);
         for path in paths {
@@ -92,8 +101,11 @@ fn uses(code: &str) -> Vec<(Vec<String>, bool, String)> {
                 Some((p, a)) => (p.to_string(), Some(a.to_string())),
                 None => (path, None),
             };
-            let segs: Vec<String> =
-                path.split("::").filter(|s| *s != "self").map(String::from).collect();
+            let segs: Vec<String> = path
+                .split("::")
+                .filter(|s| *s != "self")
+                .map(String::from)
+                .collect();
             let name = alias.unwrap_or_else(|| segs.last().cloned().unwrap_or_default());
             out.push((segs, is_pub, name));
         }
@@ -107,7 +119,9 @@ fn children(code: &str) -> BTreeSet<String> {
         .filter_map(|l| {
             let l = l.trim();
             let l = l.strip_prefix("pub ").unwrap_or(l);
-            l.strip_prefix("mod ")?.strip_suffix(';').map(|n| n.trim().to_string())
+            l.strip_prefix("mod ")?
+                .strip_suffix(';')
+                .map(|n| n.trim().to_string())
         })
         .collect()
 }
@@ -143,7 +157,9 @@ impl Crate {
             k -= 1;
         }
         let module = path[..k].to_vec();
-        let Some(name) = path.get(k) else { return module };
+        let Some(name) = path.get(k) else {
+            return module;
+        };
         if depth > 8 {
             return module;
         }
@@ -219,7 +235,11 @@ fn only_the_top_imports_the_router() {
         if top.contains(&module) || module == ["app"] {
             continue;
         }
-        assert!(!code.contains("crate::app"), "{} imports the router (crate::app)", name(&module));
+        assert!(
+            !code.contains("crate::app"),
+            "{} imports the router (crate::app)",
+            name(&module)
+        );
     }
 }
 
@@ -248,10 +268,19 @@ fn the_state_imports_no_route_module() {
         }
     }
     // The scan sees the stores the state holds (a resolver that sees nothing passes nothing).
-    let stores = [&["sandbox", "store"][..], &["resources", "store"], &["auth"], &["process"]];
+    let stores = [
+        &["sandbox", "store"][..],
+        &["resources", "store"],
+        &["auth"],
+        &["process"],
+    ];
     for store in stores {
         let store: Vec<String> = store.iter().map(|s| s.to_string()).collect();
-        assert!(seen.contains(&store), "the scan does not see {} below the state", name(&store));
+        assert!(
+            seen.contains(&store),
+            "the scan does not see {} below the state",
+            name(&store)
+        );
     }
 }
 
@@ -260,10 +289,18 @@ fn route_modules_use_the_state() {
     // The other half of the layering: the routes reach the state, so the check above
     // would catch a store that imported one.
     let krate = Crate { modules: modules() };
-    for route in [&["sandbox", "routes"][..], &["resources", "networks"], &["process", "routes"]] {
+    for route in [
+        &["sandbox", "routes"][..],
+        &["resources", "networks"],
+        &["process", "routes"],
+    ] {
         let route: Vec<String> = route.iter().map(|s| s.to_string()).collect();
         let imports = krate.imports(&route);
         let state = vec!["state".to_string()];
-        assert!(imports.contains(&state), "{} does not import state", name(&route));
+        assert!(
+            imports.contains(&state),
+            "{} does not import state",
+            name(&route)
+        );
     }
 }

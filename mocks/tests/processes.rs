@@ -18,7 +18,10 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 async fn mock(cfg: MockConfig) -> (MockHandle, Api) {
     let handle = createos_mock::start(cfg).await.expect("mock starts");
-    let api = Api { addr: handle.addr(), key: handle.api_key() };
+    let api = Api {
+        addr: handle.addr(),
+        key: handle.api_key(),
+    };
     (handle, api)
 }
 
@@ -27,7 +30,9 @@ fn b64(data: &[u8]) -> String {
 }
 
 fn unb64(v: &Value) -> Vec<u8> {
-    base64::engine::general_purpose::STANDARD.decode(v.as_str().unwrap()).unwrap()
+    base64::engine::general_purpose::STANDARD
+        .decode(v.as_str().unwrap())
+        .unwrap()
 }
 
 /// Concatenated payload of `data` events of one stream.
@@ -40,7 +45,11 @@ fn stream_bytes(events: &[Value], stream: &str) -> Vec<u8> {
 }
 
 fn seqs(events: &[Value]) -> Vec<u64> {
-    events.iter().filter(|e| e["type"] == "data").map(|e| e["seq"].as_u64().unwrap()).collect()
+    events
+        .iter()
+        .filter(|e| e["type"] == "data")
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect()
 }
 
 fn proc_path(sb: &str, id: &str, rest: &str) -> String {
@@ -48,7 +57,13 @@ fn proc_path(sb: &str, id: &str, rest: &str) -> String {
 }
 
 async fn wait(api: &Api, sb: &str, id: &str, scope: &str) -> Value {
-    let r = api.get(&proc_path(sb, id, &format!("/wait?scope={scope}&timeout_ms=15000"))).await;
+    let r = api
+        .get(&proc_path(
+            sb,
+            id,
+            &format!("/wait?scope={scope}&timeout_ms=15000"),
+        ))
+        .await;
     assert_eq!(r.status, 200, "wait: {}", String::from_utf8_lossy(&r.body));
     r.data()
 }
@@ -77,7 +92,10 @@ async fn pipe_output_sequences_stderr_replay_and_exit() {
     let s = seqs(&events);
     assert_eq!(s[0], 1, "sequences start at 1");
     assert!(s.windows(2).all(|w| w[1] == w[0] + 1), "contiguous: {s:?}");
-    assert_eq!(events.last().unwrap(), &json!({"type": "exit", "exit_code": 7}));
+    assert_eq!(
+        events.last().unwrap(),
+        &json!({"type": "exit", "exit_code": 7})
+    );
 
     let done = wait(&api, &sb, &id, "tree").await;
     assert_eq!(done["state"], "exited");
@@ -93,7 +111,10 @@ async fn pipe_output_sequences_stderr_replay_and_exit() {
     assert_eq!(seqs(&replay), s[1..].to_vec());
     assert_eq!(replay.last().unwrap()["type"], "exit");
 
-    let list = api.get(&format!("/v1/sandboxes/{sb}/processes")).await.data();
+    let list = api
+        .get(&format!("/v1/sandboxes/{sb}/processes"))
+        .await
+        .data();
     assert_eq!(list["processes"][0]["process_id"], id.as_str());
     let missing = api.get(&proc_path(&sb, "proc_nope", "")).await;
     assert_eq!(missing.status, 404);
@@ -120,11 +141,17 @@ async fn create_validation() {
         assert!(r.json()["data"][field].is_string(), "{body} → {}", r.json());
     }
     // A command that does not exist: a failed record with its reason as output.
-    let failed = api.process(&sb, json!({"cmd": "/definitely/not/here"})).await;
+    let failed = api
+        .process(&sb, json!({"cmd": "/definitely/not/here"}))
+        .await;
     assert_eq!(failed["state"], "failed");
     assert_eq!(failed["exit_code"], 127);
     assert_eq!(failed["tree_exited"], true);
-    let events = api.connect(&sb, &pid_of(&failed), 0).await.until_end().await;
+    let events = api
+        .connect(&sb, &pid_of(&failed), 0)
+        .await
+        .until_end()
+        .await;
     assert!(String::from_utf8_lossy(&stream_bytes(&events, "stderr")).contains("failed to start"));
     assert_eq!(events.last().unwrap()["exit_code"], 127);
     handle.shutdown().await;
@@ -136,7 +163,10 @@ async fn journal_eviction_reports_expired_offset() {
     let (handle, api) = mock(MockConfig::default().journal_bytes(256)).await;
     let sb = api.sandbox().await;
     let script = "for i in $(seq 1 40); do echo line-$i-padding-padding; sleep 0.005; done";
-    let id = pid_of(&api.process(&sb, json!({"cmd": "sh", "args": ["-c", script]})).await);
+    let id = pid_of(
+        &api.process(&sb, json!({"cmd": "sh", "args": ["-c", script]}))
+            .await,
+    );
     let done = wait(&api, &sb, &id, "tree").await;
     let oldest = done["output"]["oldest_seq"].as_u64().unwrap();
     assert!(oldest > 1, "output was evicted: {done}");
@@ -156,14 +186,20 @@ async fn journal_eviction_reports_expired_offset() {
             "oldest_available_offset": total - retained,
         })
     );
-    assert!(expired.next().await.is_none(), "stream ends after the error");
+    assert!(
+        expired.next().await.is_none(),
+        "stream ends after the error"
+    );
     assert!(expired.clean_end);
 
     let resumed = api.connect(&sb, &id, oldest - 1).await.until_end().await;
     assert_eq!(seqs(&resumed).first().copied(), Some(oldest));
     let tail = String::from_utf8(stream_bytes(&resumed, "stdout")).unwrap();
     assert!(tail.ends_with("line-40-padding-padding\n"), "{tail:?}");
-    assert_eq!(resumed.last().unwrap(), &json!({"type": "exit", "exit_code": 0}));
+    assert_eq!(
+        resumed.last().unwrap(),
+        &json!({"type": "exit", "exit_code": 0})
+    );
     handle.shutdown().await;
 }
 
@@ -172,23 +208,42 @@ async fn wait_times_out_with_408_then_succeeds_and_heartbeats_flow() {
     let _serial = SERIAL.lock().await;
     let (handle, api) = mock(MockConfig::default().heartbeat(Duration::from_millis(50))).await;
     let sb = api.sandbox().await;
-    let id = pid_of(&api.process(&sb, json!({"cmd": "sh", "args": ["-c", "read line; echo got-$line; exit 3"]})).await);
+    let id = pid_of(
+        &api.process(
+            &sb,
+            json!({"cmd": "sh", "args": ["-c", "read line; echo got-$line; exit 3"]}),
+        )
+        .await,
+    );
 
-    let r = api.get(&proc_path(&sb, &id, "/wait?scope=leader&timeout_ms=50")).await;
+    let r = api
+        .get(&proc_path(&sb, &id, "/wait?scope=leader&timeout_ms=50"))
+        .await;
     assert_eq!(r.status, 408);
-    assert_eq!(r.json(), json!({"status": "fail", "data": {"wait": "timed out waiting for process"}}));
+    assert_eq!(
+        r.json(),
+        json!({"status": "fail", "data": {"wait": "timed out waiting for process"}})
+    );
 
     let mut live = api.connect(&sb, &id, 0).await;
     assert_eq!(live.next().await.unwrap(), json!({"type": "heartbeat"}));
 
-    let r = api.post(&proc_path(&sb, &id, "/input"), &json!({"data_base64": b64(b"hello\n")})).await;
+    let r = api
+        .post(
+            &proc_path(&sb, &id, "/input"),
+            &json!({"data_base64": b64(b"hello\n")}),
+        )
+        .await;
     assert_eq!(r.data(), json!({"input_seq": 1}));
     let done = wait(&api, &sb, &id, "leader").await;
     assert_eq!(done["leader_exited"], true);
     assert_eq!(done["exit_code"], 3);
     let rest = live.until_end().await;
     assert_eq!(stream_bytes(&rest, "stdout"), b"got-hello\n");
-    assert_eq!(rest.last().unwrap(), &json!({"type": "exit", "exit_code": 3}));
+    assert_eq!(
+        rest.last().unwrap(),
+        &json!({"type": "exit", "exit_code": 3})
+    );
     handle.shutdown().await;
 }
 
@@ -198,18 +253,28 @@ async fn leader_and_tree_exit_separately() {
     let (handle, api) = mock(MockConfig::default()).await;
     let sb = api.sandbox().await;
     let gate = format!("/tmp/gate-{}", std::process::id());
-    let script = format!("(while [ ! -f {gate} ]; do sleep 0.02; done) >/dev/null 2>&1 & echo started");
-    let id = pid_of(&api.process(&sb, json!({"cmd": "sh", "args": ["-c", script]})).await);
+    let script =
+        format!("(while [ ! -f {gate} ]; do sleep 0.02; done) >/dev/null 2>&1 & echo started");
+    let id = pid_of(
+        &api.process(&sb, json!({"cmd": "sh", "args": ["-c", script]}))
+            .await,
+    );
 
     let leader = wait(&api, &sb, &id, "leader").await;
     assert_eq!(leader["leader_exited"], true);
     assert_eq!(leader["exit_code"], 0);
-    assert_eq!(leader["tree_exited"], false, "the background child is alive: {leader}");
+    assert_eq!(
+        leader["tree_exited"], false,
+        "the background child is alive: {leader}"
+    );
     assert_eq!(leader["state"], "running");
-    let r = api.get(&proc_path(&sb, &id, "/wait?scope=tree&timeout_ms=100")).await;
+    let r = api
+        .get(&proc_path(&sb, &id, "/wait?scope=tree&timeout_ms=100"))
+        .await;
     assert_eq!(r.status, 408);
 
-    api.process(&sb, json!({"cmd": "touch", "args": [gate]})).await;
+    api.process(&sb, json!({"cmd": "touch", "args": [gate]}))
+        .await;
     let tree = wait(&api, &sb, &id, "tree").await;
     assert_eq!(tree["tree_exited"], true);
     assert_eq!(tree["state"], "exited");
@@ -221,8 +286,12 @@ async fn leader_and_tree_exit_separately() {
 fn session_members(sid: i64) -> Vec<i64> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
-        let Some(close) = stat.rfind(')') else { continue };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let Some(close) = stat.rfind(')') else {
+            continue;
+        };
         let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
         if fields.len() > 3 && fields[3] == sid.to_string() && fields[0] != "Z" {
             out.push(stat.split_whitespace().next().unwrap().parse().unwrap());
@@ -238,15 +307,26 @@ async fn stop_kills_the_whole_tree_after_grace() {
     let (handle, api) = mock(MockConfig::default()).await;
     let sb = api.sandbox().await;
     let created = api
-        .process(&sb, json!({"cmd": "sh", "args": ["-c", "trap '' TERM; sleep 300 & echo ready; wait"]}))
+        .process(
+            &sb,
+            json!({"cmd": "sh", "args": ["-c", "trap '' TERM; sleep 300 & echo ready; wait"]}),
+        )
         .await;
     let id = pid_of(&created);
     let leader_pid = created["pid"].as_i64().unwrap();
     let mut events = api.connect(&sb, &id, 0).await;
-    assert_eq!(unb64(&events.next().await.unwrap()["data_base64"]), b"ready\n");
-    assert!(session_members(leader_pid).len() >= 2, "leader and sleep are alive");
+    assert_eq!(
+        unb64(&events.next().await.unwrap()["data_base64"]),
+        b"ready\n"
+    );
+    assert!(
+        session_members(leader_pid).len() >= 2,
+        "leader and sleep are alive"
+    );
 
-    let r = api.send("DELETE", &proc_path(&sb, &id, "?grace_ms=100"), None).await;
+    let r = api
+        .send("DELETE", &proc_path(&sb, &id, "?grace_ms=100"), None)
+        .await;
     assert_eq!(r.status, 200);
     let fin = r.data();
     assert_eq!(fin["tree_exited"], true, "{fin}");
@@ -254,7 +334,10 @@ async fn stop_kills_the_whole_tree_after_grace() {
     assert_eq!(fin["signal"], "SIGKILL", "the leader ignored SIGTERM");
     assert!(session_members(leader_pid).is_empty());
     let rest = events.until_end().await;
-    assert_eq!(rest.last().unwrap(), &json!({"type": "exit", "signal": "SIGKILL"}));
+    assert_eq!(
+        rest.last().unwrap(),
+        &json!({"type": "exit", "signal": "SIGKILL"})
+    );
     handle.shutdown().await;
 }
 
@@ -264,14 +347,28 @@ async fn one_mebibyte_of_input_arrives_in_order() {
     let (handle, api) = mock(MockConfig::default().journal_bytes(4 << 20)).await;
     let sb = api.sandbox().await;
     let id = pid_of(&api.process(&sb, json!({"cmd": "cat"})).await);
-    let data: Vec<u8> = (0..(1u32 << 20)).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    let data: Vec<u8> = (0..(1u32 << 20))
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
     for (n, chunk) in data.chunks(64 * 1024).enumerate() {
-        let r = api.post(&proc_path(&sb, &id, "/input"), &json!({"data_base64": b64(chunk)})).await;
+        let r = api
+            .post(
+                &proc_path(&sb, &id, "/input"),
+                &json!({"data_base64": b64(chunk)}),
+            )
+            .await;
         assert_eq!(r.data()["input_seq"], n as u64 + 1);
     }
-    let r = api.send("POST", &proc_path(&sb, &id, "/stdin/close"), None).await;
+    let r = api
+        .send("POST", &proc_path(&sb, &id, "/stdin/close"), None)
+        .await;
     assert_eq!(r.data(), json!({"ok": true}));
-    let late = api.post(&proc_path(&sb, &id, "/input"), &json!({"data_base64": b64(b"x")})).await;
+    let late = api
+        .post(
+            &proc_path(&sb, &id, "/input"),
+            &json!({"data_base64": b64(b"x")}),
+        )
+        .await;
     assert_eq!(late.status, 409);
     let events = api.connect(&sb, &id, 0).await.until_end().await;
     let echoed = stream_bytes(&events, "stdout");
@@ -284,7 +381,10 @@ async fn one_mebibyte_of_input_arrives_in_order() {
 /// Reads PTY events until the accumulated output contains `needle`.
 async fn pty_until(events: &mut http::Events, acc: &mut String, needle: &str) {
     while !acc.contains(needle) {
-        let ev = events.next().await.unwrap_or_else(|| panic!("stream ended before {needle:?}: {acc:?}"));
+        let ev = events
+            .next()
+            .await
+            .unwrap_or_else(|| panic!("stream ended before {needle:?}: {acc:?}"));
         if ev["type"] == "data" {
             assert_eq!(ev["stream"], "pty");
             acc.push_str(&String::from_utf8_lossy(&unb64(&ev["data_base64"])));
@@ -309,16 +409,38 @@ async fn pty_size_follows_create_and_resize() {
     let mut acc = String::new();
     pty_until(&mut events, &mut acc, "31 97").await;
 
-    let r = api.post(&proc_path(&sb, &id, "/resize"), &json!({"rows": 40, "cols": 120})).await;
+    let r = api
+        .post(
+            &proc_path(&sb, &id, "/resize"),
+            &json!({"rows": 40, "cols": 120}),
+        )
+        .await;
     assert_eq!(r.data(), json!({"ok": true}));
-    api.post(&proc_path(&sb, &id, "/input"), &json!({"data_base64": b64(b"\n")})).await;
+    api.post(
+        &proc_path(&sb, &id, "/input"),
+        &json!({"data_base64": b64(b"\n")}),
+    )
+    .await;
     pty_until(&mut events, &mut acc, "40 120").await;
     assert_eq!(events.until_end().await.last().unwrap()["exit_code"], 0);
 
-    let bad = api.post(&proc_path(&sb, &id, "/resize"), &json!({"rows": 0, "cols": 10})).await;
+    let bad = api
+        .post(
+            &proc_path(&sb, &id, "/resize"),
+            &json!({"rows": 0, "cols": 10}),
+        )
+        .await;
     assert_eq!(bad.status, 400);
-    let pipe = pid_of(&api.process(&sb, json!({"cmd": "sleep", "args": ["5"]})).await);
-    let r = api.post(&proc_path(&sb, &pipe, "/resize"), &json!({"rows": 10, "cols": 10})).await;
+    let pipe = pid_of(
+        &api.process(&sb, json!({"cmd": "sleep", "args": ["5"]}))
+            .await,
+    );
+    let r = api
+        .post(
+            &proc_path(&sb, &pipe, "/resize"),
+            &json!({"rows": 10, "cols": 10}),
+        )
+        .await;
     assert_eq!(r.status, 400, "pipe processes cannot be resized");
     handle.shutdown().await;
 }
@@ -344,28 +466,54 @@ async fn sigint_reaches_the_pty_foreground_job() {
     let _serial = SERIAL.lock().await;
     let (handle, api) = mock(MockConfig::default()).await;
     let sb = api.sandbox().await;
-    let shell = api.process(&sb, json!({"pty": {"rows": 24, "cols": 80}})).await;
-    assert!(shell["cmd"].as_str().unwrap().ends_with("sh"), "default login shell: {shell}");
+    let shell = api
+        .process(&sb, json!({"pty": {"rows": 24, "cols": 80}}))
+        .await;
+    assert!(
+        shell["cmd"].as_str().unwrap().ends_with("sh"),
+        "default login shell: {shell}"
+    );
     let id = pid_of(&shell);
     let idle = foreground_until(&api, &sb, &id, |c| c.ends_with("sh")).await;
     assert_eq!(idle["foreground"]["pid"], shell["pid"]);
 
-    api.post(&proc_path(&sb, &id, "/input"), &json!({"data_base64": b64(b"sleep 120\n")})).await;
+    api.post(
+        &proc_path(&sb, &id, "/input"),
+        &json!({"data_base64": b64(b"sleep 120\n")}),
+    )
+    .await;
     let busy = foreground_until(&api, &sb, &id, |c| c.contains("sleep")).await;
     assert_ne!(busy["foreground"]["pid"], shell["pid"]);
 
-    let r = api.post(&proc_path(&sb, &id, "/signal"), &json!({"signal": "SIGINT"})).await;
+    let r = api
+        .post(
+            &proc_path(&sb, &id, "/signal"),
+            &json!({"signal": "SIGINT"}),
+        )
+        .await;
     assert_eq!(r.data(), json!({"ok": true}));
     foreground_until(&api, &sb, &id, |c| c.ends_with("sh")).await;
     let echo = b"echo after-sleep-$?\n";
-    api.post(&proc_path(&sb, &id, "/input"), &json!({"data_base64": b64(echo)})).await;
+    api.post(
+        &proc_path(&sb, &id, "/input"),
+        &json!({"data_base64": b64(echo)}),
+    )
+    .await;
     let mut events = api.connect(&sb, &id, 0).await;
     let mut acc = String::new();
     pty_until(&mut events, &mut acc, "after-sleep-130").await;
     let d = api.get(&proc_path(&sb, &id, "")).await.data();
-    assert_eq!(d["leader_exited"], false, "the shell survived the job's SIGINT");
+    assert_eq!(
+        d["leader_exited"], false,
+        "the shell survived the job's SIGINT"
+    );
 
-    let bad = api.post(&proc_path(&sb, &id, "/signal"), &json!({"signal": "SIGSTOP"})).await;
+    let bad = api
+        .post(
+            &proc_path(&sb, &id, "/signal"),
+            &json!({"signal": "SIGSTOP"}),
+        )
+        .await;
     assert_eq!(bad.status, 400);
     handle.shutdown().await;
 }
@@ -393,10 +541,19 @@ async fn shell_upgrade_round_trip_with_resize() {
     // Frames sent in the same write as the request head must not be lost.
     let mut early = resize_frame(33, 111);
     early.extend(frame(0, b"stty size; echo marker-$((6*7))\n"));
-    let mut s = api.raw("POST", &format!("/v1/sandboxes/{sb}/shell"), UPGRADE, &early).await;
+    let mut s = api
+        .raw(
+            "POST",
+            &format!("/v1/sandboxes/{sb}/shell"),
+            UPGRADE,
+            &early,
+        )
+        .await;
     let (status, headers, mut acc) = read_head(&mut s).await;
     assert_eq!(status, 101);
-    assert!(headers.iter().any(|(k, v)| k.eq_ignore_ascii_case("upgrade") && v == "tcp-tunnel"));
+    assert!(headers
+        .iter()
+        .any(|(k, v)| k.eq_ignore_ascii_case("upgrade") && v == "tcp-tunnel"));
     read_until(&mut s, &mut acc, "33 111").await;
     read_until(&mut s, &mut acc, "marker-42").await;
 
@@ -404,7 +561,11 @@ async fn shell_upgrade_round_trip_with_resize() {
     s.write_all(&frame(0, b"stty size\n")).await.unwrap();
     read_until(&mut s, &mut acc, "50 132").await;
 
-    assert_eq!(handle.state().processes.live_count(), 1, "the session is counted");
+    assert_eq!(
+        handle.state().processes.live_count(),
+        1,
+        "the session is counted"
+    );
     drop(s);
     within("session cleanup", async {
         while handle.state().processes.live_count() != 0 {
@@ -413,7 +574,9 @@ async fn shell_upgrade_round_trip_with_resize() {
     })
     .await;
 
-    let plain = api.send("POST", &format!("/v1/sandboxes/{sb}/shell"), None).await;
+    let plain = api
+        .send("POST", &format!("/v1/sandboxes/{sb}/shell"), None)
+        .await;
     assert_eq!(plain.status, 400, "no upgrade headers");
     handle.shutdown().await;
 }
@@ -438,7 +601,9 @@ async fn shell_websocket_round_trip() {
     ws::send(&mut s, ws::BINARY, &msg).await;
     let mut acc = String::new();
     while !(acc.contains("27 99") && acc.contains("ws-25")) {
-        let (op, payload) = ws::recv(&mut s, &mut leftover).await.expect("output message");
+        let (op, payload) = ws::recv(&mut s, &mut leftover)
+            .await
+            .expect("output message");
         assert_eq!(op, ws::BINARY);
         acc.push_str(&String::from_utf8_lossy(&payload));
     }
@@ -474,15 +639,32 @@ while True:
 
 /// Starts the echo server in a sandbox and waits until it listens.
 async fn start_echo(api: &Api, sb: &str, tag: &str) {
-    let id = pid_of(&api.process(sb, json!({"cmd": "python3", "args": ["-c", ECHO_SERVER, tag]})).await);
+    let id = pid_of(
+        &api.process(
+            sb,
+            json!({"cmd": "python3", "args": ["-c", ECHO_SERVER, tag]}),
+        )
+        .await,
+    );
     let mut events = api.connect(sb, &id, 0).await;
     let first = events.next().await.unwrap();
-    assert_eq!(unb64(&first["data_base64"]), b"listening\n", "echo server started: {first}");
+    assert_eq!(
+        unb64(&first["data_base64"]),
+        b"listening\n",
+        "echo server started: {first}"
+    );
 }
 
 /// Opens a tunnel to port 8080, sends `msg`, half-closes, and returns everything read.
 async fn tunnel_exchange(api: &Api, sb: &str, msg: &[u8]) -> Vec<u8> {
-    let mut s = api.raw("POST", &format!("/v1/sandboxes/{sb}/tunnel/8080"), UPGRADE, b"").await;
+    let mut s = api
+        .raw(
+            "POST",
+            &format!("/v1/sandboxes/{sb}/tunnel/8080"),
+            UPGRADE,
+            b"",
+        )
+        .await;
     let (status, _, mut got) = read_head(&mut s).await;
     assert_eq!(status, 101);
     s.write_all(msg).await.unwrap();
@@ -496,18 +678,39 @@ async fn tunnels_reach_each_sandboxs_own_port() {
     let _serial = SERIAL.lock().await;
     let (handle, api) = mock(MockConfig::default()).await;
     let a = api.sandbox().await;
-    let refused = api.send("POST", &format!("/v1/sandboxes/{a}/tunnel/8080"), None).await;
+    let refused = api
+        .send("POST", &format!("/v1/sandboxes/{a}/tunnel/8080"), None)
+        .await;
     assert_eq!(refused.status, 400, "upgrade headers are required");
-    let mut s = api.raw("POST", &format!("/v1/sandboxes/{a}/tunnel/8080"), UPGRADE, b"").await;
+    let mut s = api
+        .raw(
+            "POST",
+            &format!("/v1/sandboxes/{a}/tunnel/8080"),
+            UPGRADE,
+            b"",
+        )
+        .await;
     let (status, _, _) = read_head(&mut s).await;
     assert_eq!(status, 502, "nothing listens yet");
-    let mut s = api.raw("POST", &format!("/v1/sandboxes/{a}/tunnel/0"), UPGRADE, b"").await;
+    let mut s = api
+        .raw("POST", &format!("/v1/sandboxes/{a}/tunnel/0"), UPGRADE, b"")
+        .await;
     assert_eq!(read_head(&mut s).await.0, 400);
 
     start_echo(&api, &a, "sandbox-a").await;
-    assert_eq!(tunnel_exchange(&api, &a, b"hello").await, b"sandbox-a\nhello");
+    assert_eq!(
+        tunnel_exchange(&api, &a, b"hello").await,
+        b"sandbox-a\nhello"
+    );
 
-    let own_network = handle.state().sandboxes.get(&a).unwrap().runtime().netns().is_some();
+    let own_network = handle
+        .state()
+        .sandboxes
+        .get(&a)
+        .unwrap()
+        .runtime()
+        .netns()
+        .is_some();
     if own_network {
         let b = api.sandbox().await;
         start_echo(&api, &b, "sandbox-b").await;
@@ -520,10 +723,14 @@ async fn tunnels_reach_each_sandboxs_own_port() {
 #[tokio::test]
 async fn cut_stream_resumes_from_the_last_seq() {
     let _serial = SERIAL.lock().await;
-    let (handle, api) = mock(MockConfig::default().fault("GET /v1/sandboxes/*/connect cut=200 count=1")).await;
+    let (handle, api) =
+        mock(MockConfig::default().fault("GET /v1/sandboxes/*/connect cut=200 count=1")).await;
     let sb = api.sandbox().await;
     let script = "for i in 1 2 3 4 5 6 7 8; do echo chunk-$i; sleep 0.05; done";
-    let id = pid_of(&api.process(&sb, json!({"cmd": "sh", "args": ["-c", script]})).await);
+    let id = pid_of(
+        &api.process(&sb, json!({"cmd": "sh", "args": ["-c", script]}))
+            .await,
+    );
 
     // Follow live output; the fault aborts the connection after 200 body bytes.
     let mut cut = api.connect(&sb, &id, 0).await;
@@ -532,14 +739,20 @@ async fn cut_stream_resumes_from_the_last_seq() {
         first.push(ev);
     }
     assert!(!cut.clean_end, "the fault cut the stream");
-    assert!(first.iter().all(|e| e["type"] == "data"), "no exit before the cut");
+    assert!(
+        first.iter().all(|e| e["type"] == "data"),
+        "no exit before the cut"
+    );
     let last = seqs(&first).last().copied().unwrap_or(0);
     let rest = api.connect(&sb, &id, last).await.until_end().await;
     let mut all = stream_bytes(&first, "stdout");
     all.extend(stream_bytes(&rest, "stdout"));
     let expected: String = (1..=8).map(|i| format!("chunk-{i}\n")).collect();
     assert_eq!(String::from_utf8(all).unwrap(), expected);
-    assert_eq!(rest.last().unwrap(), &json!({"type": "exit", "exit_code": 0}));
+    assert_eq!(
+        rest.last().unwrap(),
+        &json!({"type": "exit", "exit_code": 0})
+    );
     handle.shutdown().await;
 }
 
@@ -549,14 +762,20 @@ async fn destroying_the_sandbox_kills_its_processes() {
     let _serial = SERIAL.lock().await;
     let (handle, api) = mock(MockConfig::default()).await;
     let sb = api.sandbox().await;
-    let created = api.process(&sb, json!({"cmd": "sleep", "args": ["300"]})).await;
+    let created = api
+        .process(&sb, json!({"cmd": "sleep", "args": ["300"]}))
+        .await;
     let pid = created["pid"].as_i64().unwrap();
     assert_eq!(handle.state().processes.live_count(), 1);
-    let r = api.send("DELETE", &format!("/v1/sandboxes/{sb}"), None).await;
+    let r = api
+        .send("DELETE", &format!("/v1/sandboxes/{sb}"), None)
+        .await;
     assert!(r.status == 200 || r.status == 202, "destroy: {}", r.status);
     within("sleep killed", async {
         while std::path::Path::new(&format!("/proc/{pid}")).exists()
-            && !std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default().contains(") Z")
+            && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .unwrap_or_default()
+                .contains(") Z")
         {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
@@ -569,21 +788,44 @@ async fn destroying_the_sandbox_kills_its_processes() {
 #[tokio::test]
 async fn fallback_isolation_runs_pipes_ptys_and_stops_trees() {
     let _serial = SERIAL.lock().await;
-    let (handle, api) = mock(MockConfig::default().isolation(createos_mock::IsolationMode::None)).await;
+    let (handle, api) =
+        mock(MockConfig::default().isolation(createos_mock::IsolationMode::None)).await;
     let sb = api.sandbox().await;
-    let id = pid_of(&api.process(&sb, json!({"cmd": "sh", "args": ["-c", "echo fb-$((2+3)); pwd"]})).await);
+    let id = pid_of(
+        &api.process(
+            &sb,
+            json!({"cmd": "sh", "args": ["-c", "echo fb-$((2+3)); pwd"]}),
+        )
+        .await,
+    );
     let events = api.connect(&sb, &id, 0).await.until_end().await;
     let out = String::from_utf8(stream_bytes(&events, "stdout")).unwrap();
     assert!(out.starts_with("fb-5\n"), "{out:?}");
-    assert_eq!(events.last().unwrap(), &json!({"type": "exit", "exit_code": 0}));
+    assert_eq!(
+        events.last().unwrap(),
+        &json!({"type": "exit", "exit_code": 0})
+    );
 
-    let pty = api.process(&sb, json!({"cmd": "stty", "args": ["size"], "pty": {"rows": 12, "cols": 34}})).await;
+    let pty = api
+        .process(
+            &sb,
+            json!({"cmd": "stty", "args": ["size"], "pty": {"rows": 12, "cols": 34}}),
+        )
+        .await;
     let mut stream = api.connect(&sb, &pid_of(&pty), 0).await;
     let mut acc = String::new();
     pty_until(&mut stream, &mut acc, "12 34").await;
 
-    let tree = pid_of(&api.process(&sb, json!({"cmd": "sh", "args": ["-c", "sleep 300 & sleep 300"]})).await);
-    let r = api.send("DELETE", &proc_path(&sb, &tree, "?grace_ms=50"), None).await;
+    let tree = pid_of(
+        &api.process(
+            &sb,
+            json!({"cmd": "sh", "args": ["-c", "sleep 300 & sleep 300"]}),
+        )
+        .await,
+    );
+    let r = api
+        .send("DELETE", &proc_path(&sb, &tree, "?grace_ms=50"), None)
+        .await;
     let fin = r.data();
     assert_eq!(fin["tree_exited"], true, "{fin}");
     assert_eq!(fin["signal"], "SIGTERM");

@@ -183,10 +183,18 @@ impl Client {
         let call = Call::new(&ep::READYZ);
         let url = t.url(&call.path()?, &[])?;
         let mut request = reqwest::Request::new(ep::READYZ.method.clone(), url);
-        request.headers_mut().insert(header::USER_AGENT, t.user_agent.clone());
-        request.headers_mut().insert(header::ACCEPT, HeaderValue::from_static("application/json"));
+        request
+            .headers_mut()
+            .insert(header::USER_AGENT, t.user_agent.clone());
+        request
+            .headers_mut()
+            .insert(header::ACCEPT, HeaderValue::from_static("application/json"));
         let exchange = async {
-            let resp = t.http.execute(request).await.map_err(|e| connection_error(&label, e))?;
+            let resp = t
+                .http
+                .execute(request)
+                .await
+                .map_err(|e| connection_error(&label, e))?;
             let status = resp.status();
             let headers = resp.headers().clone();
             let mut body = Vec::new();
@@ -201,14 +209,24 @@ impl Client {
             Ok::<_, Error>((status, headers, body))
         };
         let (status, headers, body) = match t.timeouts.request {
-            Some(limit) => tokio::time::timeout(limit, exchange)
-                .await
-                .map_err(|_| Error::Timeout { endpoint: label.clone(), after: limit })??,
+            Some(limit) => {
+                tokio::time::timeout(limit, exchange)
+                    .await
+                    .map_err(|_| Error::Timeout {
+                        endpoint: label.clone(),
+                        after: limit,
+                    })??
+            }
             None => exchange.await?,
         };
         match status {
             StatusCode::OK | StatusCode::SERVICE_UNAVAILABLE => Ok(readiness_from(status, &body)),
-            other => Err(jsend::error_from_answer(&label, other.as_u16(), &headers, &body)),
+            other => Err(jsend::error_from_answer(
+                &label,
+                other.as_u16(),
+                &headers,
+                &body,
+            )),
         }
     }
 
@@ -252,7 +270,11 @@ impl Client {
 /// an `error` envelope with a message) is read when present; otherwise the status decides.
 fn readiness_from(status: StatusCode, body: &[u8]) -> Readiness {
     let status_ready = status == StatusCode::OK;
-    let mut verdict = Readiness { ready: status_ready, reason: None, scheduler_last_ok_ms_ago: None };
+    let mut verdict = Readiness {
+        ready: status_ready,
+        reason: None,
+        scheduler_last_ok_ms_ago: None,
+    };
     let envelope = match serde_json::from_slice::<Value>(body) {
         Ok(v) => v,
         Err(_) => {
@@ -267,7 +289,10 @@ fn readiness_from(status: StatusCode, body: &[u8]) -> Readiness {
     // `data` of a JSend envelope, or the object itself from a server that does not wrap it.
     let data = match envelope.get("status").and_then(Value::as_str) {
         Some("error") => {
-            verdict.reason = envelope.get("message").and_then(Value::as_str).map(str::to_string);
+            verdict.reason = envelope
+                .get("message")
+                .and_then(Value::as_str)
+                .map(str::to_string);
             return verdict;
         }
         Some(_) => envelope.get("data").cloned().unwrap_or(Value::Null),
@@ -278,8 +303,12 @@ fn readiness_from(status: StatusCode, body: &[u8]) -> Readiness {
             if status_ready {
                 verdict.ready = map.get("ready").and_then(Value::as_bool).unwrap_or(true);
             }
-            verdict.reason = map.get("reason").and_then(Value::as_str).map(str::to_string);
-            verdict.scheduler_last_ok_ms_ago = map.get("scheduler_last_ok_ms_ago").and_then(Value::as_f64);
+            verdict.reason = map
+                .get("reason")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+            verdict.scheduler_last_ok_ms_ago =
+                map.get("scheduler_last_ok_ms_ago").and_then(Value::as_f64);
         }
         Value::String(s) if !status_ready => verdict.reason = Some(s),
         _ => {}
@@ -293,8 +322,18 @@ mod tests {
 
     #[test]
     fn readiness_verdicts() {
-        let r = readiness_from(StatusCode::OK, br#"{"status":"success","data":{"ready":true}}"#);
-        assert_eq!(r, Readiness { ready: true, reason: None, scheduler_last_ok_ms_ago: None });
+        let r = readiness_from(
+            StatusCode::OK,
+            br#"{"status":"success","data":{"ready":true}}"#,
+        );
+        assert_eq!(
+            r,
+            Readiness {
+                ready: true,
+                reason: None,
+                scheduler_last_ok_ms_ago: None
+            }
+        );
         let r = readiness_from(
             StatusCode::SERVICE_UNAVAILABLE,
             br#"{"status":"fail","data":{"ready":false,"reason":"scheduler stale","scheduler_last_ok_ms_ago":9000}}"#,
@@ -303,7 +342,13 @@ mod tests {
         assert_eq!(r.reason.as_deref(), Some("scheduler stale"));
         assert_eq!(r.scheduler_last_ok_ms_ago, Some(9000.0));
         // A 503 that claims readiness is still not ready: the status is the verdict.
-        assert!(!readiness_from(StatusCode::SERVICE_UNAVAILABLE, br#"{"status":"fail","data":{"ready":true}}"#).ready);
+        assert!(
+            !readiness_from(
+                StatusCode::SERVICE_UNAVAILABLE,
+                br#"{"status":"fail","data":{"ready":true}}"#
+            )
+            .ready
+        );
     }
 
     #[test]
@@ -312,15 +357,23 @@ mod tests {
         let r = readiness_from(StatusCode::SERVICE_UNAVAILABLE, b"draining\n");
         assert!(!r.ready);
         assert_eq!(r.reason.as_deref(), Some("draining"));
-        assert!(readiness_from(StatusCode::SERVICE_UNAVAILABLE, b"<html>down</html>").reason.is_none());
-        let r = readiness_from(StatusCode::SERVICE_UNAVAILABLE, br#"{"status":"error","message":"service unavailable","code":503}"#);
+        assert!(
+            readiness_from(StatusCode::SERVICE_UNAVAILABLE, b"<html>down</html>")
+                .reason
+                .is_none()
+        );
+        let r = readiness_from(
+            StatusCode::SERVICE_UNAVAILABLE,
+            br#"{"status":"error","message":"service unavailable","code":503}"#,
+        );
         assert_eq!(r.reason.as_deref(), Some("service unavailable"));
         assert!(readiness_from(StatusCode::OK, b"").ready);
     }
 
     #[test]
     fn catalog_models_tolerate_missing_fields() {
-        let c: RootfsCatalog = serde_json::from_str(r#"{"rootfs":["devbox:1"],"default":"devbox:1"}"#).unwrap();
+        let c: RootfsCatalog =
+            serde_json::from_str(r#"{"rootfs":["devbox:1"],"default":"devbox:1"}"#).unwrap();
         assert!(c.entries.is_empty());
         let h: Host = serde_json::from_str(r#"{"id":"h1","status":"retired"}"#).unwrap();
         assert_eq!(h.status, HostStatus::Other("retired".into()));

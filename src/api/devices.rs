@@ -130,7 +130,10 @@ pub fn validate_pubkey(pubkey: &str) -> Result<()> {
         .decode(pubkey.trim())
         .map_err(|_| Error::invalid("pubkey", "is not standard base64 (a WireGuard public key looks like `xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=`)"))?;
     if decoded.len() != 32 {
-        return Err(Error::invalid("pubkey", format!("decodes to {} bytes; a Curve25519 key is 32", decoded.len())));
+        return Err(Error::invalid(
+            "pubkey",
+            format!("decodes to {} bytes; a Curve25519 key is 32", decoded.len()),
+        ));
     }
     Ok(())
 }
@@ -140,7 +143,10 @@ fn validate_text(field: &str, value: &str, required: bool) -> Result<()> {
         return Err(Error::invalid(field, "must not be empty"));
     }
     if value.len() > MAX_DEVICE_FIELD {
-        return Err(Error::invalid(field, format!("is longer than {MAX_DEVICE_FIELD} bytes")));
+        return Err(Error::invalid(
+            field,
+            format!("is longer than {MAX_DEVICE_FIELD} bytes"),
+        ));
     }
     if value.chars().any(char::is_control) {
         return Err(Error::invalid(field, "contains control characters"));
@@ -184,7 +190,9 @@ impl Client {
         if let Some(o) = os {
             body["os"] = o.into();
         }
-        self.transport.json(Call::new(&ep::REGISTER_DEVICE).json(&body)?).await
+        self.transport
+            .json(Call::new(&ep::REGISTER_DEVICE).json(&body)?)
+            .await
     }
 
     /// Every registered device (E99).
@@ -195,13 +203,18 @@ impl Client {
     /// A device by id (E100).
     pub async fn get_device(&self, device_id: &str) -> Result<Device> {
         validate::id("device_id", device_id)?;
-        self.transport.json(Call::new(&ep::GET_DEVICE).param(device_id)).await
+        self.transport
+            .json(Call::new(&ep::GET_DEVICE).param(device_id))
+            .await
     }
 
     /// Revoke a device (E101): its sessions and network links go with it.
     pub async fn revoke_device(&self, device_id: &str) -> Result<()> {
         validate::id("device_id", device_id)?;
-        self.transport.json::<Value>(Call::new(&ep::REVOKE_DEVICE).param(device_id)).await.map(drop)
+        self.transport
+            .json::<Value>(Call::new(&ep::REVOKE_DEVICE).param(device_id))
+            .await
+            .map(drop)
     }
 
     /// Let a device reach a network given by id or name (E102).
@@ -228,7 +241,9 @@ impl Client {
     pub async fn detach_device_network(&self, device_id: &str, network: &str) -> Result<()> {
         validate::id("device_id", device_id)?;
         validate::id("network", network)?;
-        let call = Call::new(&ep::DETACH_DEVICE_NETWORK).param(device_id).param(network);
+        let call = Call::new(&ep::DETACH_DEVICE_NETWORK)
+            .param(device_id)
+            .param(network);
         self.transport.json::<Value>(call).await.map(drop)
     }
 
@@ -236,24 +251,39 @@ impl Client {
     /// `expires_at`.
     pub async fn open_device_session(&self, device_id: &str) -> Result<DeviceSession> {
         validate::id("device_id", device_id)?;
-        self.transport.json(Call::new(&ep::OPEN_DEVICE_SESSION).param(device_id)).await
+        self.transport
+            .json(Call::new(&ep::OPEN_DEVICE_SESSION).param(device_id))
+            .await
     }
 
     /// Push a session's expiry forward by one server lifetime (E106). A 404 means the session is
     /// gone: tear the local tunnel down.
-    pub async fn renew_device_session(&self, device_id: &str, session_id: &str) -> Result<SessionRenewal> {
+    pub async fn renew_device_session(
+        &self,
+        device_id: &str,
+        session_id: &str,
+    ) -> Result<SessionRenewal> {
         validate::id("device_id", device_id)?;
         validate::id("session_id", session_id)?;
-        let call = Call::new(&ep::RENEW_DEVICE_SESSION).param(device_id).param(session_id);
+        let call = Call::new(&ep::RENEW_DEVICE_SESSION)
+            .param(device_id)
+            .param(session_id);
         let data: Value = self.transport.json(call).await?;
-        Ok(SessionRenewal { expires_at: data.get("expires_at").and_then(Value::as_str).map(str::to_string) })
+        Ok(SessionRenewal {
+            expires_at: data
+                .get("expires_at")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+        })
     }
 
     /// Close a session (E107).
     pub async fn close_device_session(&self, device_id: &str, session_id: &str) -> Result<()> {
         validate::id("device_id", device_id)?;
         validate::id("session_id", session_id)?;
-        let call = Call::new(&ep::CLOSE_DEVICE_SESSION).param(device_id).param(session_id);
+        let call = Call::new(&ep::CLOSE_DEVICE_SESSION)
+            .param(device_id)
+            .param(session_id);
         self.transport.json::<Value>(call).await.map(drop)
     }
 }
@@ -269,7 +299,10 @@ mod tests {
         assert!(validate_pubkey(KEY).is_ok());
         assert!(validate_pubkey("not base64!").is_err());
         assert!(validate_pubkey("AAAA").is_err(), "3 bytes");
-        assert!(validate_pubkey(&KEY.replace('=', "")).is_err(), "padding is part of standard base64");
+        assert!(
+            validate_pubkey(&KEY.replace('=', "")).is_err(),
+            "padding is part of standard base64"
+        );
     }
 
     #[test]
@@ -284,11 +317,22 @@ mod tests {
             "[Interface]\nPrivateKey = PRIV=\nAddress = 100.64.0.2/32\n\n[Peer]\nPublicKey = abc=\nEndpoint = relay:51820\n"
         );
         // An existing PrivateKey in [Interface] is replaced; the peer's keys are untouched.
-        let session = DeviceSession { client_config: "[interface]\nPrivateKey=old\n[Peer]\nPublicKey = p\n".into(), ..Default::default() };
+        let session = DeviceSession {
+            client_config: "[interface]\nPrivateKey=old\n[Peer]\nPublicKey = p\n".into(),
+            ..Default::default()
+        };
         let conf = session.config_with_private_key("new");
-        assert_eq!(conf, "[interface]\nPrivateKey = new\n[Peer]\nPublicKey = p\n");
+        assert_eq!(
+            conf,
+            "[interface]\nPrivateKey = new\n[Peer]\nPublicKey = p\n"
+        );
         // No [Interface] at all: one is added.
-        let session = DeviceSession { client_config: "[Peer]\nPublicKey = p".into(), ..Default::default() };
-        assert!(session.config_with_private_key("k").starts_with("[Interface]\nPrivateKey = k\n[Peer]"));
+        let session = DeviceSession {
+            client_config: "[Peer]\nPublicKey = p".into(),
+            ..Default::default()
+        };
+        assert!(session
+            .config_with_private_key("k")
+            .starts_with("[Interface]\nPrivateKey = k\n[Peer]"));
     }
 }

@@ -72,7 +72,10 @@ pub struct DiskCredentials {
 impl DiskCredentials {
     /// A key pair.
     pub fn new(access_key: impl Into<String>, secret_key: impl Into<String>) -> Self {
-        DiskCredentials { access_key: Secret::new(access_key), secret_key: Secret::new(secret_key) }
+        DiskCredentials {
+            access_key: Secret::new(access_key),
+            secret_key: Secret::new(secret_key),
+        }
     }
 
     /// The access key id.
@@ -87,10 +90,16 @@ impl DiskCredentials {
 
     fn validate(&self) -> Result<()> {
         if self.access_key.expose().trim().is_empty() {
-            return Err(Error::invalid("credentials.access_key", "must not be empty"));
+            return Err(Error::invalid(
+                "credentials.access_key",
+                "must not be empty",
+            ));
         }
         if self.secret_key.expose().trim().is_empty() {
-            return Err(Error::invalid("credentials.secret_key", "must not be empty"));
+            return Err(Error::invalid(
+                "credentials.secret_key",
+                "must not be empty",
+            ));
         }
         Ok(())
     }
@@ -176,9 +185,14 @@ impl<'de> Deserialize<'de> for DiskAttached {
         }
         let wire = Wire::deserialize(d)?;
         if wire.ok.is_none() && wire.id.is_none() {
-            return Err(serde::de::Error::custom("attach answer has neither `ok` nor `id`"));
+            return Err(serde::de::Error::custom(
+                "attach answer has neither `ok` nor `id`",
+            ));
         }
-        Ok(DiskAttached { ok: wire.ok.unwrap_or(true), sandbox_id: wire.id })
+        Ok(DiskAttached {
+            ok: wire.ok.unwrap_or(true),
+            sandbox_id: wire.id,
+        })
     }
 }
 
@@ -224,11 +238,20 @@ pub struct DiskCreate {
 
 impl DiskCreate {
     /// An S3 bucket at `endpoint`.
-    pub fn s3(name: impl Into<String>, bucket: impl Into<String>, endpoint: impl Into<String>) -> Self {
+    pub fn s3(
+        name: impl Into<String>,
+        bucket: impl Into<String>,
+        endpoint: impl Into<String>,
+    ) -> Self {
         DiskCreate {
             name: name.into(),
             kind: DiskKind::S3,
-            config: DiskConfig { bucket: bucket.into(), endpoint: endpoint.into(), region: None, use_path_style: None },
+            config: DiskConfig {
+                bucket: bucket.into(),
+                endpoint: endpoint.into(),
+                region: None,
+                use_path_style: None,
+            },
             credentials: None,
         }
     }
@@ -246,7 +269,11 @@ impl DiskCreate {
     }
 
     /// The access key pair.
-    pub fn credentials(mut self, access_key: impl Into<String>, secret_key: impl Into<String>) -> Self {
+    pub fn credentials(
+        mut self,
+        access_key: impl Into<String>,
+        secret_key: impl Into<String>,
+    ) -> Self {
         self.credentials = Some(DiskCredentials::new(access_key, secret_key));
         self
     }
@@ -255,20 +282,34 @@ impl DiskCreate {
     pub fn validate(&self) -> Result<()> {
         validate::resource_name("name", &self.name)?;
         if self.kind != DiskKind::S3 {
-            return Err(Error::invalid("kind", format!("{:?} is not supported; the only kind is \"s3\"", self.kind.as_str())));
+            return Err(Error::invalid(
+                "kind",
+                format!(
+                    "{:?} is not supported; the only kind is \"s3\"",
+                    self.kind.as_str()
+                ),
+            ));
         }
         if self.config.bucket.trim().is_empty() {
             return Err(Error::invalid("config.bucket", "must not be empty"));
         }
         validate_endpoint(&self.config.endpoint)?;
         if let Some(region) = &self.config.region {
-            if region.trim().is_empty() || region.chars().any(|c| c.is_whitespace() || c.is_control()) {
-                return Err(Error::invalid("config.region", format!("{region:?} is not a region name")));
+            if region.trim().is_empty()
+                || region.chars().any(|c| c.is_whitespace() || c.is_control())
+            {
+                return Err(Error::invalid(
+                    "config.region",
+                    format!("{region:?} is not a region name"),
+                ));
             }
         }
         match &self.credentials {
             Some(c) => c.validate(),
-            None => Err(Error::invalid("credentials", "an access key and secret key are required")),
+            None => Err(Error::invalid(
+                "credentials",
+                "an access key and secret key are required",
+            )),
         }
     }
 }
@@ -298,7 +339,10 @@ fn validate_sub_path(sub_path: &str) -> Result<()> {
         return Err(Error::invalid("sub_path", "contains a NUL byte"));
     }
     if sub_path.split('/').any(|seg| seg == "..") {
-        return Err(Error::invalid("sub_path", format!("{sub_path:?} contains a '..' segment")));
+        return Err(Error::invalid(
+            "sub_path",
+            format!("{sub_path:?} contains a '..' segment"),
+        ));
     }
     Ok(())
 }
@@ -331,11 +375,17 @@ impl Client {
     /// A disk by id or name (E46).
     pub async fn get_disk(&self, id_or_name: &str) -> Result<DiskView> {
         validate::id("disk", id_or_name)?;
-        self.transport.json(Call::new(&ep::GET_DISK).param(id_or_name)).await
+        self.transport
+            .json(Call::new(&ep::GET_DISK).param(id_or_name))
+            .await
     }
 
     /// Replace the credentials of a disk (E47).
-    pub async fn update_disk_credentials(&self, id_or_name: &str, credentials: DiskCredentials) -> Result<DiskView> {
+    pub async fn update_disk_credentials(
+        &self,
+        id_or_name: &str,
+        credentials: DiskCredentials,
+    ) -> Result<DiskView> {
         validate::id("disk", id_or_name)?;
         credentials.validate()?;
         let call = Call::new(&ep::UPDATE_DISK_CREDENTIALS)
@@ -347,7 +397,9 @@ impl Client {
     /// Delete a disk (E48); refused (409) while it is mounted anywhere. The bucket is untouched.
     pub async fn delete_disk(&self, id_or_name: &str) -> Result<DiskDeleted> {
         validate::id("disk", id_or_name)?;
-        self.transport.json(Call::new(&ep::DELETE_DISK).param(id_or_name)).await
+        self.transport
+            .json(Call::new(&ep::DELETE_DISK).param(id_or_name))
+            .await
     }
 }
 
@@ -355,13 +407,20 @@ impl Sandbox {
     /// Disks mounted in this sandbox (E49).
     pub fn list_disks(&self) -> Paginated<SandboxDisk> {
         let id = self.id().to_string();
-        Paginated::new(self.client.transport.clone(), move || Call::new(&ep::LIST_SANDBOX_DISKS).param(id.clone()))
+        Paginated::new(self.client.transport.clone(), move || {
+            Call::new(&ep::LIST_SANDBOX_DISKS).param(id.clone())
+        })
     }
 
     /// Mount a disk (by id) at an absolute path, optionally only a prefix of the bucket (E50).
     /// The sandbox must be running. The mount completes in the background: poll
     /// [`Self::list_disks`] for `mount_status`.
-    pub async fn attach_disk(&self, disk_id: &str, mount_path: &str, sub_path: Option<&str>) -> Result<DiskAttached> {
+    pub async fn attach_disk(
+        &self,
+        disk_id: &str,
+        mount_path: &str,
+        sub_path: Option<&str>,
+    ) -> Result<DiskAttached> {
         validate::id("disk_id", disk_id)?;
         validate::guest_path("mount_path", mount_path)?;
         if let Some(sub) = sub_path {
@@ -379,7 +438,10 @@ impl Sandbox {
     pub async fn detach_disk(&self, disk_id: &str, mount_path: &str) -> Result<DiskDetached> {
         validate::id("disk_id", disk_id)?;
         validate::guest_path("mount_path", mount_path)?;
-        let call = Call::new(&ep::DETACH_DISK).param(self.id()).param(disk_id).query("mount_path", mount_path);
+        let call = Call::new(&ep::DETACH_DISK)
+            .param(self.id())
+            .param(disk_id)
+            .query("mount_path", mount_path);
         self.client.transport.json(call).await
     }
 }
@@ -389,7 +451,8 @@ mod tests {
     use super::*;
 
     fn good() -> DiskCreate {
-        DiskCreate::s3("data-1", "bucket", "https://s3.example.com").credentials("AKIAEXAMPLE", "s3cr3t-value")
+        DiskCreate::s3("data-1", "bucket", "https://s3.example.com")
+            .credentials("AKIAEXAMPLE", "s3cr3t-value")
     }
 
     #[test]
@@ -398,7 +461,10 @@ mod tests {
         let mut bad_name = good();
         bad_name.name = "Data".into();
         assert!(bad_name.validate().is_err());
-        assert!(DiskCreate::s3("d", "b", "https://x").validate().is_err(), "credentials required");
+        assert!(
+            DiskCreate::s3("d", "b", "https://x").validate().is_err(),
+            "credentials required"
+        );
         for endpoint in ["s3.example.com", "ftp://x", "https://user:pw@x", "http://"] {
             let mut r = good();
             r.config.endpoint = endpoint.into();
@@ -414,7 +480,10 @@ mod tests {
     fn credentials_never_in_debug_but_on_the_wire() {
         let req = good();
         let debug = format!("{req:?}");
-        assert!(!debug.contains("s3cr3t-value") && !debug.contains("AKIAEXAMPLE"), "{debug}");
+        assert!(
+            !debug.contains("s3cr3t-value") && !debug.contains("AKIAEXAMPLE"),
+            "{debug}"
+        );
         let wire = serde_json::to_value(&req).unwrap();
         assert_eq!(wire["credentials"]["secret_key"], "s3cr3t-value");
         assert_eq!(wire["kind"], "s3");

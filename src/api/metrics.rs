@@ -166,7 +166,8 @@ impl TimeseriesQuery {
     /// The window ending now and lasting `span`.
     pub fn last(self, span: Duration) -> Self {
         let now = SystemTime::now();
-        self.from_time(now.checked_sub(span).unwrap_or(UNIX_EPOCH)).to_time(now)
+        self.from_time(now.checked_sub(span).unwrap_or(UNIX_EPOCH))
+            .to_time(now)
     }
     /// Bucket width in seconds.
     pub fn step_seconds(mut self, step: u32) -> Self {
@@ -179,10 +180,21 @@ impl TimeseriesQuery {
     pub fn validate(&self) -> Result<()> {
         let step = self.step_seconds.unwrap_or(60);
         if step < MIN_STEP_SECONDS {
-            return Err(Error::invalid("step_seconds", format!("{step} s; at least {MIN_STEP_SECONDS} s")));
+            return Err(Error::invalid(
+                "step_seconds",
+                format!("{step} s; at least {MIN_STEP_SECONDS} s"),
+            ));
         }
-        let from = self.from.as_deref().map(|v| parse_rfc3339("from", v)).transpose()?;
-        let to = self.to.as_deref().map(|v| parse_rfc3339("to", v)).transpose()?;
+        let from = self
+            .from
+            .as_deref()
+            .map(|v| parse_rfc3339("from", v))
+            .transpose()?;
+        let to = self
+            .to
+            .as_deref()
+            .map(|v| parse_rfc3339("to", v))
+            .transpose()?;
         let to = to.unwrap_or_else(|| unix_seconds(SystemTime::now()));
         let from = from.unwrap_or(to - DEFAULT_WINDOW.as_secs_f64());
         if from >= to {
@@ -209,7 +221,10 @@ impl Sandbox {
     /// # Ok(()) }
     /// ```
     pub async fn metrics(&self) -> Result<SandboxMetricsView> {
-        self.client.transport.json(Call::new(&ep::GET_SANDBOX_METRICS).param(self.id())).await
+        self.client
+            .transport
+            .json(Call::new(&ep::GET_SANDBOX_METRICS).param(self.id()))
+            .await
     }
 }
 
@@ -266,7 +281,8 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let day_of_era = z - era * 146_097;
-    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
     let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
     let mp = (5 * day_of_year + 2) / 153;
     let day = (day_of_year - (153 * mp + 2) / 5 + 1) as u32;
@@ -292,7 +308,12 @@ pub fn format_rfc3339(t: SystemTime) -> String {
 
 /// Seconds since the epoch of an RFC 3339 date-time (`YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)`).
 fn parse_rfc3339(field: &str, value: &str) -> Result<f64> {
-    let bad = || Error::invalid(field, format!("{value:?} is not an RFC 3339 time such as 2026-11-30T05:00:00Z"));
+    let bad = || {
+        Error::invalid(
+            field,
+            format!("{value:?} is not an RFC 3339 time such as 2026-11-30T05:00:00Z"),
+        )
+    };
     let b = value.as_bytes();
     if b.len() < 20 || !b.is_ascii() {
         return Err(bad());
@@ -305,15 +326,38 @@ fn parse_rfc3339(field: &str, value: &str) -> Result<f64> {
             Err(bad())
         }
     };
-    let seps_ok = b[4] == b'-' && b[7] == b'-' && matches!(b[10], b'T' | b't') && b[13] == b':' && b[16] == b':';
+    let seps_ok = b[4] == b'-'
+        && b[7] == b'-'
+        && matches!(b[10], b'T' | b't')
+        && b[13] == b':'
+        && b[16] == b':';
     if !seps_ok {
         return Err(bad());
     }
     let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
     let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
     let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
-    let month_days = [31, if leap { 29 } else { 28 }, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
-    if !(1..=12).contains(&month) || day == 0 || day > month_days[month as usize - 1] || hour > 23 || minute > 59 || second > 60 {
+    let month_days = [
+        31,
+        if leap { 29 } else { 28 },
+        31,
+        30,
+        31,
+        30,
+        31,
+        31,
+        30,
+        31,
+        30,
+        31,
+    ];
+    if !(1..=12).contains(&month)
+        || day == 0
+        || day > month_days[month as usize - 1]
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
         return Err(bad());
     }
     let mut rest = &value[19..];
@@ -323,7 +367,9 @@ fn parse_rfc3339(field: &str, value: &str) -> Result<f64> {
         if digits == 0 {
             return Err(bad());
         }
-        fraction = format!("0.{}", &frac[..digits]).parse::<f64>().map_err(|_| bad())?;
+        fraction = format!("0.{}", &frac[..digits])
+            .parse::<f64>()
+            .map_err(|_| bad())?;
         rest = &frac[digits..];
     }
     let offset = match rest {
@@ -333,12 +379,19 @@ fn parse_rfc3339(field: &str, value: &str) -> Result<f64> {
             if ob.len() != 6 || !matches!(ob[0], b'+' | b'-') || ob[3] != b':' {
                 return Err(bad());
             }
-            let (h, m) = (num(value.len() - 5..value.len() - 3)?, num(value.len() - 2..value.len())?);
+            let (h, m) = (
+                num(value.len() - 5..value.len() - 3)?,
+                num(value.len() - 2..value.len())?,
+            );
             if h > 23 || m > 59 {
                 return Err(bad());
             }
             let secs = i64::from(h * 3600 + m * 60);
-            if ob[0] == b'-' { -secs } else { secs }
+            if ob[0] == b'-' {
+                -secs
+            } else {
+                secs
+            }
         }
     };
     let days = days_from_civil(i64::from(year), month, day);
@@ -357,8 +410,18 @@ mod tests {
         assert_eq!(s, "2026-11-30T05:00:00.123Z");
         assert!((parse_rfc3339("t", &s).unwrap() - 1_796_014_800.123).abs() < 1e-6);
         assert_eq!(parse_rfc3339("t", "1970-01-01T00:00:00Z").unwrap(), 0.0);
-        assert_eq!(parse_rfc3339("t", "2024-02-29T01:00:00+01:00").unwrap(), parse_rfc3339("t", "2024-02-29T00:00:00Z").unwrap());
-        for bad in ["2026-11-30", "2026-13-01T00:00:00Z", "2023-02-29T00:00:00Z", "2026-11-30T05:00:00", "2026-11-30T05:00:00.Z", "yesterday"] {
+        assert_eq!(
+            parse_rfc3339("t", "2024-02-29T01:00:00+01:00").unwrap(),
+            parse_rfc3339("t", "2024-02-29T00:00:00Z").unwrap()
+        );
+        for bad in [
+            "2026-11-30",
+            "2026-13-01T00:00:00Z",
+            "2023-02-29T00:00:00Z",
+            "2026-11-30T05:00:00",
+            "2026-11-30T05:00:00.Z",
+            "yesterday",
+        ] {
             assert!(parse_rfc3339("t", bad).is_err(), "{bad}");
         }
     }
@@ -366,11 +429,19 @@ mod tests {
     #[test]
     fn timeseries_query_rules() {
         assert!(TimeseriesQuery::new().validate().is_ok());
-        let q = TimeseriesQuery::new().from("2026-01-01T00:00:00Z").to("2026-01-01T01:00:00Z").step_seconds(10);
+        let q = TimeseriesQuery::new()
+            .from("2026-01-01T00:00:00Z")
+            .to("2026-01-01T01:00:00Z")
+            .step_seconds(10);
         assert!(q.validate().is_ok(), "360 buckets");
-        let q = TimeseriesQuery::new().from("2026-01-01T00:00:00Z").to("2026-01-02T00:00:00Z").step_seconds(60);
+        let q = TimeseriesQuery::new()
+            .from("2026-01-01T00:00:00Z")
+            .to("2026-01-02T00:00:00Z")
+            .step_seconds(60);
         assert!(q.validate().is_err(), "1440 buckets");
-        let q = TimeseriesQuery::new().from("2026-01-01T01:00:00Z").to("2026-01-01T00:00:00Z");
+        let q = TimeseriesQuery::new()
+            .from("2026-01-01T01:00:00Z")
+            .to("2026-01-01T00:00:00Z");
         assert!(q.validate().is_err(), "reversed");
         assert!(TimeseriesQuery::new().from("soon").validate().is_err());
         assert!(TimeseriesQuery::new().step_seconds(9).validate().is_err());
@@ -378,11 +449,14 @@ mod tests {
 
     #[test]
     fn metrics_tolerate_missing_fields() {
-        let m: SandboxMetricsView = serde_json::from_str(r#"{"sandbox_id":"sb-1","cpu_percent":12}"#).unwrap();
+        let m: SandboxMetricsView =
+            serde_json::from_str(r#"{"sandbox_id":"sb-1","cpu_percent":12}"#).unwrap();
         assert_eq!(m.cpu_percent, 12.0);
         let u: UsageMetrics = serde_json::from_str("{}").unwrap();
         assert_eq!(u.sandboxes.total, 0);
-        let s: UsageTimeseries = serde_json::from_str(r#"{"metric":"gpu_hours","points":[{"ts":"x","value":1}]}"#).unwrap();
+        let s: UsageTimeseries =
+            serde_json::from_str(r#"{"metric":"gpu_hours","points":[{"ts":"x","value":1}]}"#)
+                .unwrap();
         assert_eq!(s.metric, UsageMetric::Other("gpu_hours".into()));
     }
 }

@@ -56,7 +56,9 @@ pub fn validate_network_name(name: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name.len() <= MAX_NETWORK_NAME
         && name.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
     if ok {
         Ok(())
     } else {
@@ -99,14 +101,18 @@ impl Client {
     /// A network by id or name, with its members (E40).
     pub async fn get_network(&self, id_or_name: &str) -> Result<Network> {
         validate::id("network", id_or_name)?;
-        self.transport.json(Call::new(&ep::GET_NETWORK).param(id_or_name)).await
+        self.transport
+            .json(Call::new(&ep::GET_NETWORK).param(id_or_name))
+            .await
     }
 
     /// Delete a network by id or name (E41). Refused while sandboxes are members (right after
     /// the last detach the server may still report it in use for a moment).
     pub async fn delete_network(&self, id_or_name: &str) -> Result<OkResponse> {
         validate::id("network", id_or_name)?;
-        self.transport.json(Call::new(&ep::DELETE_NETWORK).param(id_or_name)).await
+        self.transport
+            .json(Call::new(&ep::DELETE_NETWORK).param(id_or_name))
+            .await
     }
 }
 
@@ -114,14 +120,18 @@ impl Sandbox {
     /// Join a network by id or name (E42).
     pub async fn attach_network(&self, network: &str) -> Result<OkResponse> {
         validate::id("network", network)?;
-        let call = Call::new(&ep::ATTACH_NETWORK).param(self.id()).json(&serde_json::json!({ "id": network }))?;
+        let call = Call::new(&ep::ATTACH_NETWORK)
+            .param(self.id())
+            .json(&serde_json::json!({ "id": network }))?;
         self.client.transport.json(call).await
     }
 
     /// Leave a network given by id or name (E43).
     pub async fn detach_network(&self, network: &str) -> Result<OkResponse> {
         validate::id("network", network)?;
-        let call = Call::new(&ep::DETACH_NETWORK).param(self.id()).param(network);
+        let call = Call::new(&ep::DETACH_NETWORK)
+            .param(self.id())
+            .param(network);
         self.client.transport.json(call).await
     }
 }

@@ -42,7 +42,9 @@ pub struct BandwidthView {
     pub capped: bool,
 }
 
-fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Vec<String>, D::Error> {
+fn null_as_empty<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Vec<String>, D::Error> {
     Ok(Option::<Vec<String>>::deserialize(d)?.unwrap_or_default())
 }
 
@@ -110,7 +112,10 @@ pub fn validate_egress_rule(rule: &str) -> Result<()> {
 impl Sandbox {
     /// The egress allow-list (E34).
     pub async fn egress(&self) -> Result<EgressView> {
-        self.client.transport.json(Call::new(&ep::GET_EGRESS).param(self.id())).await
+        self.client
+            .transport
+            .json(Call::new(&ep::GET_EGRESS).param(self.id()))
+            .await
     }
 
     /// Replace the egress allow-list (E35); an empty list allows everything.
@@ -118,14 +123,19 @@ impl Sandbox {
         for rule in rules {
             validate_egress_rule(rule)?;
         }
-        let call = Call::new(&ep::SET_EGRESS).param(self.id()).json(&serde_json::json!({ "egress": rules }))?;
+        let call = Call::new(&ep::SET_EGRESS)
+            .param(self.id())
+            .json(&serde_json::json!({ "egress": rules }))?;
         let view: EgressView = self.client.transport.json(call).await?;
         Ok(view)
     }
 
     /// Egress quota and usage (E36).
     pub async fn bandwidth(&self) -> Result<BandwidthView> {
-        self.client.transport.json(Call::new(&ep::GET_BANDWIDTH).param(self.id())).await
+        self.client
+            .transport
+            .json(Call::new(&ep::GET_BANDWIDTH).param(self.id()))
+            .await
     }
 
     /// Add `add_bytes` to the egress quota (E37). Each call adds: it is never retried after a
@@ -147,10 +157,33 @@ mod tests {
 
     #[test]
     fn egress_grammar() {
-        for ok in ["*", "api.github.com", "*.npmjs.org", "pypi.org:443", "1.2.3.4", "1.2.3.4:22", "10.0.0.0/8", "10.0.0.0/8:443", "::1", "[2001:db8::1]:443", "2001:db8::/32"] {
+        for ok in [
+            "*",
+            "api.github.com",
+            "*.npmjs.org",
+            "pypi.org:443",
+            "1.2.3.4",
+            "1.2.3.4:22",
+            "10.0.0.0/8",
+            "10.0.0.0/8:443",
+            "::1",
+            "[2001:db8::1]:443",
+            "2001:db8::/32",
+        ] {
             assert!(validate_egress_rule(ok).is_ok(), "{ok}");
         }
-        for bad in ["", "a b", "host:0", "host:99999", "10.0.0.0/33", "-bad.com", "x..y", "1.2.3.999", "[::1", "*.*.com"] {
+        for bad in [
+            "",
+            "a b",
+            "host:0",
+            "host:99999",
+            "10.0.0.0/33",
+            "-bad.com",
+            "x..y",
+            "1.2.3.999",
+            "[::1",
+            "*.*.com",
+        ] {
             assert!(validate_egress_rule(bad).is_err(), "{bad}");
         }
     }

@@ -47,7 +47,10 @@ open_enum! {
 impl TemplateStatus {
     /// `ready`, `failed` or `cancelled`: the build is over.
     pub fn is_terminal(&self) -> bool {
-        matches!(self, TemplateStatus::Ready | TemplateStatus::Failed | TemplateStatus::Cancelled)
+        matches!(
+            self,
+            TemplateStatus::Ready | TemplateStatus::Failed | TemplateStatus::Cancelled
+        )
     }
 }
 
@@ -124,12 +127,18 @@ pub fn validate_template(name: &str, dockerfile: &str, base: Option<&str>) -> Re
     if dockerfile.len() > MAX_DOCKERFILE {
         return Err(Error::invalid(
             "dockerfile",
-            format!("{} bytes; at most {MAX_DOCKERFILE} (64 KiB)", dockerfile.len()),
+            format!(
+                "{} bytes; at most {MAX_DOCKERFILE} (64 KiB)",
+                dockerfile.len()
+            ),
         ));
     }
     if let Some(base) = base {
         if base.trim().is_empty() || base.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(Error::invalid("base", format!("{base:?} is not a catalog image name")));
+            return Err(Error::invalid(
+                "base",
+                format!("{base:?} is not a catalog image name"),
+            ));
         }
     }
     Ok(())
@@ -154,7 +163,12 @@ impl Client {
     /// assert_eq!(done.status, createos_sandbox::api::templates::TemplateStatus::Ready);
     /// # Ok(()) }
     /// ```
-    pub async fn create_template(&self, name: &str, dockerfile: &str, base: Option<&str>) -> Result<TemplateView> {
+    pub async fn create_template(
+        &self,
+        name: &str,
+        dockerfile: &str,
+        base: Option<&str>,
+    ) -> Result<TemplateView> {
         validate_template(name, dockerfile, base)?;
         let mut body = serde_json::json!({ "name": name, "dockerfile": dockerfile });
         if let Some(base) = base {
@@ -165,7 +179,11 @@ impl Client {
     }
 
     /// A template by id or name (E54), with its Dockerfile when `include_dockerfile`.
-    pub async fn get_template(&self, id_or_name: &str, include_dockerfile: bool) -> Result<TemplateView> {
+    pub async fn get_template(
+        &self,
+        id_or_name: &str,
+        include_dockerfile: bool,
+    ) -> Result<TemplateView> {
         validate::id("template", id_or_name)?;
         let call = Call::new(&ep::GET_TEMPLATE)
             .param(id_or_name)
@@ -176,13 +194,18 @@ impl Client {
     /// Delete a template by id (that version) or name (every version) (E55).
     pub async fn delete_template(&self, id_or_name: &str) -> Result<OkResponse> {
         validate::id("template", id_or_name)?;
-        self.transport.json(Call::new(&ep::DELETE_TEMPLATE).param(id_or_name)).await
+        self.transport
+            .json(Call::new(&ep::DELETE_TEMPLATE).param(id_or_name))
+            .await
     }
 
     /// The build log so far as plain text (E56), of one attempt or all of them.
     pub async fn template_logs(&self, id: &str, attempt: Option<u32>) -> Result<String> {
         validate::id("template", id)?;
-        let call = Call::new(&ep::GET_TEMPLATE_LOGS).param(id).query_opt("attempt", attempt).accept("text/plain");
+        let call = Call::new(&ep::GET_TEMPLATE_LOGS)
+            .param(id)
+            .query_opt("attempt", attempt)
+            .accept("text/plain");
         let (_, body) = self.transport.bytes(call).await?;
         Ok(String::from_utf8_lossy(&body).into_owned())
     }
@@ -223,31 +246,39 @@ impl Client {
                 .accept("application/x-ndjson");
             let label = call.endpoint.label();
             let response = transport.response(call).await?;
-            let events: LogEvents = Box::pin(ndjson::decode_response::<TemplateLogEvent>(label, response));
+            let events: LogEvents =
+                Box::pin(ndjson::decode_response::<TemplateLogEvent>(label, response));
             Ok::<_, Error>(events)
         };
-        stream::unfold(FollowState::Connecting(Box::pin(open)), |state| async move {
-            let mut events = match state {
-                FollowState::Done => return None,
-                FollowState::Open(events) => events,
-                FollowState::Connecting(open) => match open.await {
-                    Ok(events) => events,
-                    Err(e) => return Some((Err(e), FollowState::Done)),
-                },
-            };
-            match events.next().await {
-                Some(Ok(event)) if event.is_final => Some((Ok(event), FollowState::Done)),
-                Some(Ok(event)) => Some((Ok(event), FollowState::Open(events))),
-                Some(Err(e)) => Some((Err(e), FollowState::Done)),
-                None => None,
-            }
-        })
+        stream::unfold(
+            FollowState::Connecting(Box::pin(open)),
+            |state| async move {
+                let mut events = match state {
+                    FollowState::Done => return None,
+                    FollowState::Open(events) => events,
+                    FollowState::Connecting(open) => match open.await {
+                        Ok(events) => events,
+                        Err(e) => return Some((Err(e), FollowState::Done)),
+                    },
+                };
+                match events.next().await {
+                    Some(Ok(event)) if event.is_final => Some((Ok(event), FollowState::Done)),
+                    Some(Ok(event)) => Some((Ok(event), FollowState::Open(events))),
+                    Some(Err(e)) => Some((Err(e), FollowState::Done)),
+                    None => None,
+                }
+            },
+        )
     }
 
     /// Poll a template until its build is over (`ready`, `failed` or `cancelled`) and return that
     /// view; check [`TemplateView::status`]. Gives up with [`Error::Timeout`] after `timeout`
     /// (default [`DEFAULT_TEMPLATE_WAIT`]).
-    pub async fn wait_for_template(&self, id_or_name: &str, timeout: Option<Duration>) -> Result<TemplateView> {
+    pub async fn wait_for_template(
+        &self,
+        id_or_name: &str,
+        timeout: Option<Duration>,
+    ) -> Result<TemplateView> {
         validate::id("template", id_or_name)?;
         let budget = timeout.unwrap_or(DEFAULT_TEMPLATE_WAIT);
         let started = Instant::now();
@@ -261,7 +292,10 @@ impl Client {
             let now = Instant::now();
             if now >= deadline {
                 return Err(Error::Timeout {
-                    endpoint: format!("waiting for template {} to finish building (last status {})", view.id, view.status),
+                    endpoint: format!(
+                        "waiting for template {} to finish building (last status {})",
+                        view.id, view.status
+                    ),
                     after: budget,
                 });
             }
@@ -290,13 +324,16 @@ mod tests {
 
     #[test]
     fn log_event_keeps_unknown_keys() {
-        let e: TemplateLogEvent =
-            serde_json::from_str(r#"{"ts":"2026-01-01T00:00:00Z","line":"step 1","attempt":2,"step":3,"phase":"run"}"#).unwrap();
+        let e: TemplateLogEvent = serde_json::from_str(
+            r#"{"ts":"2026-01-01T00:00:00Z","line":"step 1","attempt":2,"step":3,"phase":"run"}"#,
+        )
+        .unwrap();
         assert_eq!(e.attempt, Some(2));
         assert!(!e.is_final);
         assert_eq!(e.extra["step"], 3);
         assert_eq!(e.extra["phase"], "run");
-        let e: TemplateLogEvent = serde_json::from_str(r#"{"final":true,"status":"cancelled"}"#).unwrap();
+        let e: TemplateLogEvent =
+            serde_json::from_str(r#"{"final":true,"status":"cancelled"}"#).unwrap();
         assert!(e.is_final);
         assert_eq!(e.status, Some(TemplateStatus::Cancelled));
         assert!(e.extra.is_empty());

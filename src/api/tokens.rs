@@ -74,22 +74,34 @@ impl Sandbox {
     /// # Ok(()) }
     /// ```
     pub async fn create_access_token(&self) -> Result<AccessTokenCreated> {
-        self.client.transport.json(Call::new(&ep::CREATE_ACCESS_TOKEN).param(self.id())).await
+        self.client
+            .transport
+            .json(Call::new(&ep::CREATE_ACCESS_TOKEN).param(self.id()))
+            .await
     }
 
     /// Whether the sandbox has a token, with a redacted hint (E61).
     pub async fn access_token(&self) -> Result<AccessTokenMetadata> {
-        self.client.transport.json(Call::new(&ep::GET_ACCESS_TOKEN).param(self.id())).await
+        self.client
+            .transport
+            .json(Call::new(&ep::GET_ACCESS_TOKEN).param(self.id()))
+            .await
     }
 
     /// Replace the token with a new one (E62); the old one stops working. 404 when there is none.
     pub async fn rotate_access_token(&self) -> Result<AccessTokenCreated> {
-        self.client.transport.json(Call::new(&ep::ROTATE_ACCESS_TOKEN).param(self.id())).await
+        self.client
+            .transport
+            .json(Call::new(&ep::ROTATE_ACCESS_TOKEN).param(self.id()))
+            .await
     }
 
     /// Disable the token (E63). Succeeds when there is none.
     pub async fn revoke_access_token(&self) -> Result<AccessTokenMetadata> {
-        self.client.transport.json(Call::new(&ep::REVOKE_ACCESS_TOKEN).param(self.id())).await
+        self.client
+            .transport
+            .json(Call::new(&ep::REVOKE_ACCESS_TOKEN).param(self.id()))
+            .await
     }
 }
 
@@ -99,8 +111,10 @@ mod tests {
 
     #[test]
     fn plaintext_is_redacted_in_debug() {
-        let created: AccessTokenCreated =
-            serde_json::from_str(r#"{"token":"skp_sb_supersecret","created_at":"2026-01-01T00:00:00Z"}"#).unwrap();
+        let created: AccessTokenCreated = serde_json::from_str(
+            r#"{"token":"skp_sb_supersecret","created_at":"2026-01-01T00:00:00Z"}"#,
+        )
+        .unwrap();
         assert_eq!(created.expose(), "skp_sb_supersecret");
         assert!(created.enabled);
         let debug = format!("{created:?}");

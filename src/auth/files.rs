@@ -67,7 +67,11 @@ impl OAuthSession {
     /// Parse the JSON of `.oauth`. The error is a reason that names fields, never values.
     pub fn parse(text: &str) -> Result<Self, String> {
         let value: Value = serde_json::from_str(text).map_err(|e| {
-            format!("it is not valid JSON (error at line {} column {})", e.line(), e.column())
+            format!(
+                "it is not valid JSON (error at line {} column {})",
+                e.line(),
+                e.column()
+            )
         })?;
         let Value::Object(mut map) = value else {
             return Err("it is not a JSON object".into());
@@ -79,7 +83,13 @@ impl OAuthSession {
         if access_token.is_empty() && refresh_token.is_empty() {
             return Err("it holds neither an access token nor a refresh token".into());
         }
-        Ok(OAuthSession { access_token, refresh_token, expires_at, token_endpoint, other: map })
+        Ok(OAuthSession {
+            access_token,
+            refresh_token,
+            expires_at,
+            token_endpoint,
+            other: map,
+        })
     }
 
     /// True when the access token must be refreshed before use: missing, or within
@@ -90,10 +100,19 @@ impl OAuthSession {
 
     fn to_json(&self) -> Vec<u8> {
         let mut map = self.other.clone();
-        map.insert(ACCESS_TOKEN.into(), Value::String(self.access_token.expose().to_owned()));
-        map.insert(REFRESH_TOKEN.into(), Value::String(self.refresh_token.expose().to_owned()));
+        map.insert(
+            ACCESS_TOKEN.into(),
+            Value::String(self.access_token.expose().to_owned()),
+        );
+        map.insert(
+            REFRESH_TOKEN.into(),
+            Value::String(self.refresh_token.expose().to_owned()),
+        );
         map.insert(EXPIRES_AT.into(), Value::from(self.expires_at));
-        map.insert(TOKEN_ENDPOINT.into(), Value::String(self.token_endpoint.clone()));
+        map.insert(
+            TOKEN_ENDPOINT.into(),
+            Value::String(self.token_endpoint.clone()),
+        );
         let mut bytes = serde_json::to_vec_pretty(&Value::Object(map)).unwrap_or_default();
         bytes.push(b'\n');
         bytes
@@ -142,7 +161,9 @@ fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, Error> {
 /// Read `.oauth`. `Ok(None)` when the file does not exist; an error naming the file when it
 /// exists but is not a usable session.
 pub(crate) fn read_oauth(path: &Path) -> Result<Option<OAuthSession>, Error> {
-    let Some(bytes) = read_optional(path)? else { return Ok(None) };
+    let Some(bytes) = read_optional(path)? else {
+        return Ok(None);
+    };
     let parsed = std::str::from_utf8(&bytes)
         .map_err(|_| "it is not UTF-8 text".to_owned())
         .and_then(OAuthSession::parse);
@@ -169,7 +190,9 @@ pub(crate) fn fuzz_parse_oauth(contents: &[u8]) -> Result<String, String> {
 
 /// Read `.token`, trimmed. `Ok(None)` when it does not exist or holds only whitespace.
 pub(crate) fn read_token(path: &Path) -> Result<Option<Secret>, Error> {
-    let Some(bytes) = read_optional(path)? else { return Ok(None) };
+    let Some(bytes) = read_optional(path)? else {
+        return Ok(None);
+    };
     let text = String::from_utf8(bytes).map_err(|_| {
         Error::credentials(format!(
             "the saved API key {} is not UTF-8 text; run `createos login` again",
@@ -186,10 +209,21 @@ pub(crate) fn read_token(path: &Path) -> Result<Option<Secret>, Error> {
 pub(crate) fn write_oauth(path: &Path, session: &OAuthSession) -> Result<(), Error> {
     let target = fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let dir = target.parent().unwrap_or_else(|| Path::new("."));
-    let file_name = target.file_name().and_then(|n| n.to_str()).unwrap_or(".oauth");
-    let temp =
-        dir.join(format!(".{file_name}.tmp.{}.{:016x}", std::process::id(), rand::random::<u64>()));
-    let context = || format!("could not save the refreshed session to {}", target.display());
+    let file_name = target
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or(".oauth");
+    let temp = dir.join(format!(
+        ".{file_name}.tmp.{}.{:016x}",
+        std::process::id(),
+        rand::random::<u64>()
+    ));
+    let context = || {
+        format!(
+            "could not save the refreshed session to {}",
+            target.display()
+        )
+    };
 
     let written =
         write_new_private_file(&temp, &session.to_json()).and_then(|()| fs::rename(&temp, &target));

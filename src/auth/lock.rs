@@ -80,7 +80,12 @@ pub(crate) async fn acquire(path: &Path, wait: Duration) -> Result<FileLock, Err
 fn lock_blocking(path: &Path) -> Result<FileLock, Error> {
     match FileLock::exclusive(path) {
         Ok(lock) => Ok(lock),
-        Err(e) if matches!(e.kind(), io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem) => {
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem
+            ) =>
+        {
             tracing::warn!(
                 path = %path.display(),
                 error = %e,

@@ -20,10 +20,10 @@ use http::{HeaderName, HeaderValue};
 use crate::error::Error;
 use oauth::OAuthState;
 
-pub use resolve::{Resolver, API_KEY_ENV_VARS, OAUTH_CLIENT_ID_ENV_VAR};
-pub use secret::Secret;
 #[cfg(feature = "fuzzing")]
 pub(crate) use files::fuzz_parse_oauth;
+pub use resolve::{Resolver, API_KEY_ENV_VARS, OAUTH_CLIENT_ID_ENV_VAR};
+pub use secret::Secret;
 
 /// Header carrying an API key (account key or sandbox-scoped token).
 pub const API_KEY_HEADER: HeaderName = HeaderName::from_static("x-api-key");
@@ -114,15 +114,29 @@ fn static_value(secret: &str) -> Result<HeaderValue, &'static str> {
 
 impl Credentials {
     fn new(kind: CredentialKind, source: CredentialSource, value: Value) -> Self {
-        Credentials { inner: Arc::new(Inner { kind, source, value }) }
+        Credentials {
+            inner: Arc::new(Inner {
+                kind,
+                source,
+                value,
+            }),
+        }
     }
 
     pub(crate) fn from_api_key(key: Secret, source: CredentialSource) -> Self {
-        Credentials::new(CredentialKind::ApiKey, source, Value::Static(static_value(key.expose())))
+        Credentials::new(
+            CredentialKind::ApiKey,
+            source,
+            Value::Static(static_value(key.expose())),
+        )
     }
 
     fn from_oauth(state: OAuthState, source: CredentialSource) -> Self {
-        Credentials::new(CredentialKind::AccessToken, source, Value::OAuth(Box::new(state)))
+        Credentials::new(
+            CredentialKind::AccessToken,
+            source,
+            Value::OAuth(Box::new(state)),
+        )
     }
 
     /// An API key, sent as `X-Api-Key`.

@@ -60,8 +60,10 @@ pub(crate) struct OAuthState {
 
 impl OAuthState {
     pub fn new(paths: StorePaths, client: OAuthClient, session: &OAuthSession) -> Self {
-        let current =
-            Current { token: session.access_token.clone(), expires_at: session.expires_at };
+        let current = Current {
+            token: session.access_token.clone(),
+            expires_at: session.expires_at,
+        };
         OAuthState {
             paths,
             client,
@@ -71,13 +73,22 @@ impl OAuthState {
     }
 
     fn read_current<T>(&self, f: impl FnOnce(&Current) -> T) -> T {
-        let guard = self.current.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let guard = self
+            .current
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         f(&guard)
     }
 
     fn adopt(&self, session: &OAuthSession) {
-        let mut guard = self.current.write().unwrap_or_else(|poisoned| poisoned.into_inner());
-        *guard = Current { token: session.access_token.clone(), expires_at: session.expires_at };
+        let mut guard = self
+            .current
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        *guard = Current {
+            token: session.access_token.clone(),
+            expires_at: session.expires_at,
+        };
     }
 
     /// The current token as a header value, when it is not about to expire.
@@ -120,7 +131,10 @@ impl OAuthState {
         if moved_on {
             return Ok(true);
         }
-        if last_renewed_for.as_ref().is_some_and(|v| v.as_bytes() == rejected.as_bytes()) {
+        if last_renewed_for
+            .as_ref()
+            .is_some_and(|v| v.as_bytes() == rejected.as_bytes())
+        {
             // We already renewed because of this value and were handed it again.
             return Ok(false);
         }
@@ -174,14 +188,21 @@ impl OAuthState {
                 Err(Refusal::Failed(error)) => return Err(error),
             }
         }
-        Err(expired("the token endpoint refused every saved refresh token"))
+        Err(expired(
+            "the token endpoint refused every saved refresh token",
+        ))
     }
 
     async fn reread(&self) -> Result<OAuthSession, Error> {
         let path = self.paths.oauth.clone();
-        let read = tokio::task::spawn_blocking(move || files::read_oauth(&path)).await.map_err(
-            |e| Error::io("reading the saved session", std::io::Error::other(e.to_string())),
-        )??;
+        let read = tokio::task::spawn_blocking(move || files::read_oauth(&path))
+            .await
+            .map_err(|e| {
+                Error::io(
+                    "reading the saved session",
+                    std::io::Error::other(e.to_string()),
+                )
+            })??;
         read.ok_or_else(|| {
             Error::NotSignedIn(format!(
                 "the saved session {} was removed (signed out?); \
@@ -262,7 +283,10 @@ async fn refresh(
     let sent = http
         .post(url)
         .timeout(REFRESH_TIMEOUT)
-        .header(http::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .header(
+            http::header::CONTENT_TYPE,
+            "application/x-www-form-urlencoded",
+        )
         .header(http::header::ACCEPT, "application/json")
         .body(body)
         .send()
@@ -271,19 +295,35 @@ async fn refresh(
     let status = response.status();
     let bytes = read_capped(response, &label).await?;
     let answer: Option<Value> = serde_json::from_slice(&bytes).ok();
-    let secrets = [session.refresh_token.expose(), session.access_token.expose()];
+    let secrets = [
+        session.refresh_token.expose(),
+        session.access_token.expose(),
+    ];
     if !status.is_success() {
-        return Err(Refusal::Refused(describe_refusal(status, answer.as_ref(), &secrets)));
+        return Err(Refusal::Refused(describe_refusal(
+            status,
+            answer.as_ref(),
+            &secrets,
+        )));
     }
     let Some(Value::Object(answer)) = answer else {
         return Err(Refusal::Refused(format!(
             "the token endpoint's answer (HTTP {status}) is not a JSON object"
         )));
     };
-    let text = |key: &str| answer.get(key).and_then(Value::as_str).unwrap_or("").trim().to_owned();
+    let text = |key: &str| {
+        answer
+            .get(key)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .trim()
+            .to_owned()
+    };
     let access_token = text("access_token");
     if access_token.is_empty() {
-        return Err(Refusal::Refused("the token endpoint's answer has no access_token".into()));
+        return Err(Refusal::Refused(
+            "the token endpoint's answer has no access_token".into(),
+        ));
     }
     let token_type = text("token_type");
     if !token_type.is_empty() && !token_type.eq_ignore_ascii_case("bearer") {
@@ -349,21 +389,32 @@ fn display_url(url: &Url) -> String {
 
 fn transport_error(label: &str, error: reqwest::Error) -> Error {
     if error.is_timeout() {
-        Error::Timeout { endpoint: label.to_owned(), after: REFRESH_TIMEOUT }
+        Error::Timeout {
+            endpoint: label.to_owned(),
+            after: REFRESH_TIMEOUT,
+        }
     } else {
-        Error::Connection { endpoint: label.to_owned(), source: Box::new(error.without_url()) }
+        Error::Connection {
+            endpoint: label.to_owned(),
+            source: Box::new(error.without_url()),
+        }
     }
 }
 
 /// The whole answer, refusing more than [`MAX_ANSWER_BYTES`].
 async fn read_capped(mut response: reqwest::Response, label: &str) -> Result<Vec<u8>, Refusal> {
     let too_big = || Refusal::Refused("the token endpoint's answer is larger than 1 MiB".into());
-    if response.content_length().is_some_and(|n| n > MAX_ANSWER_BYTES as u64) {
+    if response
+        .content_length()
+        .is_some_and(|n| n > MAX_ANSWER_BYTES as u64)
+    {
         return Err(too_big());
     }
     let mut body = Vec::new();
-    while let Some(chunk) =
-        response.chunk().await.map_err(|e| Refusal::Failed(transport_error(label, e)))?
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| Refusal::Failed(transport_error(label, e)))?
     {
         if body.len() + chunk.len() > MAX_ANSWER_BYTES {
             return Err(too_big());
@@ -387,7 +438,9 @@ fn describe_refusal(
             .map(|s| s.chars().take(200).collect::<String>())
             .filter(|s| {
                 !s.is_empty()
-                    && !secrets.iter().any(|secret| !secret.is_empty() && s.contains(secret))
+                    && !secrets
+                        .iter()
+                        .any(|secret| !secret.is_empty() && s.contains(secret))
             })
     };
     if let Some(code) = field("error") {
@@ -420,7 +473,10 @@ mod tests {
     fn refusal_never_repeats_a_sent_secret() {
         let answer = serde_json::json!({"error": "invalid_grant", "error_description": "token rt-123 reused"});
         let reason = describe_refusal(reqwest::StatusCode::BAD_REQUEST, Some(&answer), &["rt-123"]);
-        assert_eq!(reason, "the token endpoint answered HTTP 400: invalid_grant");
+        assert_eq!(
+            reason,
+            "the token endpoint answered HTTP 400: invalid_grant"
+        );
     }
 
     #[test]

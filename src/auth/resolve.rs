@@ -53,7 +53,10 @@ impl Default for Resolver {
 impl fmt::Debug for Resolver {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Resolver")
-            .field("explicit_key", &self.explicit_key.as_ref().map(|_| "<redacted>"))
+            .field(
+                "explicit_key",
+                &self.explicit_key.as_ref().map(|_| "<redacted>"),
+            )
             .field("home", &self.home)
             .field("client_id", &self.client_id)
             .field("issuer", &self.issuer)
@@ -109,7 +112,9 @@ impl Resolver {
     }
 
     fn env_value(&self, name: &str) -> Option<String> {
-        (self.env)(name).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty())
+        (self.env)(name)
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
     }
 
     fn home_dir(&self) -> Option<PathBuf> {
@@ -122,10 +127,16 @@ impl Resolver {
     /// Pick the credential. Reads files but sends nothing: an expired OAuth session is
     /// refreshed by the first [`Credentials::header`] call.
     pub fn resolve(&self) -> Result<Credentials, Error> {
-        if let Some(key) =
-            self.explicit_key.as_ref().map(|k| k.expose().trim()).filter(|k| !k.is_empty())
+        if let Some(key) = self
+            .explicit_key
+            .as_ref()
+            .map(|k| k.expose().trim())
+            .filter(|k| !k.is_empty())
         {
-            return Ok(Credentials::from_api_key(Secret::new(key), CredentialSource::Explicit));
+            return Ok(Credentials::from_api_key(
+                Secret::new(key),
+                CredentialSource::Explicit,
+            ));
         }
         for name in API_KEY_ENV_VARS {
             if let Some(key) = self.env_value(name) {
@@ -135,7 +146,9 @@ impl Resolver {
                 ));
             }
         }
-        let Some(home) = self.home_dir() else { return Err(not_signed_in()) };
+        let Some(home) = self.home_dir() else {
+            return Err(not_signed_in());
+        };
         let paths = StorePaths::under_home(&home);
 
         // A `.oauth` that exists but cannot be parsed is an error, not a reason to try `.token`:
@@ -148,13 +161,22 @@ impl Resolver {
                     .clone()
                     .or_else(|| self.env_value(OAUTH_CLIENT_ID_ENV_VAR))
                     .unwrap_or_else(|| DEFAULT_CLIENT_ID.to_owned()),
-                issuer: self.issuer.clone().unwrap_or_else(|| DEFAULT_ISSUER.to_owned()),
+                issuer: self
+                    .issuer
+                    .clone()
+                    .unwrap_or_else(|| DEFAULT_ISSUER.to_owned()),
             };
             let source = CredentialSource::OAuthFile(paths.oauth.clone());
-            return Ok(Credentials::from_oauth(OAuthState::new(paths, client, &session), source));
+            return Ok(Credentials::from_oauth(
+                OAuthState::new(paths, client, &session),
+                source,
+            ));
         }
         if let Some(key) = files::read_token(&paths.token)? {
-            return Ok(Credentials::from_api_key(key, CredentialSource::TokenFile(paths.token)));
+            return Ok(Credentials::from_api_key(
+                key,
+                CredentialSource::TokenFile(paths.token),
+            ));
         }
         Err(not_signed_in())
     }

@@ -42,7 +42,12 @@ fn check_parsed_session(data: &[u8], object: Option<&Map<String, Value>>) {
     let raw = fuzz_parse_oauth(data);
     let Some(object) = object else { return };
     let canonical = fuzz_parse_oauth(&to_json(object));
-    assert_eq!(raw, canonical, "the same JSON value parsed differently when respelled: {}", show(data));
+    assert_eq!(
+        raw,
+        canonical,
+        "the same JSON value parsed differently when respelled: {}",
+        show(data)
+    );
     for fill in ['q', 'Z'] {
         let swapped = fuzz_parse_oauth(&to_json(&swap_tokens(object, fill)));
         assert_eq!(
@@ -60,17 +65,35 @@ fn check_oauth_file(home: &ScratchHome, data: &[u8], object: Option<&Map<String,
     let got = home.resolve_with(OAUTH, data);
     match &got {
         Ok(credentials) => {
-            assert_eq!(credentials.kind(), CredentialKind::AccessToken, "{}", show(data));
-            assert_eq!(credentials.source(), &CredentialSource::OAuthFile(home.file(OAUTH)), "{}", show(data));
+            assert_eq!(
+                credentials.kind(),
+                CredentialKind::AccessToken,
+                "{}",
+                show(data)
+            );
+            assert_eq!(
+                credentials.source(),
+                &CredentialSource::OAuthFile(home.file(OAUTH)),
+                "{}",
+                show(data)
+            );
         }
         Err(Error::Credentials { .. }) => {}
-        Err(other) => panic!("an unreadable .oauth gave {other:?}, not a credentials error: {}", show(data)),
+        Err(other) => panic!(
+            "an unreadable .oauth gave {other:?}, not a credentials error: {}",
+            show(data)
+        ),
     }
     let Some(object) = object else { return };
     let canonical = describe(&home.resolve_with(OAUTH, &to_json(object)));
     for fill in ['q', 'Z'] {
         let swapped = describe(&home.resolve_with(OAUTH, &to_json(&swap_tokens(object, fill))));
-        assert_eq!(canonical, swapped, "resolving .oauth shows token values: {}", show(data));
+        assert_eq!(
+            canonical,
+            swapped,
+            "resolving .oauth shows token values: {}",
+            show(data)
+        );
     }
 }
 
@@ -81,17 +104,37 @@ fn check_token_file(home: &ScratchHome, data: &[u8]) {
     let got = home.resolve_with(TOKEN, data);
     match std::str::from_utf8(data) {
         Ok(text) if !text.trim().is_empty() => {
-            let credentials = got.unwrap_or_else(|e| panic!("a readable .token was refused: {e} ({})", show(data)));
+            let credentials = got
+                .unwrap_or_else(|e| panic!("a readable .token was refused: {e} ({})", show(data)));
             assert_eq!(credentials.kind(), CredentialKind::ApiKey);
-            assert_eq!(credentials.source(), &CredentialSource::TokenFile(home.file(TOKEN)));
+            assert_eq!(
+                credentials.source(),
+                &CredentialSource::TokenFile(home.file(TOKEN))
+            );
             let reference = describe(&home.resolve_with(TOKEN, b"fixed-reference-key"));
-            assert_eq!(describe(&Ok(credentials)), reference, "Debug shows the key: {}", show(data));
+            assert_eq!(
+                describe(&Ok(credentials)),
+                reference,
+                "Debug shows the key: {}",
+                show(data)
+            );
         }
-        Ok(_) => assert!(matches!(got, Err(Error::NotSignedIn(_))), "blank .token gave {got:?}"),
+        Ok(_) => assert!(
+            matches!(got, Err(Error::NotSignedIn(_))),
+            "blank .token gave {got:?}"
+        ),
         Err(_) => {
-            assert!(matches!(got, Err(Error::Credentials { .. })), "non-UTF-8 .token gave {got:?}");
+            assert!(
+                matches!(got, Err(Error::Credentials { .. })),
+                "non-UTF-8 .token gave {got:?}"
+            );
             let reference = describe(&home.resolve_with(TOKEN, b"\xff\xfe"));
-            assert_eq!(describe(&got), reference, "the error shows the file's bytes: {}", show(data));
+            assert_eq!(
+                describe(&got),
+                reference,
+                "the error shows the file's bytes: {}",
+                show(data)
+            );
         }
     }
 }
@@ -142,7 +185,8 @@ thread_local! {
 impl ScratchHome {
     fn new() -> Self {
         let n = NEXT_HOME.fetch_add(1, Ordering::Relaxed);
-        let root = std::env::temp_dir().join(format!("createos-fuzz-home-{}-{n}", std::process::id()));
+        let root =
+            std::env::temp_dir().join(format!("createos-fuzz-home-{}-{n}", std::process::id()));
         let store = root.join(".createos");
         fs::create_dir_all(&store)
             .unwrap_or_else(|e| panic!("cannot create the scratch home {}: {e}", store.display()));
@@ -159,7 +203,8 @@ impl ScratchHome {
             remove(&self.file(other));
         }
         let path = self.file(name);
-        fs::write(&path, contents).unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+        fs::write(&path, contents)
+            .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
         Resolver::new().home(&self.root).env(|_| None).resolve()
     }
 }

@@ -38,30 +38,58 @@ const DENIED_NAMES: [&str; 12] = [
     "credentials",
     "credentials.json",
 ];
-const DENIED_SUFFIXES: [&str; 8] = [".pem", ".key", ".p12", ".pfx", ".keystore", ".jks", ".tfstate", ".tfstate.backup"];
+const DENIED_SUFFIXES: [&str; 8] = [
+    ".pem",
+    ".key",
+    ".p12",
+    ".pfx",
+    ".keystore",
+    ".jks",
+    ".tfstate",
+    ".tfstate.backup",
+];
 const ENV_TEMPLATES: [&str; 3] = [".env.example", ".env.sample", ".env.template"];
 
 /// Check the `path_filter` properties on one input (panics on a violation).
 pub fn path_filter(data: &[u8]) {
-    let Some((&counts, rest)) = data.split_first() else { return };
+    let Some((&counts, rest)) = data.split_first() else {
+        return;
+    };
     let mut lines = rest.split(|b| *b == b'\n');
-    let patterns: Vec<String> =
-        lines.by_ref().take(usize::from(counts & 3)).map(|l| String::from_utf8_lossy(l).into_owned()).collect();
-    let gitlinks: Vec<Vec<u8>> = lines.by_ref().take(usize::from((counts >> 2) & 1)).map(<[u8]>::to_vec).collect();
+    let patterns: Vec<String> = lines
+        .by_ref()
+        .take(usize::from(counts & 3))
+        .map(|l| String::from_utf8_lossy(l).into_owned())
+        .collect();
+    let gitlinks: Vec<Vec<u8>> = lines
+        .by_ref()
+        .take(usize::from((counts >> 2) & 1))
+        .map(<[u8]>::to_vec)
+        .collect();
     let names: Vec<Vec<u8>> = lines.take(MAX_NAMES).map(<[u8]>::to_vec).collect();
 
     // What to ask about: the names, every directory above them, and the paths that the
     // literal excludes and submodules must remove.
-    let literals: Vec<(Vec<u8>, bool)> = patterns.iter().filter_map(|p| literal_exclude(p)).collect();
+    let literals: Vec<(Vec<u8>, bool)> =
+        patterns.iter().filter_map(|p| literal_exclude(p)).collect();
     let links: Vec<Vec<u8>> = gitlinks.iter().filter(|g| safe(g)).cloned().collect();
     let mut queries: Vec<Vec<u8>> = Vec::new();
     let paths = literals.iter().map(|(path, _)| path).chain(&links);
-    for path in names.iter().cloned().chain(paths.flat_map(|p| [p.clone(), below(p)])) {
+    for path in names
+        .iter()
+        .cloned()
+        .chain(paths.flat_map(|p| [p.clone(), below(p)]))
+    {
         queries.extend(ancestors(&path).map(<[u8]>::to_vec));
         queries.push(path);
     }
     let refs: Vec<&[u8]> = queries.iter().map(Vec::as_slice).collect();
-    let context = || format!("patterns {patterns:?}, submodules {gitlinks:?}, data {}", show(data));
+    let context = || {
+        format!(
+            "patterns {patterns:?}, submodules {gitlinks:?}, data {}",
+            show(data)
+        )
+    };
 
     let answers = match classify_names(&patterns, &gitlinks, &refs) {
         Ok(answers) => answers,
@@ -72,16 +100,29 @@ pub fn path_filter(data: &[u8]) {
         panic!("the exclude pattern {bad:?} was accepted ({})", context());
     }
     let reason = |path: &[u8]| -> &NameVerdict {
-        let i = queries.iter().position(|q| q == path).expect("every checked path was queried");
+        let i = queries
+            .iter()
+            .position(|q| q == path)
+            .expect("every checked path was queried");
         &answers[i]
     };
 
     for (query, NameVerdict { as_file: file, .. }) in queries.iter().zip(&answers) {
         let _ = file.as_ref().map(ToString::to_string);
         if file.is_none() {
-            assert!(safe(query), "the unsafe name {} would be archived ({})", show(query), context());
+            assert!(
+                safe(query),
+                "the unsafe name {} would be archived ({})",
+                show(query),
+                context()
+            );
             assert_normal_path(query, &context);
-            assert!(!denied(query), "the credential or VCS path {} would be archived ({})", show(query), context());
+            assert!(
+                !denied(query),
+                "the credential or VCS path {} would be archived ({})",
+                show(query),
+                context()
+            );
             if let Some(dir) = ancestors(query).find(|d| reason(d).as_dir.is_some()) {
                 panic!(
                     "{} would be archived although a walk prunes {} ({:?}) ({})",
@@ -100,17 +141,35 @@ pub fn path_filter(data: &[u8]) {
             show(path),
             context()
         );
-        assert!(reason(&below(path)).as_file.is_some(), "a file below the excluded {} would be archived ({})", show(path), context());
+        assert!(
+            reason(&below(path)).as_file.is_some(),
+            "a file below the excluded {} would be archived ({})",
+            show(path),
+            context()
+        );
     }
     for link in &links {
-        assert!(reason(link).as_file.is_some(), "the submodule {} would be archived ({})", show(link), context());
-        assert!(reason(&below(link)).as_file.is_some(), "a file in submodule {} would be archived ({})", show(link), context());
+        assert!(
+            reason(link).as_file.is_some(),
+            "the submodule {} would be archived ({})",
+            show(link),
+            context()
+        );
+        assert!(
+            reason(&below(link)).as_file.is_some(),
+            "a file in submodule {} would be archived ({})",
+            show(link),
+            context()
+        );
     }
 }
 
 /// Every proper ancestor of a `/`-separated name.
 fn ancestors(name: &[u8]) -> impl Iterator<Item = &[u8]> {
-    name.iter().enumerate().filter(|(_, b)| **b == b'/').map(move |(i, _)| &name[..i])
+    name.iter()
+        .enumerate()
+        .filter(|(_, b)| **b == b'/')
+        .map(move |(i, _)| &name[..i])
 }
 
 fn below(path: &[u8]) -> Vec<u8> {
@@ -124,7 +183,9 @@ fn safe(name: &[u8]) -> bool {
     !name.is_empty()
         && !name.contains(&0)
         && !name.starts_with(b"/")
-        && name.split(|b| *b == b'/').all(|c| !matches!(c, b"" | b"." | b".."))
+        && name
+            .split(|b| *b == b'/')
+            .all(|c| !matches!(c, b"" | b"." | b".."))
 }
 
 #[cfg(unix)]
@@ -148,12 +209,20 @@ fn assert_normal_path(_name: &[u8], _context: &dyn Fn() -> String) {}
 /// The documented deny-list and VCS metadata, read independently of the implementation.
 fn denied(name: &[u8]) -> bool {
     let parts: Vec<&[u8]> = name.split(|b| *b == b'/').collect();
-    let Some((leaf, dirs)) = parts.split_last() else { return false };
-    let is = |part: &[u8], list: &[&str]| list.iter().any(|l| part.eq_ignore_ascii_case(l.as_bytes()));
+    let Some((leaf, dirs)) = parts.split_last() else {
+        return false;
+    };
+    let is =
+        |part: &[u8], list: &[&str]| list.iter().any(|l| part.eq_ignore_ascii_case(l.as_bytes()));
     parts.iter().any(|p| is(p, &VCS_DIRS))
         || dirs.iter().any(|d| is(d, &DENIED_DIRS))
-        || dirs.windows(2).any(|w| w[0].eq_ignore_ascii_case(b".config") && w[1].eq_ignore_ascii_case(b"gcloud"))
-        || (dirs.last().is_some_and(|d| d.eq_ignore_ascii_case(b".docker")) && leaf.eq_ignore_ascii_case(b"config.json"))
+        || dirs
+            .windows(2)
+            .any(|w| w[0].eq_ignore_ascii_case(b".config") && w[1].eq_ignore_ascii_case(b"gcloud"))
+        || (dirs
+            .last()
+            .is_some_and(|d| d.eq_ignore_ascii_case(b".docker"))
+            && leaf.eq_ignore_ascii_case(b"config.json"))
         || is(leaf, &DENIED_NAMES)
         || (leaf.len() > 5 && leaf[..5].eq_ignore_ascii_case(b".env.") && !is(leaf, &ENV_TEMPLATES))
         || DENIED_SUFFIXES.iter().any(|s| {

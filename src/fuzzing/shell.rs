@@ -47,7 +47,12 @@ pub fn shell_decode(data: &[u8]) {
     let expected = reference(wire, max);
     for plan in read_plans(seed, wire.len()) {
         let got = decode(codec, wire, &plan, max);
-        assert_eq!(got, expected, "limit {max}, reads {plan:?}, wire {}", show(wire));
+        assert_eq!(
+            got,
+            expected,
+            "limit {max}, reads {plan:?}, wire {}",
+            show(wire)
+        );
     }
 }
 
@@ -68,7 +73,10 @@ pub fn shell_round_trip(data: &[u8]) {
             let n = usize::from(input.byte()) * if op & 2 != 0 { 7 } else { 1 };
             frames.push(ShellFrame::Data(Bytes::copy_from_slice(input.bytes(n))));
         } else {
-            frames.push(ShellFrame::Resize { rows: input.u16(), cols: input.u16() });
+            frames.push(ShellFrame::Resize {
+                rows: input.u16(),
+                cols: input.u16(),
+            });
         }
     }
 
@@ -76,7 +84,9 @@ pub fn shell_round_trip(data: &[u8]) {
     let mut expected = Vec::new();
     let mut expected_len = 0;
     for frame in &frames {
-        codec.encode(frame.clone(), &mut wire).expect("encoding into memory cannot fail");
+        codec
+            .encode(frame.clone(), &mut wire)
+            .expect("encoding into memory cannot fail");
         match frame {
             ShellFrame::Data(bytes) => {
                 for piece in bytes.chunks(max) {
@@ -90,15 +100,28 @@ pub fn shell_round_trip(data: &[u8]) {
             }
         }
     }
-    assert_eq!(wire.len(), expected_len, "encoded length for frames {frames:?} (limit {max})");
+    assert_eq!(
+        wire.len(),
+        expected_len,
+        "encoded length for frames {frames:?} (limit {max})"
+    );
     for plan in read_plans(seed, wire.len()) {
         let got = decode(codec, &wire, &plan, max);
-        assert_eq!(got, (expected.clone(), End::Clean), "round trip of {frames:?} (limit {max}, reads {plan:?})");
+        assert_eq!(
+            got,
+            (expected.clone(), End::Clean),
+            "round trip of {frames:?} (limit {max}, reads {plan:?})"
+        );
     }
 }
 
 /// Feed `wire` in reads of the given sizes, the way `FramedRead` drives a decoder.
-fn decode(mut codec: ShellCodec, wire: &[u8], plan: &[usize], max: usize) -> (Vec<ShellFrame>, End) {
+fn decode(
+    mut codec: ShellCodec,
+    wire: &[u8],
+    plan: &[usize],
+    max: usize,
+) -> (Vec<ShellFrame>, End) {
     // Generous: what the test itself fed plus twice a largest frame (growth may double).
     let capacity_bound = 4 * (HEADER + max + wire.len()) + 4096;
     let mut buf = BytesMut::new();
@@ -133,7 +156,11 @@ fn decode(mut codec: ShellCodec, wire: &[u8], plan: &[usize], max: usize) -> (Ve
 }
 
 fn classify(error: &std::io::Error) -> End {
-    assert_eq!(error.kind(), std::io::ErrorKind::InvalidData, "unexpected error kind: {error}");
+    assert_eq!(
+        error.kind(),
+        std::io::ErrorKind::InvalidData,
+        "unexpected error kind: {error}"
+    );
     let text = error.to_string();
     if text.contains("exceeds") {
         End::TooBig

@@ -26,7 +26,9 @@ enum End {
     /// A line was not valid JSON.
     BadLine,
     /// A line grew past the cap; the offset is where that line starts.
-    TooLong { line_start: usize },
+    TooLong {
+        line_start: usize,
+    },
 }
 
 /// Check the `ndjson` properties on one input (panics on a violation).
@@ -35,7 +37,11 @@ pub fn ndjson(data: &[u8]) {
     let limit = input.byte();
     let seed = input.u16();
     let text = input.rest();
-    let cap = if limit & 0x80 != 0 { MAX_LINE } else { 1 + usize::from(limit) % 48 };
+    let cap = if limit & 0x80 != 0 {
+        MAX_LINE
+    } else {
+        1 + usize::from(limit) % 48
+    };
 
     let lines: Vec<&[u8]> = text.split(|b| *b == b'\n').collect();
     let expected = reference(&lines);
@@ -46,21 +52,49 @@ pub fn ndjson(data: &[u8]) {
         let context = || format!("cap {cap}, reads {plan:?}, stream {}", show(text));
         match end {
             End::TooLong { line_start } => {
-                assert!(longest > cap, "a line within the cap was refused ({})", context());
+                assert!(
+                    longest > cap,
+                    "a line within the cap was refused ({})",
+                    context()
+                );
                 assert!(
                     line_start == 0 || text[line_start - 1] == b'\n',
                     "the refused line does not start at a line boundary ({})",
                     context()
                 );
                 let index = text[..line_start].iter().filter(|b| **b == b'\n').count();
-                assert!(lines[index].len() > cap, "line {index} was refused but fits the cap ({})", context());
+                assert!(
+                    lines[index].len() > cap,
+                    "line {index} was refused but fits the cap ({})",
+                    context()
+                );
                 let before = reference(&lines[..index]);
-                assert_eq!(before.1, End::Clean, "an earlier bad line went unreported ({})", context());
-                assert_eq!(items, before.0, "items before the refused line differ ({})", context());
+                assert_eq!(
+                    before.1,
+                    End::Clean,
+                    "an earlier bad line went unreported ({})",
+                    context()
+                );
+                assert_eq!(
+                    items,
+                    before.0,
+                    "items before the refused line differ ({})",
+                    context()
+                );
             }
             end => {
-                assert_eq!(end, expected.1, "the stream ended differently ({})", context());
-                assert_eq!(items, expected.0, "decoded items differ from a line-by-line reading ({})", context());
+                assert_eq!(
+                    end,
+                    expected.1,
+                    "the stream ended differently ({})",
+                    context()
+                );
+                assert_eq!(
+                    items,
+                    expected.0,
+                    "decoded items differ from a line-by-line reading ({})",
+                    context()
+                );
             }
         }
     }
@@ -97,14 +131,21 @@ fn decode(text: &[u8], cap: usize, plan: &[usize]) -> (Vec<Value>, End) {
             Err(e) => return (items, classify(e, fed - buf.len())),
         }
     }
-    assert!(buf.is_empty(), "{} bytes left undecoded at the end of the stream", buf.len());
+    assert!(
+        buf.is_empty(),
+        "{} bytes left undecoded at the end of the stream",
+        buf.len()
+    );
     (items, End::Clean)
 }
 
 fn classify(error: Error, offset: usize) -> End {
     match error {
         Error::Decode { endpoint, message } => {
-            assert_eq!(endpoint, ENDPOINT, "decode error without the endpoint label");
+            assert_eq!(
+                endpoint, ENDPOINT,
+                "decode error without the endpoint label"
+            );
             if message.contains("longer than") {
                 End::TooLong { line_start: offset }
             } else {
@@ -133,7 +174,10 @@ fn reference(lines: &[&[u8]]) -> (Vec<Value>, End) {
 /// The JSON text of one line, or `None` for blank lines, `:` comments and empty `data:` lines.
 fn payload(line: &[u8]) -> Option<&[u8]> {
     let is_space = |b: &u8| matches!(b, b' ' | b'\t');
-    let end = line.iter().rposition(|b| !matches!(b, b' ' | b'\t' | b'\r')).map_or(0, |i| i + 1);
+    let end = line
+        .iter()
+        .rposition(|b| !matches!(b, b' ' | b'\t' | b'\r'))
+        .map_or(0, |i| i + 1);
     let line = &line[..end];
     let start = line.iter().position(|b| !is_space(b)).unwrap_or(line.len());
     let line = &line[start..];

@@ -38,9 +38,16 @@ pub fn unpack(data: &[u8]) {
     let mut input = Input::new(data);
     let flags = input.byte();
     let mut requested: Vec<PathBuf> = Vec::new();
-    let archive = if flags & 1 == 1 { input.rest().to_vec() } else { structured(&mut input, &mut requested) };
+    let archive = if flags & 1 == 1 {
+        input.rest().to_vec()
+    } else {
+        structured(&mut input, &mut requested)
+    };
 
-    let scratch = tempfile::Builder::new().prefix("cos-fuzz-unpack-").tempdir_in(scratch_base()).expect("scratch directory");
+    let scratch = tempfile::Builder::new()
+        .prefix("cos-fuzz-unpack-")
+        .tempdir_in(scratch_base())
+        .expect("scratch directory");
     let outside = scratch.path().join("outside");
     fs::create_dir(&outside).expect("outside");
     fs::write(outside.join("secret.txt"), SECRET).expect("secret");
@@ -54,7 +61,11 @@ pub fn unpack(data: &[u8]) {
         std::os::unix::fs::symlink("../outside", dest.join("out")).expect("link");
     }
     let before = listing(&dest);
-    let mut request = if flags & 4 == 4 { Request::only(&requested) } else { Request::all() };
+    let mut request = if flags & 4 == 4 {
+        Request::only(&requested)
+    } else {
+        Request::all()
+    };
     let mut asked: BTreeSet<PathBuf> = requested.iter().cloned().collect();
     if flags & 8 == 8 && flags & 4 == 4 {
         if let Some(first) = requested.first() {
@@ -66,18 +77,46 @@ pub fn unpack(data: &[u8]) {
     let context = || format!("input b\"{}\"", show(data));
     let result = transfer::extract(&archive[..], &dest, &request);
 
-    let mut left: Vec<String> = fs::read_dir(scratch.path()).expect("scratch").map(|e| e.expect("entry").file_name().to_string_lossy().into_owned()).collect();
+    let mut left: Vec<String> = fs::read_dir(scratch.path())
+        .expect("scratch")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
     left.sort();
     left.retain(|n| n != "dest");
-    assert_eq!(left, ["outside"], "something was left next to the destination ({})", context());
+    assert_eq!(
+        left,
+        ["outside"],
+        "something was left next to the destination ({})",
+        context()
+    );
     let outside_now = listing(&outside);
-    assert_eq!(outside_now.len(), 1, "the outside directory changed: {outside_now:?} ({})", context());
-    assert_eq!(fs::read(outside.join("secret.txt")).expect("secret"), SECRET, "the outside file changed ({})", context());
+    assert_eq!(
+        outside_now.len(),
+        1,
+        "the outside directory changed: {outside_now:?} ({})",
+        context()
+    );
+    assert_eq!(
+        fs::read(outside.join("secret.txt")).expect("secret"),
+        SECRET,
+        "the outside file changed ({})",
+        context()
+    );
     if flags & 2 == 2 {
-        assert_eq!(fs::read(dest.join(".git/config")).expect(".git/config"), b"[core]\n", ".git/config changed ({})", context());
+        assert_eq!(
+            fs::read(dest.join(".git/config")).expect(".git/config"),
+            b"[core]\n",
+            ".git/config changed ({})",
+            context()
+        );
     }
     if let Ok(done) = &result {
-        assert_eq!(done.skipped, done.refused.len() as u64, "refusals are counted ({})", context());
+        assert_eq!(
+            done.skipped,
+            done.refused.len() as u64,
+            "refusals are counted ({})",
+            context()
+        );
     }
     let real_dest = fs::canonicalize(&dest).ok();
     for (rel, meta) in listing(&dest) {
@@ -88,22 +127,52 @@ pub fn unpack(data: &[u8]) {
         let kind = meta.file_type();
         let name = rel.as_os_str().as_encoded_bytes();
         if kind.is_dir() {
-            assert!(protect::protected_dir(name).is_none(), "a protected directory was created: {}", what());
+            assert!(
+                protect::protected_dir(name).is_none(),
+                "a protected directory was created: {}",
+                what()
+            );
             continue;
         }
-        assert!(protect::protected(name).is_none(), "a protected path was written: {}", what());
-        assert!(kind.is_file() || kind.is_symlink(), "a special file was created: {}", what());
+        assert!(
+            protect::protected(name).is_none(),
+            "a protected path was written: {}",
+            what()
+        );
+        assert!(
+            kind.is_file() || kind.is_symlink(),
+            "a special file was created: {}",
+            what()
+        );
         if flags & 4 == 4 {
-            assert!(asked.contains(&rel), "an entry nobody asked for was placed: {}", what());
+            assert!(
+                asked.contains(&rel),
+                "an entry nobody asked for was placed: {}",
+                what()
+            );
         }
         if kind.is_symlink() {
             let resolved = resolve(&dest.join(&rel));
             let inside = real_dest.as_ref().is_some_and(|d| resolved.starts_with(d));
-            assert!(inside, "the symlink resolves to {} outside the destination: {}", resolved.display(), what());
+            assert!(
+                inside,
+                "the symlink resolves to {} outside the destination: {}",
+                resolved.display(),
+                what()
+            );
         } else {
-            assert_eq!(meta.mode() & 0o7000, 0, "set-id bits were written: {}", what());
+            assert_eq!(
+                meta.mode() & 0o7000,
+                0,
+                "set-id bits were written: {}",
+                what()
+            );
             let content = fs::read(dest.join(&rel)).expect("read");
-            assert!(content.windows(SECRET.len()).all(|w| w != SECRET), "a host file was copied in: {}", what());
+            assert!(
+                content.windows(SECRET.len()).all(|w| w != SECRET),
+                "a host file was copied in: {}",
+                what()
+            );
         }
     }
 }
@@ -155,7 +224,11 @@ fn structured(input: &mut Input<'_>, requested: &mut Vec<PathBuf>) -> Vec<u8> {
         header.set_entry_type(entry_type);
         header.set_mode(mode);
         header.set_mtime(1_700_000_000);
-        let size = if matches!(kind & 7, 0 | 7) { data.len() } else { 0 };
+        let size = if matches!(kind & 7, 0 | 7) {
+            data.len()
+        } else {
+            0
+        };
         header.set_size(size as u64);
         {
             let raw = header.as_old_mut();
@@ -165,7 +238,8 @@ fn structured(input: &mut Input<'_>, requested: &mut Vec<PathBuf>) -> Vec<u8> {
             raw.linkname[..target.len()].copy_from_slice(&target);
         }
         header.set_cksum();
-        out.append(&header, &data[..size]).expect("in-memory archive");
+        out.append(&header, &data[..size])
+            .expect("in-memory archive");
     }
     out.into_inner().expect("in-memory archive")
 }
@@ -175,10 +249,14 @@ fn listing(root: &Path) -> BTreeMap<PathBuf, fs::Metadata> {
     let mut out = BTreeMap::new();
     let mut todo = vec![PathBuf::new()];
     while let Some(rel) = todo.pop() {
-        let Ok(entries) = fs::read_dir(root.join(&rel)) else { continue };
+        let Ok(entries) = fs::read_dir(root.join(&rel)) else {
+            continue;
+        };
         for entry in entries.flatten() {
             let path = rel.join(entry.file_name());
-            let Ok(meta) = fs::symlink_metadata(root.join(&path)) else { continue };
+            let Ok(meta) = fs::symlink_metadata(root.join(&path)) else {
+                continue;
+            };
             if meta.is_dir() {
                 todo.push(path.clone());
             }
@@ -192,11 +270,15 @@ fn listing(root: &Path) -> BTreeMap<PathBuf, fs::Metadata> {
 /// missing components taken as they are.
 fn resolve(path: &Path) -> PathBuf {
     let mut at = PathBuf::from("/");
-    let mut todo: Vec<std::ffi::OsString> = path.components().rev().filter_map(|c| match c {
-        Component::Normal(p) => Some(p.to_os_string()),
-        Component::ParentDir => Some("..".into()),
-        _ => None,
-    }).collect();
+    let mut todo: Vec<std::ffi::OsString> = path
+        .components()
+        .rev()
+        .filter_map(|c| match c {
+            Component::Normal(p) => Some(p.to_os_string()),
+            Component::ParentDir => Some("..".into()),
+            _ => None,
+        })
+        .collect();
     let mut hops = 0;
     while let Some(part) = todo.pop() {
         if part == ".." {

@@ -87,7 +87,12 @@ pub struct GuestError {
 impl GuestError {
     /// An error with no details.
     pub fn new(op: impl Into<String>, code: GuestErrorCode, message: impl Into<String>) -> Self {
-        GuestError { op: op.into(), code, message: message.into(), details: None }
+        GuestError {
+            op: op.into(),
+            code,
+            message: message.into(),
+            details: None,
+        }
     }
 
     /// The path does not exist.
@@ -98,7 +103,11 @@ impl GuestError {
 
 impl fmt::Display for GuestError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "guest {} failed: {} [{}]", self.op, self.message, self.code)
+        write!(
+            f,
+            "guest {} failed: {} [{}]",
+            self.op, self.message, self.code
+        )
     }
 }
 
@@ -163,8 +172,14 @@ mod tests {
         let err = Error::from(guest.clone());
         assert_eq!(err.guest(), Some(&guest));
         assert_eq!(err.guest_code(), Some(&GuestErrorCode::Ambiguous));
-        assert_eq!(err.to_string(), "guest edit failed: found twice [ambiguous]");
-        assert!(format!("{err:?}").starts_with("Guest(GuestError {"), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            "guest edit failed: found twice [ambiguous]"
+        );
+        assert!(
+            format!("{err:?}").starts_with("Guest(GuestError {"),
+            "{err:?}"
+        );
         assert!(Error::Cancelled.guest().is_none());
     }
 }

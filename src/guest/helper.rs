@@ -73,8 +73,16 @@ impl Helper {
     pub fn new(source: Arc<str>) -> Self {
         let sha256 = hex(&Sha256::digest(source.as_bytes()));
         let dir = format!("{INSTALL_ROOT}/{}", &sha256[..DIR_HASH_LEN]);
-        let location = HelperLocation { root: INSTALL_ROOT.to_string(), file: format!("{dir}/cos_guest.py"), dir };
-        Helper { source, sha256, location }
+        let location = HelperLocation {
+            root: INSTALL_ROOT.to_string(),
+            file: format!("{dir}/cos_guest.py"),
+            dir,
+        };
+        Helper {
+            source,
+            sha256,
+            location,
+        }
     }
 
     pub fn embedded() -> Self {
@@ -122,16 +130,24 @@ mod tests {
     fn location_is_content_addressed() {
         let a = Helper::embedded();
         assert_eq!(a.sha256.len(), 64);
-        assert_eq!(a.location.dir, format!("/tmp/.cos-guest/{}", &a.sha256[..16]));
+        assert_eq!(
+            a.location.dir,
+            format!("/tmp/.cos-guest/{}", &a.sha256[..16])
+        );
         assert_eq!(a.location.file, format!("{}/cos_guest.py", a.location.dir));
         let b = Helper::new(Arc::from(format!("{EMBEDDED_SOURCE}\n# another build\n")));
         assert_ne!(a.location.dir, b.location.dir);
-        assert!(a.argv("python3").ends_with(&[a.location.file.clone(), a.sha256.clone()]));
+        assert!(a
+            .argv("python3")
+            .ends_with(&[a.location.file.clone(), a.sha256.clone()]));
     }
 
     #[test]
     fn sha256_matches_a_known_vector() {
         let h = Helper::new(Arc::from("abc"));
-        assert_eq!(h.sha256, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+        assert_eq!(
+            h.sha256,
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
     }
 }

@@ -115,7 +115,10 @@ impl fmt::Debug for GuestOptions {
             .field("python", &self.python)
             .field("custom_helper", &self.helper_source.is_some())
             .field("channel", &self.channel)
-            .field("ssh", &self.ssh.as_ref().map(|s| s.sandbox().id().to_string()))
+            .field(
+                "ssh",
+                &self.ssh.as_ref().map(|s| s.sandbox().id().to_string()),
+            )
             .finish()
     }
 }
@@ -270,7 +273,9 @@ impl Guest {
         let session = match self.ssh_now().await {
             Some(session) => Some(session),
             // asked for SSH and no session known yet: the pool's (connects on first use)
-            None if self.channel == GuestChannel::Ssh => Some(SshPool::global().entry(&self.sandbox)?),
+            None if self.channel == GuestChannel::Ssh => {
+                Some(SshPool::global().entry(&self.sandbox)?)
+            }
             None => None,
         };
         Ok(match session {
@@ -297,17 +302,23 @@ impl Guest {
     /// Run `op` with `args` as given (no path mapping) and return the helper's `result`.
     async fn call<T: DeserializeOwned>(&self, op: &str, args: Value) -> Result<T> {
         let value = self.call_value(op, args).await?;
-        serde_json::from_value(value).map_err(|e| Error::decode(format!("guest {op}"), e.to_string()))
+        serde_json::from_value(value)
+            .map_err(|e| Error::decode(format!("guest {op}"), e.to_string()))
     }
 
     async fn call_value(&self, op: &str, args: Value) -> Result<Value> {
         if self.channel == GuestChannel::Resident && self.custom.is_none() {
-            let resident = Resident::with_helper(&self.sandbox, self.helper_source.clone(), &self.python);
+            let resident =
+                Resident::with_helper(&self.sandbox, self.helper_source.clone(), &self.python);
             let _turn = self.slot.turn.lock().await;
-            return resident.call(op, &self.paths.guest_root, args, self.timeout).await;
+            return resident
+                .call(op, &self.paths.guest_root, args, self.timeout)
+                .await;
         }
-        let request = json!({ "v": PROTOCOL_VERSION, "op": op, "cwd": self.paths.guest_root, "args": args });
-        let encoded = serde_json::to_vec(&request).map_err(|e| Error::invalid("arguments", e.to_string()))?;
+        let request =
+            json!({ "v": PROTOCOL_VERSION, "op": op, "cwd": self.paths.guest_root, "args": args });
+        let encoded =
+            serde_json::to_vec(&request).map_err(|e| Error::invalid("arguments", e.to_string()))?;
         let _turn = self.slot.turn.lock().await;
         let runner = self.runner().await?;
         // A small request travels in argv (the embedded helper's `once` mode): a managed
@@ -323,7 +334,9 @@ impl Guest {
         };
         let mut uploaded = false;
         loop {
-            let out = runner.run(argv.clone(), stdin.clone(), self.timeout).await?;
+            let out = runner
+                .run(argv.clone(), stdin.clone(), self.timeout)
+                .await?;
             match interpret(op, &out) {
                 Outcome::Answer(answer) => return answer,
                 Outcome::Missing if !uploaded => {
@@ -366,12 +379,16 @@ struct Answer {
 }
 
 fn interpret(op: &str, out: &HelperOutput) -> Outcome {
-    let fail = |code, message: String| Outcome::Answer(Err(GuestError::new(op, code, message).into()));
+    let fail =
+        |code, message: String| Outcome::Answer(Err(GuestError::new(op, code, message).into()));
     let stderr = tail(&out.stderr);
     if out.truncated {
         return fail(
             GuestErrorCode::AnswerTooLarge,
-            format!("the answer was larger than {} bytes (or partly lost); narrow the request", out.stdout.len()),
+            format!(
+                "the answer was larger than {} bytes (or partly lost); narrow the request",
+                out.stdout.len()
+            ),
         );
     }
     match out.exit_code {
@@ -383,13 +400,21 @@ fn interpret(op: &str, out: &HelperOutput) -> Outcome {
         if answer.v != Some(PROTOCOL_VERSION) {
             return fail(
                 GuestErrorCode::HelperFailed,
-                format!("the helper answered with protocol version {:?}, expected {PROTOCOL_VERSION}", answer.v),
+                format!(
+                    "the helper answered with protocol version {:?}, expected {PROTOCOL_VERSION}",
+                    answer.v
+                ),
             );
         }
         return Outcome::Answer(match (answer.error, answer.result) {
             (Some(error), _) => Err(error.into_error(op)),
             (None, Some(result)) => Ok(result),
-            (None, None) => Err(GuestError::new(op, GuestErrorCode::HelperFailed, "the answer has neither result nor error").into()),
+            (None, None) => Err(GuestError::new(
+                op,
+                GuestErrorCode::HelperFailed,
+                "the answer has neither result nor error",
+            )
+            .into()),
         });
     }
     if out.exit_code == Some(helper::EXIT_NOT_FOUND) && out.stdout.is_empty() {
@@ -403,8 +428,15 @@ fn interpret(op: &str, out: &HelperOutput) -> Outcome {
         (Some(code), None) => format!("exited with status {code}"),
         (None, None) => "ended without an exit status".to_string(),
     };
-    let shown = if stderr.is_empty() { tail(&out.stdout) } else { stderr };
-    fail(GuestErrorCode::HelperFailed, format!("the helper {status} without a valid answer: {shown}"))
+    let shown = if stderr.is_empty() {
+        tail(&out.stdout)
+    } else {
+        stderr
+    };
+    fail(
+        GuestErrorCode::HelperFailed,
+        format!("the helper {status} without a valid answer: {shown}"),
+    )
 }
 
 /// The last ~2000 characters of some output, trimmed, for an error message.
@@ -431,7 +463,10 @@ type Slots = Mutex<HashMap<String, Weak<SandboxSlot>>>;
 fn slot_for(sandbox: &Sandbox) -> Arc<SandboxSlot> {
     static SLOTS: OnceLock<Slots> = OnceLock::new();
     let key = format!("{} {}", sandbox.client().base_url(), sandbox.id());
-    let mut slots = SLOTS.get_or_init(Slots::default).lock().unwrap_or_else(|e| e.into_inner());
+    let mut slots = SLOTS
+        .get_or_init(Slots::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
     if let Some(slot) = slots.get(&key).and_then(Weak::upgrade) {
         return slot;
     }
@@ -446,7 +481,11 @@ mod tests {
     use super::*;
 
     fn output(stdout: &str, code: Option<i32>) -> HelperOutput {
-        HelperOutput { stdout: stdout.as_bytes().to_vec(), exit_code: code, ..Default::default() }
+        HelperOutput {
+            stdout: stdout.as_bytes().to_vec(),
+            exit_code: code,
+            ..Default::default()
+        }
     }
 
     fn code_of(outcome: Outcome) -> Option<GuestErrorCode> {
@@ -458,7 +497,10 @@ mod tests {
 
     #[test]
     fn answers_are_interpreted() {
-        match interpret("stat", &output(r#"{"v":1,"result":{"path":"/x"}}"#, Some(0))) {
+        match interpret(
+            "stat",
+            &output(r#"{"v":1,"result":{"path":"/x"}}"#, Some(0)),
+        ) {
             Outcome::Answer(Ok(v)) => assert_eq!(v["path"], "/x"),
             _ => panic!("expected a result"),
         }
@@ -473,15 +515,36 @@ mod tests {
             _ => panic!("expected a guest error"),
         }
         let bad = r#"{"v":1,"error":{"code":"bad_args","message":"edit: nope"}}"#;
-        assert!(matches!(interpret("edit", &output(bad, Some(0))), Outcome::Answer(Err(Error::InvalidInput { .. }))));
-        assert!(matches!(interpret("read", &output("", Some(97))), Outcome::Missing));
-        assert_eq!(code_of(interpret("read", &output("", Some(98)))), Some(GuestErrorCode::PythonTooOld));
-        assert_eq!(code_of(interpret("read", &output("", Some(127)))), Some(GuestErrorCode::PythonMissing));
-        assert_eq!(code_of(interpret("read", &output("Traceback", Some(1)))), Some(GuestErrorCode::HelperFailed));
-        assert_eq!(code_of(interpret("read", &output(r#"{"v":2,"result":1}"#, Some(0)))), Some(GuestErrorCode::HelperFailed));
+        assert!(matches!(
+            interpret("edit", &output(bad, Some(0))),
+            Outcome::Answer(Err(Error::InvalidInput { .. }))
+        ));
+        assert!(matches!(
+            interpret("read", &output("", Some(97))),
+            Outcome::Missing
+        ));
+        assert_eq!(
+            code_of(interpret("read", &output("", Some(98)))),
+            Some(GuestErrorCode::PythonTooOld)
+        );
+        assert_eq!(
+            code_of(interpret("read", &output("", Some(127)))),
+            Some(GuestErrorCode::PythonMissing)
+        );
+        assert_eq!(
+            code_of(interpret("read", &output("Traceback", Some(1)))),
+            Some(GuestErrorCode::HelperFailed)
+        );
+        assert_eq!(
+            code_of(interpret("read", &output(r#"{"v":2,"result":1}"#, Some(0)))),
+            Some(GuestErrorCode::HelperFailed)
+        );
         let mut big = output("{", Some(0));
         big.truncated = true;
-        assert_eq!(code_of(interpret("read", &big)), Some(GuestErrorCode::AnswerTooLarge));
+        assert_eq!(
+            code_of(interpret("read", &big)),
+            Some(GuestErrorCode::AnswerTooLarge)
+        );
     }
 
     #[test]

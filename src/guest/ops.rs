@@ -52,12 +52,24 @@ impl Guest {
     /// }
     /// # Ok(()) }
     /// ```
-    pub async fn edit(&self, path: &str, old: &str, new: &str, replace_all: bool) -> Result<EditResult> {
+    pub async fn edit(
+        &self,
+        path: &str,
+        old: &str,
+        new: &str,
+        replace_all: bool,
+    ) -> Result<EditResult> {
         if old.is_empty() {
-            return Err(Error::invalid("oldString", "must not be empty (use write to create a file)"));
+            return Err(Error::invalid(
+                "oldString",
+                "must not be empty (use write to create a file)",
+            ));
         }
         if old == new {
-            return Err(Error::invalid("newString", "is identical to oldString: nothing to change"));
+            return Err(Error::invalid(
+                "newString",
+                "is identical to oldString: nothing to change",
+            ));
         }
         let args = json!({
             "path": self.paths.to_guest(path)?,
@@ -102,7 +114,10 @@ impl Guest {
             return Err(Error::invalid("pattern", "must not be empty"));
         }
         if pattern.contains(['\n', '\r']) {
-            return Err(Error::invalid("pattern", "must be a single line (searches are line by line)"));
+            return Err(Error::invalid(
+                "pattern",
+                "must be a single line (searches are line by line)",
+            ));
         }
         if options.include.as_deref() == Some("") {
             return Err(Error::invalid("include", "must not be empty"));
@@ -121,7 +136,8 @@ impl Guest {
 
     /// Type, size, mode, owner and mtime of a path (symlinks are not followed).
     pub async fn stat(&self, path: &str) -> Result<FileStat> {
-        self.call("stat", json!({ "path": self.paths.to_guest(path)? })).await
+        self.call("stat", json!({ "path": self.paths.to_guest(path)? }))
+            .await
     }
 
     /// Entries of a directory (optionally recursive), sorted by name.
@@ -138,13 +154,21 @@ impl Guest {
     /// Create a directory (with its parents when `parents`). An existing directory is not an
     /// error ([`MkdirResult::created`] is false).
     pub async fn mkdir(&self, path: &str, parents: bool) -> Result<MkdirResult> {
-        self.call("mkdir", json!({ "path": self.paths.to_guest(path)?, "parents": parents })).await
+        self.call(
+            "mkdir",
+            json!({ "path": self.paths.to_guest(path)?, "parents": parents }),
+        )
+        .await
     }
 
     /// Remove a file, symlink or empty directory (any directory with `recursive`). `/`, the
     /// working directory and its parents are refused.
     pub async fn remove(&self, path: &str, recursive: bool) -> Result<RemoveResult> {
-        self.call("remove", json!({ "path": self.paths.to_guest(path)?, "recursive": recursive })).await
+        self.call(
+            "remove",
+            json!({ "path": self.paths.to_guest(path)?, "recursive": recursive }),
+        )
+        .await
     }
 
     /// Rename `from` to `to` (across file systems too). An existing target is refused (code
@@ -196,7 +220,10 @@ impl Guest {
 
 fn check_limit(field: &str, value: Option<u64>, max: u64) -> Result<()> {
     match value {
-        Some(v) if v == 0 || v > max => Err(Error::invalid(field, format!("{v} is not between 1 and {max}"))),
+        Some(v) if v == 0 || v > max => Err(Error::invalid(
+            field,
+            format!("{v} is not between 1 and {max}"),
+        )),
         _ => Ok(()),
     }
 }

@@ -31,10 +31,16 @@ impl PathMap {
     /// Relative paths resolve under `guest_root` (absolute; `.`/`..` are resolved).
     pub fn new(guest_root: &str) -> Result<Self> {
         if !guest_root.starts_with('/') {
-            return Err(Error::invalid("guest root", format!("{guest_root:?} must be an absolute path")));
+            return Err(Error::invalid(
+                "guest root",
+                format!("{guest_root:?} must be an absolute path"),
+            ));
         }
         let root = normalize_absolute("guest root", guest_root)?;
-        Ok(PathMap { host_root: None, guest_root: root })
+        Ok(PathMap {
+            host_root: None,
+            guest_root: root,
+        })
     }
 
     /// Map absolute paths inside `host_root` (the local project) onto the guest root. The path
@@ -42,7 +48,10 @@ impl PathMap {
     /// components are ignored.
     pub fn with_host_root(mut self, host_root: impl Into<PathBuf>) -> Self {
         let root: PathBuf = host_root.into();
-        let clean: PathBuf = root.components().filter(|c| !matches!(c, Component::CurDir)).collect();
+        let clean: PathBuf = root
+            .components()
+            .filter(|c| !matches!(c, Component::CurDir))
+            .collect();
         self.host_root = Some(clean);
         self
     }
@@ -75,7 +84,12 @@ impl PathMap {
     /// File:`, `*** Delete File:`, `*** Move to:`) with [`Self::to_guest`]; every other line,
     /// and every line ending, is kept as it is.
     pub fn rewrite_patch(&self, patch: &str) -> Result<String> {
-        const HEADERS: [&str; 4] = ["*** Add File: ", "*** Update File: ", "*** Delete File: ", "*** Move to: "];
+        const HEADERS: [&str; 4] = [
+            "*** Add File: ",
+            "*** Update File: ",
+            "*** Delete File: ",
+            "*** Move to: ",
+        ];
         let mut out = String::with_capacity(patch.len() + 64);
         for piece in patch.split_inclusive('\n') {
             let (body, ending) = split_ending(piece);
@@ -105,13 +119,17 @@ impl PathMap {
         if !candidate.is_absolute() || !root.is_absolute() {
             return None;
         }
-        let mut parts = candidate.components().filter(|c| !matches!(c, Component::CurDir));
+        let mut parts = candidate
+            .components()
+            .filter(|c| !matches!(c, Component::CurDir));
         for want in root.components() {
             if parts.next() != Some(want) {
                 return None;
             }
         }
-        let rest: Vec<String> = parts.map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
+        let rest: Vec<String> = parts
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
         Some(rest.join("/"))
     }
 }
@@ -159,7 +177,10 @@ fn normalize_absolute(field: &str, path: &str) -> Result<String> {
             "" | "." => {}
             ".." => {
                 if parts.pop().is_none() {
-                    return Err(Error::invalid(field, format!("{path:?} climbs above / with '..'")));
+                    return Err(Error::invalid(
+                        field,
+                        format!("{path:?} climbs above / with '..'"),
+                    ));
                 }
             }
             other => parts.push(other),
@@ -173,7 +194,9 @@ mod tests {
     use super::*;
 
     fn map() -> PathMap {
-        PathMap::new("/root/workspace").unwrap().with_host_root("/home/me/proj")
+        PathMap::new("/root/workspace")
+            .unwrap()
+            .with_host_root("/home/me/proj")
     }
 
     #[test]
@@ -199,7 +222,10 @@ mod tests {
     fn project_paths_map_and_others_stay() {
         let m = map();
         assert_eq!(m.to_guest("/home/me/proj").unwrap(), "/root/workspace");
-        assert_eq!(m.to_guest("/home/me/proj/src/lib.rs").unwrap(), "/root/workspace/src/lib.rs");
+        assert_eq!(
+            m.to_guest("/home/me/proj/src/lib.rs").unwrap(),
+            "/root/workspace/src/lib.rs"
+        );
         assert_eq!(m.to_guest("/home/me/projX/a").unwrap(), "/home/me/projX/a");
         assert_eq!(m.to_guest("/etc/../tmp/x").unwrap(), "/tmp/x");
         assert!(m.to_guest("/home/me/proj/../other").is_err());
@@ -220,9 +246,14 @@ mod tests {
              *** Update File: /root/workspace/src/a.rs\n*** Move to: /root/workspace/src/b.rs\n@@\n-x\n+y\n\
              *** Delete File: /tmp/old\n*** End Patch"
         );
-        assert!(m.rewrite_patch("*** Begin Patch\n*** Delete File: ../up\n*** End Patch\n").is_err());
+        assert!(m
+            .rewrite_patch("*** Begin Patch\n*** Delete File: ../up\n*** End Patch\n")
+            .is_err());
         // A hunk line can never look like a header: it starts with ' ', '-' or '+'.
         let kept = "*** Begin Patch\n*** Update File: a\n@@\n-*** Add File: x\n+y\n*** End Patch\n";
-        assert!(m.rewrite_patch(kept).unwrap().contains("\n-*** Add File: x\n"));
+        assert!(m
+            .rewrite_patch(kept)
+            .unwrap()
+            .contains("\n-*** Add File: x\n"));
     }
 }

@@ -44,12 +44,21 @@ pub trait HelperRunner: Send + Sync {
     /// collect what it prints until it exits. An empty `stdin` may be left open instead (the
     /// managed-process runner then sends nothing): give it only to commands that do not
     /// read their input, such as the helper's `once` mode.
-    fn run(&self, argv: Vec<String>, stdin: Vec<u8>, timeout: Option<Duration>) -> BoxFuture<'_, Result<HelperOutput>>;
+    fn run(
+        &self,
+        argv: Vec<String>,
+        stdin: Vec<u8>,
+        timeout: Option<Duration>,
+    ) -> BoxFuture<'_, Result<HelperOutput>>;
 
     /// Store `content` as the helper file at `location.file` (directories mode 0700). The
     /// default pipes it through `sh` with [`HelperRunner::run`]; a runner with a cheaper
     /// file path (the files API, SFTP) may override it.
-    fn install<'a>(&'a self, location: &'a HelperLocation, content: Bytes) -> BoxFuture<'a, Result<()>> {
+    fn install<'a>(
+        &'a self,
+        location: &'a HelperLocation,
+        content: Bytes,
+    ) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
             let argv = vec![
                 "sh".to_string(),
@@ -60,11 +69,17 @@ pub trait HelperRunner: Send + Sync {
                 location.root.clone(),
                 location.file.clone(),
             ];
-            let out = self.run(argv, content.to_vec(), Some(INSTALL_TIMEOUT)).await?;
+            let out = self
+                .run(argv, content.to_vec(), Some(INSTALL_TIMEOUT))
+                .await?;
             if out.exit_code == Some(0) {
                 Ok(())
             } else {
-                Err(install_failed(&location.file, out.exit_code, &String::from_utf8_lossy(&out.stderr)))
+                Err(install_failed(
+                    &location.file,
+                    out.exit_code,
+                    &String::from_utf8_lossy(&out.stderr),
+                ))
             }
         })
     }
@@ -75,7 +90,10 @@ fn install_failed(file: &str, code: Option<i32>, stderr: &str) -> Error {
     GuestError::new(
         "install",
         GuestErrorCode::InstallFailed,
-        format!("could not store the file helper at {file} (exited with {code}): {}", stderr.trim()),
+        format!(
+            "could not store the file helper at {file} (exited with {code}): {}",
+            stderr.trim()
+        ),
     )
     .into()
 }
@@ -95,7 +113,11 @@ pub struct ProcessRunner {
 impl ProcessRunner {
     /// A runner for `sandbox` keeping at most [`DEFAULT_MAX_OUTPUT`] bytes of stdout.
     pub fn new(sandbox: Sandbox) -> Self {
-        ProcessRunner { sandbox, max_output: DEFAULT_MAX_OUTPUT, stop_grace: Duration::from_millis(500) }
+        ProcessRunner {
+            sandbox,
+            max_output: DEFAULT_MAX_OUTPUT,
+            stop_grace: Duration::from_millis(500),
+        }
     }
 
     /// Keep at most `bytes` of stdout.
@@ -104,10 +126,19 @@ impl ProcessRunner {
         self
     }
 
-    async fn run_managed(&self, argv: Vec<String>, stdin: Vec<u8>, timeout: Option<Duration>) -> Result<HelperOutput> {
-        let (cmd, args) = argv.split_first().ok_or_else(|| Error::invalid("argv", "must name a program"))?;
+    async fn run_managed(
+        &self,
+        argv: Vec<String>,
+        stdin: Vec<u8>,
+        timeout: Option<Duration>,
+    ) -> Result<HelperOutput> {
+        let (cmd, args) = argv
+            .split_first()
+            .ok_or_else(|| Error::invalid("argv", "must name a program"))?;
         let spec = ProcessSpec::new(cmd.clone()).args(args.iter().cloned());
-        let mut options = RunOptions::default().max_output_bytes(self.max_output).stop_grace(self.stop_grace);
+        let mut options = RunOptions::default()
+            .max_output_bytes(self.max_output)
+            .stop_grace(self.stop_grace);
         if !stdin.is_empty() {
             options = options.stdin(stdin);
         }
@@ -115,30 +146,61 @@ impl ProcessRunner {
             options = options.timeout(limit);
         }
         let out = self.sandbox.processes().run(spec, options).await?;
-        Ok(HelperOutput { stdout: out.stdout, stderr: out.stderr, exit_code: out.exit_code, signal: out.signal, truncated: out.truncated })
+        Ok(HelperOutput {
+            stdout: out.stdout,
+            stderr: out.stderr,
+            exit_code: out.exit_code,
+            signal: out.signal,
+            truncated: out.truncated,
+        })
     }
 
-    async fn install_with_files_api(&self, location: &HelperLocation, content: Bytes) -> Result<()> {
+    async fn install_with_files_api(
+        &self,
+        location: &HelperLocation,
+        content: Bytes,
+    ) -> Result<()> {
         let tmp = format!("{}/.upload.{:016x}", location.dir, rand::random::<u64>());
         self.sandbox.write(&tmp, content).await?;
         let request = ExecRequest::new("sh")
-            .args(["-c", FINISH_UPLOAD, "sh", &location.dir, &location.root, &tmp, &location.file])
+            .args([
+                "-c",
+                FINISH_UPLOAD,
+                "sh",
+                &location.dir,
+                &location.root,
+                &tmp,
+                &location.file,
+            ])
             .timeout(INSTALL_TIMEOUT);
         let out = self.sandbox.exec_with(request).await?;
         if out.success() {
             return Ok(());
         }
-        let why = if out.stderr.trim().is_empty() { out.error.unwrap_or_default() } else { out.stderr };
+        let why = if out.stderr.trim().is_empty() {
+            out.error.unwrap_or_default()
+        } else {
+            out.stderr
+        };
         Err(install_failed(&location.file, Some(out.exit_code), &why))
     }
 }
 
 impl HelperRunner for ProcessRunner {
-    fn run(&self, argv: Vec<String>, stdin: Vec<u8>, timeout: Option<Duration>) -> BoxFuture<'_, Result<HelperOutput>> {
+    fn run(
+        &self,
+        argv: Vec<String>,
+        stdin: Vec<u8>,
+        timeout: Option<Duration>,
+    ) -> BoxFuture<'_, Result<HelperOutput>> {
         Box::pin(self.run_managed(argv, stdin, timeout))
     }
 
-    fn install<'a>(&'a self, location: &'a HelperLocation, content: Bytes) -> BoxFuture<'a, Result<()>> {
+    fn install<'a>(
+        &'a self,
+        location: &'a HelperLocation,
+        content: Bytes,
+    ) -> BoxFuture<'a, Result<()>> {
         Box::pin(self.install_with_files_api(location, content))
     }
 }

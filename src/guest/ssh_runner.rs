@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tokio::io::AsyncWrite;
 
-use super::runner::{keep, HelperRunner, HelperOutput, DEFAULT_MAX_OUTPUT};
+use super::runner::{keep, HelperOutput, HelperRunner, DEFAULT_MAX_OUTPUT};
 use crate::error::{Error, Result};
 use crate::ssh::{command_line, SshSession};
 
@@ -26,7 +26,10 @@ pub struct SshRunner {
 impl SshRunner {
     /// A runner over `ssh` keeping at most [`DEFAULT_MAX_OUTPUT`] bytes of stdout.
     pub fn new(ssh: SshSession) -> Self {
-        SshRunner { ssh, max_output: DEFAULT_MAX_OUTPUT }
+        SshRunner {
+            ssh,
+            max_output: DEFAULT_MAX_OUTPUT,
+        }
     }
 
     /// Keep at most `bytes` of stdout.
@@ -40,22 +43,44 @@ impl SshRunner {
         &self.ssh
     }
 
-    async fn run_exec(&self, argv: Vec<String>, stdin: Vec<u8>, timeout: Option<Duration>) -> Result<HelperOutput> {
-        let (program, args) = argv.split_first().ok_or_else(|| Error::invalid("argv", "must name a program"))?;
+    async fn run_exec(
+        &self,
+        argv: Vec<String>,
+        stdin: Vec<u8>,
+        timeout: Option<Duration>,
+    ) -> Result<HelperOutput> {
+        let (program, args) = argv
+            .split_first()
+            .ok_or_else(|| Error::invalid("argv", "must name a program"))?;
         let command = command_line(program, args);
-        let mut sink = BoundedSink { kept: Vec::new(), cap: self.max_output, truncated: false };
-        let work = self.ssh.exec_streaming(&command, Cursor::new(stdin), &mut sink);
+        let mut sink = BoundedSink {
+            kept: Vec::new(),
+            cap: self.max_output,
+            truncated: false,
+        };
+        let work = self
+            .ssh
+            .exec_streaming(&command, Cursor::new(stdin), &mut sink);
         let exit = match timeout.filter(|t| !t.is_zero()) {
-            Some(limit) => tokio::time::timeout(limit, work)
-                .await
-                .map_err(|_| Error::Timeout { endpoint: "guest helper over SSH".to_string(), after: limit })??,
+            Some(limit) => {
+                tokio::time::timeout(limit, work)
+                    .await
+                    .map_err(|_| Error::Timeout {
+                        endpoint: "guest helper over SSH".to_string(),
+                        after: limit,
+                    })??
+            }
             None => work.await?,
         };
         let signal = exit.exit_signal.map(|s| format!("SIG{}", s.name));
         Ok(HelperOutput {
             stdout: sink.kept,
             stderr: exit.stderr,
-            exit_code: if signal.is_some() { None } else { exit.exit_status.map(|c| c as i32) },
+            exit_code: if signal.is_some() {
+                None
+            } else {
+                exit.exit_status.map(|c| c as i32)
+            },
             signal,
             truncated: sink.truncated,
         })
@@ -63,7 +88,12 @@ impl SshRunner {
 }
 
 impl HelperRunner for SshRunner {
-    fn run(&self, argv: Vec<String>, stdin: Vec<u8>, timeout: Option<Duration>) -> BoxFuture<'_, Result<HelperOutput>> {
+    fn run(
+        &self,
+        argv: Vec<String>,
+        stdin: Vec<u8>,
+        timeout: Option<Duration>,
+    ) -> BoxFuture<'_, Result<HelperOutput>> {
         Box::pin(self.run_exec(argv, stdin, timeout))
     }
 }
@@ -76,7 +106,11 @@ struct BoundedSink {
 }
 
 impl AsyncWrite for BoundedSink {
-    fn poll_write(mut self: Pin<&mut Self>, _cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
         let this = &mut *self;
         this.truncated |= keep(&mut this.kept, buf, this.cap);
         Poll::Ready(Ok(buf.len()))

@@ -78,7 +78,9 @@ impl ArtifactPath {
             }
         }
         if parts.is_empty() {
-            return Err(bad(format!("{out:?} names {WORK_DIR} itself: name a file or directory inside it")));
+            return Err(bad(format!(
+                "{out:?} names {WORK_DIR} itself: name a file or directory inside it"
+            )));
         }
         if rel.len() > 4096 {
             return Err(bad("is longer than 4096 bytes".into()));
@@ -104,16 +106,25 @@ impl ArtifactPath {
         let mut path = root.to_path_buf();
         for (i, part) in self.parts.iter().enumerate() {
             let mut comps = Path::new(part).components();
-            if !matches!((comps.next(), comps.next()), (Some(Component::Normal(_)), None)) {
+            if !matches!(
+                (comps.next(), comps.next()),
+                (Some(Component::Normal(_)), None)
+            ) {
                 return Err(bad(format!("{part:?} is not a plain file name")));
             }
             path.push(part);
             match std::fs::symlink_metadata(&path) {
                 Ok(meta) if meta.file_type().is_symlink() => {
-                    return Err(bad(format!("{} is a symlink on this machine; refusing to write through it", path.display())))
+                    return Err(bad(format!(
+                        "{} is a symlink on this machine; refusing to write through it",
+                        path.display()
+                    )))
                 }
                 Ok(meta) if i + 1 < self.parts.len() && !meta.is_dir() => {
-                    return Err(bad(format!("{} exists and is not a directory", path.display())))
+                    return Err(bad(format!(
+                        "{} exists and is not a directory",
+                        path.display()
+                    )))
                 }
                 Ok(_) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -121,7 +132,9 @@ impl ArtifactPath {
             }
         }
         // a file is judged as a file; a directory artifact as a directory when it lands
-        if let Some(why) = protect::dir_protection_of(&path, None).or_else(|| protect::protection_of(&path, None)) {
+        if let Some(why) =
+            protect::dir_protection_of(&path, None).or_else(|| protect::protection_of(&path, None))
+        {
             return Err(bad(format!("{}: {why}", path.display())));
         }
         Ok(path)
@@ -141,8 +154,18 @@ done
 if [ -f "$cur" ]; then echo file; elif [ -d "$cur" ]; then echo dir; elif [ -e "$cur" ]; then echo special; else echo missing; fi"#;
 
 /// Copy `path` from the guest to `local` (from [`ArtifactPath::local`]).
-pub(crate) async fn fetch(remote: &dyn Remote, path: &ArtifactPath, local: &Path) -> Result<Artifact> {
-    let inspected = remote.run_sh(INSPECT, vec![WORK_DIR.to_string(), path.relative()], Vec::new()).await?;
+pub(crate) async fn fetch(
+    remote: &dyn Remote,
+    path: &ArtifactPath,
+    local: &Path,
+) -> Result<Artifact> {
+    let inspected = remote
+        .run_sh(
+            INSPECT,
+            vec![WORK_DIR.to_string(), path.relative()],
+            Vec::new(),
+        )
+        .await?;
     if !inspected.success() {
         return Err(inspected.failure("inspecting the artifact"));
     }
@@ -153,31 +176,63 @@ pub(crate) async fn fetch(remote: &dyn Remote, path: &ArtifactPath, local: &Path
         "file" => ArtifactKind::File,
         "dir" => ArtifactKind::Directory,
         "missing" => return Err(refuse(format!("{guest} does not exist in the sandbox"))),
-        "special" => return Err(refuse(format!("{guest} is neither a regular file nor a directory"))),
+        "special" => {
+            return Err(refuse(format!(
+                "{guest} is neither a regular file nor a directory"
+            )))
+        }
         other => match other.strip_prefix("symlink:") {
             Some(link) => {
                 let link = link.trim_start_matches("./");
                 return Err(refuse(format!("{WORK_DIR}/{link} is a symlink in the sandbox; artifacts are never followed through links")));
             }
-            None => return Err(refuse(format!("unexpected answer while inspecting {guest}: {other:?}"))),
+            None => {
+                return Err(refuse(format!(
+                    "unexpected answer while inspecting {guest}: {other:?}"
+                )))
+            }
         },
     };
-    let parent = local.parent().ok_or_else(|| refuse(format!("{} has no parent directory", local.display())))?;
-    std::fs::create_dir_all(parent).map_err(|e| Error::io(format!("creating {}", parent.display()), e))?;
+    let parent = local
+        .parent()
+        .ok_or_else(|| refuse(format!("{} has no parent directory", local.display())))?;
+    std::fs::create_dir_all(parent)
+        .map_err(|e| Error::io(format!("creating {}", parent.display()), e))?;
     match kind {
         ArtifactKind::File => {
             if local.is_dir() {
-                return Err(refuse(format!("{} is a directory on this machine; not replacing it with a file", local.display())));
+                return Err(refuse(format!(
+                    "{} is a directory on this machine; not replacing it with a file",
+                    local.display()
+                )));
             }
             // one file: a plain download into a temporary sibling, renamed into place
             let remote_sandbox = remote.sandbox();
-            let bytes = remote_sandbox.download(&guest).await?.save_to(local).await?;
-            Ok(Artifact { remote: guest, local: local.to_path_buf(), kind, files: 1, bytes, refused: Vec::new() })
+            let bytes = remote_sandbox
+                .download(&guest)
+                .await?
+                .save_to(local)
+                .await?;
+            Ok(Artifact {
+                remote: guest,
+                local: local.to_path_buf(),
+                kind,
+                files: 1,
+                bytes,
+                refused: Vec::new(),
+            })
         }
         ArtifactKind::Directory => {
             let done = transfer::download_dir(remote, &guest, local, None).await?;
             let files = done.unpacked.files;
-            Ok(Artifact { remote: guest, local: local.to_path_buf(), kind, files, bytes: done.bytes, refused: done.unpacked.refused })
+            Ok(Artifact {
+                remote: guest,
+                local: local.to_path_buf(),
+                kind,
+                files,
+                bytes: done.bytes,
+                refused: done.unpacked.refused,
+            })
         }
     }
 }
@@ -188,10 +243,26 @@ mod tests {
 
     #[test]
     fn paths_are_checked() {
-        assert_eq!(ArtifactPath::parse("dist/app").unwrap().remote(), "/work/dist/app");
-        assert_eq!(ArtifactPath::parse("/work/out.txt").unwrap().relative(), "out.txt");
+        assert_eq!(
+            ArtifactPath::parse("dist/app").unwrap().remote(),
+            "/work/dist/app"
+        );
+        assert_eq!(
+            ArtifactPath::parse("/work/out.txt").unwrap().relative(),
+            "out.txt"
+        );
         assert_eq!(ArtifactPath::parse("./a//b/").unwrap().relative(), "a/b");
-        for bad in ["", ".", "/work", "/work/", "/etc/passwd", "/workshop/x", "a/../b", "..", "a\0b"] {
+        for bad in [
+            "",
+            ".",
+            "/work",
+            "/work/",
+            "/etc/passwd",
+            "/workshop/x",
+            "a/../b",
+            "..",
+            "a\0b",
+        ] {
             assert!(ArtifactPath::parse(bad).is_err(), "{bad:?}");
         }
     }
@@ -207,10 +278,30 @@ mod tests {
         assert!(ArtifactPath::parse("link/x").unwrap().local(root).is_err());
         assert!(ArtifactPath::parse("link").unwrap().local(root).is_err());
         assert!(ArtifactPath::parse("file/x").unwrap().local(root).is_err());
-        assert_eq!(ArtifactPath::parse("real/x").unwrap().local(root).unwrap(), root.join("real/x"));
-        assert_eq!(ArtifactPath::parse("new/deep/x").unwrap().local(root).unwrap(), root.join("new/deep/x"));
-        for protected in [".git/hooks/pre-commit", ".git", "sub/.hg/hgrc", ".env", "keys/deploy.pem", ".ssh", ".createos/.token"] {
-            assert!(ArtifactPath::parse(protected).unwrap().local(root).is_err(), "{protected}");
+        assert_eq!(
+            ArtifactPath::parse("real/x").unwrap().local(root).unwrap(),
+            root.join("real/x")
+        );
+        assert_eq!(
+            ArtifactPath::parse("new/deep/x")
+                .unwrap()
+                .local(root)
+                .unwrap(),
+            root.join("new/deep/x")
+        );
+        for protected in [
+            ".git/hooks/pre-commit",
+            ".git",
+            "sub/.hg/hgrc",
+            ".env",
+            "keys/deploy.pem",
+            ".ssh",
+            ".createos/.token",
+        ] {
+            assert!(
+                ArtifactPath::parse(protected).unwrap().local(root).is_err(),
+                "{protected}"
+            );
         }
     }
 }

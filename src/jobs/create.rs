@@ -41,7 +41,11 @@ impl fmt::Display for Reclaim {
         let name = &self.name;
         match (&self.unknown, self.destroyed.as_slice()) {
             (None, []) => write!(f, "no sandbox named {name} exists"),
-            (None, ids) => write!(f, "the sandbox it created ({}, named {name}) was destroyed", ids.join(", ")),
+            (None, ids) => write!(
+                f,
+                "the sandbox it created ({}, named {name}) was destroyed",
+                ids.join(", ")
+            ),
             (Some(why), ids) => {
                 if !ids.is_empty() {
                     write!(f, "destroyed {} (named {name}); ", ids.join(", "))?;
@@ -73,7 +77,11 @@ impl CreateFailed {
 /// lost: the request runs in a task of its own (a dropped caller does not abort it; a sandbox
 /// nobody waits for is destroyed), and a lost answer is looked up by the name and what it
 /// found destroyed ([`CreateFailed::reclaim`]). A refusal looks nothing up.
-pub async fn create_reclaimable(client: &Client, mut request: CreateSandbox, prefix: &str) -> Result<Sandbox, CreateFailed> {
+pub async fn create_reclaimable(
+    client: &Client,
+    mut request: CreateSandbox,
+    prefix: &str,
+) -> Result<Sandbox, CreateFailed> {
     let name = match &request.name {
         Some(name) => name.clone(),
         None => {
@@ -82,7 +90,10 @@ pub async fn create_reclaimable(client: &Client, mut request: CreateSandbox, pre
             name
         }
     };
-    request.validate().map_err(|source| CreateFailed { error: source, reclaim: None })?;
+    request.validate().map_err(|source| CreateFailed {
+        error: source,
+        reclaim: None,
+    })?;
     let (tx, rx) = tokio::sync::oneshot::channel();
     let client = client.clone();
     let wanted = name.clone();
@@ -92,9 +103,15 @@ pub async fn create_reclaimable(client: &Client, mut request: CreateSandbox, pre
             Err(source) if answer_lost(&source) => {
                 tracing::warn!(name = %name, error = %source, "the answer to a sandbox create was lost; looking the sandbox up by name");
                 let reclaim = reclaim(&client, &name).await;
-                Err(CreateFailed { error: source, reclaim: Some(reclaim) })
+                Err(CreateFailed {
+                    error: source,
+                    reclaim: Some(reclaim),
+                })
             }
-            Err(source) => Err(CreateFailed { error: source, reclaim: None }),
+            Err(source) => Err(CreateFailed {
+                error: source,
+                reclaim: None,
+            }),
         };
         if let Err(Ok(orphan)) = tx.send(outcome) {
             destroy_logged(&orphan, "nobody waited for its create any more").await;
@@ -104,7 +121,11 @@ pub async fn create_reclaimable(client: &Client, mut request: CreateSandbox, pre
         Ok(outcome) => outcome,
         Err(_) => Err(CreateFailed {
             error: Error::Cancelled,
-            reclaim: Some(Reclaim { name: wanted, destroyed: Vec::new(), unknown: Some("the create task ended without an answer".into()) }),
+            reclaim: Some(Reclaim {
+                name: wanted,
+                destroyed: Vec::new(),
+                unknown: Some("the create task ended without an answer".into()),
+            }),
         }),
     }
 }
@@ -112,24 +133,39 @@ pub async fn create_reclaimable(client: &Client, mut request: CreateSandbox, pre
 /// Whether the request may have been applied although no usable answer came back.
 fn answer_lost(err: &Error) -> bool {
     match err {
-        Error::Connection { source, .. } => !source.downcast_ref::<reqwest::Error>().is_some_and(reqwest::Error::is_connect),
+        Error::Connection { source, .. } => !source
+            .downcast_ref::<reqwest::Error>()
+            .is_some_and(reqwest::Error::is_connect),
         Error::Timeout { .. } | Error::Decode { .. } => true,
-        Error::Server(api) | Error::Api(api) => api.status != 503 && (api.status >= 500 || api.status == 408),
+        Error::Server(api) | Error::Api(api) => {
+            api.status != 503 && (api.status >= 500 || api.status == 408)
+        }
         _ => false,
     }
 }
 
 /// Find the live sandboxes named `name` and destroy them.
 async fn reclaim(client: &Client, name: &str) -> Reclaim {
-    let mut reclaim = Reclaim { name: name.to_string(), destroyed: Vec::new(), unknown: None };
-    let views: Vec<_> = match client.list_sandboxes(ListSandboxes::default()).try_collect().await {
+    let mut reclaim = Reclaim {
+        name: name.to_string(),
+        destroyed: Vec::new(),
+        unknown: None,
+    };
+    let views: Vec<_> = match client
+        .list_sandboxes(ListSandboxes::default())
+        .try_collect()
+        .await
+    {
         Ok(views) => views,
         Err(err) => {
             reclaim.unknown = Some(format!("listing the sandboxes failed: {err}"));
             return reclaim;
         }
     };
-    for view in views.into_iter().filter(|v| v.name.as_deref() == Some(name) && !v.status.is_terminal()) {
+    for view in views
+        .into_iter()
+        .filter(|v| v.name.as_deref() == Some(name) && !v.status.is_terminal())
+    {
         let destroyed = match client.sandbox(&view.id) {
             Ok(sandbox) => sandbox.destroy().await.map(drop),
             Err(err) => Err(err),
@@ -146,6 +182,8 @@ async fn reclaim(client: &Client, name: &str) -> Reclaim {
 pub(crate) async fn destroy_logged(sandbox: &Sandbox, why: &str) {
     match sandbox.destroy().await {
         Ok(_) => tracing::info!(sandbox = %sandbox.id(), "destroyed a sandbox: {why}"),
-        Err(err) => tracing::error!(sandbox = %sandbox.id(), error = %err, "destroying a sandbox ({why}) failed; it is still allocated"),
+        Err(err) => {
+            tracing::error!(sandbox = %sandbox.id(), error = %err, "destroying a sandbox ({why}) failed; it is still allocated")
+        }
     }
 }

@@ -199,7 +199,8 @@ fn kept_note(allocated: &[Fate]) -> String {
 }
 
 fn code_text(code: Option<i32>) -> String {
-    code.map(|c| c.to_string()).unwrap_or_else(|| "by signal".into())
+    code.map(|c| c.to_string())
+        .unwrap_or_else(|| "by signal".into())
 }
 
 impl JobError {
@@ -217,24 +218,37 @@ impl JobError {
 
     /// What the job had created, and what became of it: every error after a create says so.
     pub fn created(&self) -> Created {
-        let sandbox =
-            |fate: &Fate, command: CommandStart| Created::Sandbox { fate: fate.clone(), command };
+        let sandbox = |fate: &Fate, command: CommandStart| Created::Sandbox {
+            fate: fate.clone(),
+            command,
+        };
         match self {
             JobError::Invalid(_) => Created::Nothing,
-            JobError::Create(failed) => {
-                failed.reclaim.clone().map_or(Created::Nothing, Created::LostCreate)
-            }
+            JobError::Create(failed) => failed
+                .reclaim
+                .clone()
+                .map_or(Created::Nothing, Created::LostCreate),
             JobError::Failed { fate, command, .. } => sandbox(fate, command.clone()),
             JobError::MissingRuntime { fate, .. } => sandbox(fate, CommandStart::NotStarted),
             JobError::TimedOut { fate, .. } => sandbox(fate, CommandStart::Uncertain),
             JobError::Cancelled { fate: None, .. } => Created::Nothing,
-            JobError::Cancelled { fate: Some(fate), command } => sandbox(fate, command.clone()),
-            JobError::FanoutCancelled { destroyed, allocated, .. } => {
+            JobError::Cancelled {
+                fate: Some(fate),
+                command,
+            } => sandbox(fate, command.clone()),
+            JobError::FanoutCancelled {
+                destroyed,
+                allocated,
+                ..
+            } => {
                 if destroyed.is_empty() && allocated.is_empty() {
                     Created::Nothing
                 } else {
                     let (destroyed, allocated) = (destroyed.clone(), allocated.clone());
-                    Created::Sandboxes { destroyed, allocated }
+                    Created::Sandboxes {
+                        destroyed,
+                        allocated,
+                    }
                 }
             }
             JobError::Cleanup { fate, result } => {
@@ -245,6 +259,9 @@ impl JobError {
 
     /// Whether the job was cancelled.
     pub fn is_cancelled(&self) -> bool {
-        matches!(self, JobError::Cancelled { .. } | JobError::FanoutCancelled { .. })
+        matches!(
+            self,
+            JobError::Cancelled { .. } | JobError::FanoutCancelled { .. }
+        )
     }
 }

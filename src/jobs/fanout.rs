@@ -35,7 +35,10 @@ pub struct FanoutRequest {
 
 impl FanoutRequest {
     /// Run each of `commands` on its own copy of `dir`, [`DEFAULT_FANOUT_JOBS`] at a time.
-    pub fn new(dir: impl Into<PathBuf>, commands: impl IntoIterator<Item = impl Into<String>>) -> Self {
+    pub fn new(
+        dir: impl Into<PathBuf>,
+        commands: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
         FanoutRequest {
             dir: dir.into(),
             commands: commands.into_iter().map(Into::into).collect(),
@@ -55,11 +58,17 @@ impl FanoutRequest {
         if self.commands.is_empty() || self.commands.len() > MAX_FANOUT_COMMANDS {
             return Err(Error::invalid(
                 "commands",
-                format!("takes 1 to {MAX_FANOUT_COMMANDS} commands, got {}", self.commands.len()),
+                format!(
+                    "takes 1 to {MAX_FANOUT_COMMANDS} commands, got {}",
+                    self.commands.len()
+                ),
             ));
         }
         if self.jobs == 0 || self.jobs > MAX_FANOUT_JOBS {
-            return Err(Error::invalid("jobs", format!("must be 1 to {MAX_FANOUT_JOBS}, got {}", self.jobs)));
+            return Err(Error::invalid(
+                "jobs",
+                format!("must be 1 to {MAX_FANOUT_JOBS}, got {}", self.jobs),
+            ));
         }
         for (i, command) in self.commands.iter().enumerate() {
             check_command(&format!("commands[{i}]"), command)?;
@@ -117,7 +126,12 @@ impl FanoutEntry {
     fn from_error(index: usize, command: String, err: &JobError) -> Self {
         let fate = err.fate();
         let (code, stdout, stderr, truncated) = match err {
-            JobError::Cleanup { result, .. } => (result.code, result.stdout.clone(), result.stderr.clone(), result.truncated),
+            JobError::Cleanup { result, .. } => (
+                result.code,
+                result.stdout.clone(),
+                result.stderr.clone(),
+                result.truncated,
+            ),
             _ => (None, String::new(), String::new(), false),
         };
         FanoutEntry {
@@ -170,7 +184,9 @@ pub async fn fanout(
 ) -> Result<FanoutResult, JobError> {
     request.validate().map_err(JobError::Invalid)?;
     options.create_request().map_err(JobError::Invalid)?;
-    let snapshot = scan(&request.dir, &request.excludes).await.map_err(JobError::Invalid)?;
+    let snapshot = scan(&request.dir, &request.excludes)
+        .await
+        .map_err(JobError::Invalid)?;
     let total = request.commands.len();
     let runs = futures::stream::iter(request.commands.into_iter().enumerate())
         .map(|(index, command)| {
@@ -184,18 +200,29 @@ pub async fn fanout(
                 artifact: None,
             };
             let progress = progress.clone();
-            async move { (index, command, run_job(client, plan, options, cancel, progress).await) }
+            async move {
+                (
+                    index,
+                    command,
+                    run_job(client, plan, options, cancel, progress).await,
+                )
+            }
         })
         .buffer_unordered(request.jobs);
     let mut done: Vec<(usize, String, Result<JobResult, JobError>)> = runs.collect().await;
     done.sort_by_key(|(index, _, _)| *index);
 
     if cancel.is_cancelled() {
-        let finished = done.iter().filter(|(_, _, r)| !matches!(r, Err(e) if e.is_cancelled())).count();
+        let finished = done
+            .iter()
+            .filter(|(_, _, r)| !matches!(r, Err(e) if e.is_cancelled()))
+            .count();
         let allocated = done
             .iter()
             .filter_map(|(_, _, r)| match r {
-                Ok(result) if result.kept => Some(Fate::Kept(result.sandbox_id.clone(), result.kept_reason?)),
+                Ok(result) if result.kept => {
+                    Some(Fate::Kept(result.sandbox_id.clone(), result.kept_reason?))
+                }
                 Ok(_) => None,
                 Err(e) => e.fate().filter(|f| f.is_allocated()).cloned(),
             })
@@ -205,10 +232,18 @@ pub async fn fanout(
             .filter_map(|(_, _, r)| match r {
                 Ok(result) if !result.kept => Some(result.sandbox_id.clone()),
                 Ok(_) => None,
-                Err(e) => e.fate().filter(|f| !f.is_allocated()).map(|f| f.sandbox().to_string()),
+                Err(e) => e
+                    .fate()
+                    .filter(|f| !f.is_allocated())
+                    .map(|f| f.sandbox().to_string()),
             })
             .collect();
-        return Err(JobError::FanoutCancelled { finished, total, destroyed, allocated });
+        return Err(JobError::FanoutCancelled {
+            finished,
+            total,
+            destroyed,
+            allocated,
+        });
     }
     let results: Vec<FanoutEntry> = done
         .into_iter()
@@ -218,5 +253,9 @@ pub async fn fanout(
         })
         .collect();
     let succeeded = results.iter().filter(|e| e.success()).count();
-    Ok(FanoutResult { failed: results.len() - succeeded, succeeded, results })
+    Ok(FanoutResult {
+        failed: results.len() - succeeded,
+        succeeded,
+        results,
+    })
 }

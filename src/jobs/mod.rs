@@ -37,7 +37,10 @@ mod sandbox;
 pub use artifact::{Artifact, ArtifactKind, ArtifactPath};
 pub use create::{create_reclaimable, CreateFailed, Reclaim};
 pub use error::{CommandStart, Created, Fate, JobError, KeepReason};
-pub use fanout::{fanout, FanoutEntry, FanoutRequest, FanoutResult, DEFAULT_FANOUT_JOBS, MAX_FANOUT_COMMANDS, MAX_FANOUT_JOBS};
+pub use fanout::{
+    fanout, FanoutEntry, FanoutRequest, FanoutResult, DEFAULT_FANOUT_JOBS, MAX_FANOUT_COMMANDS,
+    MAX_FANOUT_JOBS,
+};
 pub use offload::{offload, OffloadRequest};
 pub use options::{JobEvent, JobOptions, JobProgress, JobStage, MAX_JOB_TIMEOUT, WORK_DIR};
 pub use run::JobResult;

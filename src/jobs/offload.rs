@@ -30,7 +30,12 @@ pub struct OffloadRequest {
 impl OffloadRequest {
     /// Run `command` on a copy of `dir`.
     pub fn new(dir: impl Into<PathBuf>, command: impl Into<String>) -> Self {
-        OffloadRequest { dir: dir.into(), command: command.into(), out: None, excludes: Vec::new() }
+        OffloadRequest {
+            dir: dir.into(),
+            command: command.into(),
+            out: None,
+            excludes: Vec::new(),
+        }
     }
 
     /// Bring `path` back afterwards.
@@ -79,7 +84,11 @@ async fn check(
 ) -> Result<(Snapshot, Option<(ArtifactPath, PathBuf)>), Error> {
     check_command("command", &request.command)?;
     options.create_request()?;
-    let artifact = request.out.as_deref().map(ArtifactPath::parse).transpose()?;
+    let artifact = request
+        .out
+        .as_deref()
+        .map(ArtifactPath::parse)
+        .transpose()?;
     let snapshot = scan(&request.dir, &request.excludes).await?;
     let artifact = match artifact {
         Some(path) => {

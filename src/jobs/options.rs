@@ -59,11 +59,17 @@ impl JobOptions {
     pub(crate) fn create_request(&self) -> Result<CreateSandbox> {
         if let Some(limit) = self.timeout {
             if limit > MAX_JOB_TIMEOUT {
-                return Err(Error::invalid("timeout", format!("{limit:?} exceeds the maximum of 1 h")));
+                return Err(Error::invalid(
+                    "timeout",
+                    format!("{limit:?} exceeds the maximum of 1 h"),
+                ));
             }
         }
         if self.max_output_bytes == 0 {
-            return Err(Error::invalid("max_output_bytes", "must be greater than zero"));
+            return Err(Error::invalid(
+                "max_output_bytes",
+                "must be greater than zero",
+            ));
         }
         if self.shape.trim().is_empty() {
             return Err(Error::invalid("shape", "must not be empty"));
@@ -120,13 +126,18 @@ impl std::fmt::Display for JobStage {
         match self {
             JobStage::Creating => write!(f, "creating a sandbox…"),
             JobStage::Created(id) => write!(f, "created sandbox {id}"),
-            JobStage::Uploaded { files, bytes } => write!(f, "uploaded {files} files ({bytes} bytes) to {WORK_DIR}"),
+            JobStage::Uploaded { files, bytes } => {
+                write!(f, "uploaded {files} files ({bytes} bytes) to {WORK_DIR}")
+            }
             JobStage::Running => write!(f, "running…"),
             JobStage::Exited(Some(code)) => write!(f, "exited {code}"),
             JobStage::Exited(None) => write!(f, "ended by a signal"),
             JobStage::Fetching => write!(f, "retrieving the artifact…"),
             JobStage::Destroyed(id) => write!(f, "destroyed sandbox {id}"),
-            JobStage::Kept(id, why) => write!(f, "kept sandbox {id}: {why} (remove it with `cos rm --yes {id}`)"),
+            JobStage::Kept(id, why) => write!(
+                f,
+                "kept sandbox {id}: {why} (remove it with `cos rm --yes {id}`)"
+            ),
         }
     }
 }

@@ -88,19 +88,34 @@ pub(crate) async fn run_job(
 
     // Setup: nothing has run yet, so every failure destroys.
     let setup = async {
-        js.prepare(options.setup_timeout).await.map_err(|e| SetupError::Step("preparing the sandbox", e))?;
+        js.prepare(options.setup_timeout)
+            .await
+            .map_err(|e| SetupError::Step("preparing the sandbox", e))?;
         if let Some(snapshot) = &plan.upload {
             let remote = ApiRemote::new(js.sandbox().clone());
             let up = transfer::upload_snapshot(&remote, snapshot, WORK_DIR, None)
                 .await
                 .map_err(|e| SetupError::Step("uploading the project", e))?;
-            report(&progress, job, JobStage::Uploaded { files: up.files, bytes: up.bytes });
+            report(
+                &progress,
+                job,
+                JobStage::Uploaded {
+                    files: up.files,
+                    bytes: up.bytes,
+                },
+            );
         }
         for (path, content) in &plan.files {
-            js.sandbox().write(path, content.clone()).await.map_err(|e| SetupError::Step("writing the job files", e))?;
+            js.sandbox()
+                .write(path, content.clone())
+                .await
+                .map_err(|e| SetupError::Step("writing the job files", e))?;
         }
         if let Some((language, program)) = plan.needs {
-            let found = js.has_program(program).await.map_err(|e| SetupError::Step("checking the language runtime", e))?;
+            let found = js
+                .has_program(program)
+                .await
+                .map_err(|e| SetupError::Step("checking the language runtime", e))?;
             if !found {
                 return Err(SetupError::Missing(language, program));
             }
@@ -119,7 +134,11 @@ pub(crate) async fn run_job(
         }
         Some(Err(SetupError::Missing(language, program))) => {
             let fate = js.finish(None).await;
-            return Err(JobError::MissingRuntime { language, program, fate });
+            return Err(JobError::MissingRuntime {
+                language,
+                program,
+                fate,
+            });
         }
     }
 
@@ -135,7 +154,9 @@ pub(crate) async fn run_job(
         })
     });
     let spec = ProcessSpec::shell(plan.script.clone()).cwd(WORK_DIR);
-    let run_options = RunOptions::default().max_output_bytes(options.max_output_bytes).cancel(run_token.clone());
+    let run_options = RunOptions::default()
+        .max_output_bytes(options.max_output_bytes)
+        .cancel(run_token.clone());
     report(&progress, job, JobStage::Running);
     let ran = js.sandbox().processes().run(spec, run_options).await;
     if let Some(timer) = timer {
@@ -149,14 +170,21 @@ pub(crate) async fn run_job(
         Err(crate::Error::Cancelled) => {
             let keep = options.keep_on_fail.then_some(KeepReason::KeepOnFail);
             let fate = js.finish(keep).await;
-            return Err(JobError::TimedOut { after: deadline.unwrap_or(Duration::ZERO), fate });
+            return Err(JobError::TimedOut {
+                after: deadline.unwrap_or(Duration::ZERO),
+                fate,
+            });
         }
         Err(err) if refused_before_start(&err) => {
-            return Err(js.failed("starting the command", err, None, CommandStart::NotStarted).await)
+            return Err(js
+                .failed("starting the command", err, None, CommandStart::NotStarted)
+                .await)
         }
         Err(err) => {
             let keep = Some(KeepReason::UncertainExecution);
-            return Err(js.failed("running the command", err, keep, CommandStart::Uncertain).await);
+            return Err(js
+                .failed("running the command", err, keep, CommandStart::Uncertain)
+                .await);
         }
     };
     report(&progress, job, JobStage::Exited(out.exit_code));
@@ -184,7 +212,11 @@ pub(crate) async fn run_job(
             _ = cancel.cancelled() => None,
         };
         match fetched {
-            None => return Err(js.cancelled(CommandStart::Finished(out.process_id.clone())).await),
+            None => {
+                return Err(js
+                    .cancelled(CommandStart::Finished(out.process_id.clone()))
+                    .await)
+            }
             Some(Ok(artifact)) => result.artifact = Some(artifact),
             Some(Err(err)) => {
                 let ran = CommandStart::Finished(out.process_id.clone());
@@ -198,7 +230,10 @@ pub(crate) async fn run_job(
     let fate = js.finish(keep).await;
     result.sandbox = fate.to_string();
     match fate {
-        Fate::StillAllocated(..) => Err(JobError::Cleanup { result: Box::new(result), fate }),
+        Fate::StillAllocated(..) => Err(JobError::Cleanup {
+            result: Box::new(result),
+            fate,
+        }),
         Fate::Kept(_, reason) => {
             result.kept = true;
             result.kept_reason = Some(reason);

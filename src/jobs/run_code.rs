@@ -99,7 +99,9 @@ impl Language {
         let file = self.file();
         match self {
             Language::Go => format!("go run {file}"),
-            Language::C | Language::Cpp | Language::Rust => format!("{} -o main {file} && ./main", self.program()),
+            Language::C | Language::Cpp | Language::Rust => {
+                format!("{} -o main {file} && ./main", self.program())
+            }
             _ => format!("{} {file}", self.program()),
         }
     }
@@ -133,7 +135,15 @@ impl FromStr for Language {
         Language::ALL
             .into_iter()
             .find(|l| l.ext() == wanted || l.aliases().contains(&wanted.as_str()))
-            .ok_or_else(|| Error::invalid("lang", format!("unknown language {s:?}; one of {}", Language::names().join(", "))))
+            .ok_or_else(|| {
+                Error::invalid(
+                    "lang",
+                    format!(
+                        "unknown language {s:?}; one of {}",
+                        Language::names().join(", ")
+                    ),
+                )
+            })
     }
 }
 
@@ -151,7 +161,11 @@ pub struct RunCodeRequest {
 impl RunCodeRequest {
     /// Run `code` as `language`.
     pub fn new(language: Language, code: impl Into<String>) -> Self {
-        RunCodeRequest { language, code: code.into(), stdin: None }
+        RunCodeRequest {
+            language,
+            code: code.into(),
+            stdin: None,
+        }
     }
 
     /// Feed `input` to its stdin.
@@ -166,11 +180,23 @@ impl RunCodeRequest {
             return Err(Error::invalid("code", "must not be empty"));
         }
         if self.code.len() > MAX_CODE_BYTES {
-            return Err(Error::invalid("code", format!("is {} bytes, over the limit of {MAX_CODE_BYTES}", self.code.len())));
+            return Err(Error::invalid(
+                "code",
+                format!(
+                    "is {} bytes, over the limit of {MAX_CODE_BYTES}",
+                    self.code.len()
+                ),
+            ));
         }
         if let Some(input) = &self.stdin {
             if input.len() > MAX_CODE_BYTES {
-                return Err(Error::invalid("stdin", format!("is {} bytes, over the limit of {MAX_CODE_BYTES}", input.len())));
+                return Err(Error::invalid(
+                    "stdin",
+                    format!(
+                        "is {} bytes, over the limit of {MAX_CODE_BYTES}",
+                        input.len()
+                    ),
+                ));
             }
         }
         Ok(())
@@ -189,7 +215,10 @@ pub async fn run_code(
     request.validate().map_err(JobError::Invalid)?;
     options.create_request().map_err(JobError::Invalid)?;
     let lang = request.language;
-    let mut files = vec![(format!("{WORK_DIR}/{}", lang.file()), request.code.into_bytes())];
+    let mut files = vec![(
+        format!("{WORK_DIR}/{}", lang.file()),
+        request.code.into_bytes(),
+    )];
     let input = match request.stdin {
         Some(data) => {
             files.push((format!("{WORK_DIR}/.stdin"), data));

@@ -35,7 +35,10 @@ impl JobSandbox {
         progress: Option<JobProgress>,
     ) -> Result<JobSandbox, JobError> {
         if cancel.is_cancelled() {
-            return Err(JobError::Cancelled { fate: None, command: CommandStart::NotStarted });
+            return Err(JobError::Cancelled {
+                fate: None,
+                command: CommandStart::NotStarted,
+            });
         }
         let request = options.create_request().map_err(JobError::Invalid)?;
         report(&progress, job, JobStage::Creating);
@@ -43,13 +46,21 @@ impl JobSandbox {
             Ok(sandbox) => sandbox,
             // Cancelled meanwhile, and nothing is left: the create's failure is moot.
             Err(failed) if cancel.is_cancelled() && failed.left_nothing() => {
-                return Err(JobError::Cancelled { fate: None, command: CommandStart::NotStarted })
+                return Err(JobError::Cancelled {
+                    fate: None,
+                    command: CommandStart::NotStarted,
+                })
             }
             Err(failed) => return Err(JobError::Create(failed)),
         };
         tracing::info!(sandbox = %sandbox.id(), job, "created a job sandbox");
         report(&progress, job, JobStage::Created(sandbox.id().to_string()));
-        let this = JobSandbox { sandbox, armed: true, job, progress };
+        let this = JobSandbox {
+            sandbox,
+            armed: true,
+            job,
+            progress,
+        };
         if cancel.is_cancelled() {
             return Err(this.cancelled(CommandStart::NotStarted).await);
         }
@@ -67,7 +78,9 @@ impl JobSandbox {
     /// Wait until it runs and create the work directory.
     pub(crate) async fn prepare(&self, limit: Duration) -> crate::Result<()> {
         self.sandbox.wait_until_running(Some(limit)).await?;
-        let request = ExecRequest::new("mkdir").args(["-p", "--", WORK_DIR]).timeout(PREP_COMMAND_TIMEOUT);
+        let request = ExecRequest::new("mkdir")
+            .args(["-p", "--", WORK_DIR])
+            .timeout(PREP_COMMAND_TIMEOUT);
         let out = self.sandbox.exec_with(request).await?;
         if !out.success() {
             return Err(crate::Error::io(
@@ -115,7 +128,10 @@ impl JobSandbox {
 
     /// Destroy and answer the cancellation error (`command`: how far the command had got).
     pub(crate) async fn cancelled(self, command: CommandStart) -> JobError {
-        JobError::Cancelled { fate: Some(self.finish(None).await), command }
+        JobError::Cancelled {
+            fate: Some(self.finish(None).await),
+            command,
+        }
     }
 
     /// Destroy (or keep) and answer `step` failed with `source`.
@@ -127,7 +143,12 @@ impl JobSandbox {
         command: CommandStart,
     ) -> JobError {
         let fate = self.finish(keep).await;
-        JobError::Failed { step: step.to_string(), source, fate, command }
+        JobError::Failed {
+            step: step.to_string(),
+            source,
+            fate,
+            command,
+        }
     }
 }
 
@@ -141,7 +162,9 @@ impl Drop for JobSandbox {
             Ok(handle) => {
                 handle.spawn(async move { destroy_logged(&sandbox, "its job was dropped").await });
             }
-            Err(_) => tracing::error!(sandbox = %self.sandbox.id(), "a job sandbox was dropped outside a runtime; it is still allocated"),
+            Err(_) => {
+                tracing::error!(sandbox = %self.sandbox.id(), "a job sandbox was dropped outside a runtime; it is still allocated")
+            }
         }
     }
 }

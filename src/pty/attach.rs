@@ -31,7 +31,11 @@ pub struct AttachOptions {
 
 impl Default for AttachOptions {
     fn default() -> Self {
-        AttachOptions { after: 0, detach_key: Some(DETACH_KEY), input_batch: Duration::ZERO }
+        AttachOptions {
+            after: 0,
+            detach_key: Some(DETACH_KEY),
+            input_batch: Duration::ZERO,
+        }
     }
 }
 
@@ -58,7 +62,9 @@ impl AttachOutcome {
     pub fn exit_status(&self) -> i32 {
         match self {
             AttachOutcome::Exited { code: Some(c), .. } => *c,
-            AttachOutcome::Exited { signal: Some(s), .. } => 128 + signal_number(s),
+            AttachOutcome::Exited {
+                signal: Some(s), ..
+            } => 128 + signal_number(s),
             AttachOutcome::Exited { .. } => 1,
             AttachOutcome::Detached { .. } => 0,
         }
@@ -86,7 +92,13 @@ fn signal_number(name: &str) -> i32 {
 /// Output is written exactly once and in order (the stream resumes from the last sequence if
 /// the connection drops); every `(rows, cols)` from `sizes` becomes a resize of the remote
 /// PTY (send the initial size first).
-pub async fn attach<I, O, S>(process: &Process, mut input: I, mut output: O, sizes: S, options: AttachOptions) -> Result<AttachOutcome>
+pub async fn attach<I, O, S>(
+    process: &Process,
+    mut input: I,
+    mut output: O,
+    sizes: S,
+    options: AttachOptions,
+) -> Result<AttachOutcome>
 where
     I: AsyncRead + Unpin,
     O: AsyncWrite + Unpin,
@@ -198,8 +210,22 @@ mod tests {
 
     #[test]
     fn exit_status_mapping() {
-        assert_eq!(AttachOutcome::Exited { code: Some(3), signal: None }.exit_status(), 3);
-        assert_eq!(AttachOutcome::Exited { code: None, signal: Some("SIGKILL".into()) }.exit_status(), 137);
+        assert_eq!(
+            AttachOutcome::Exited {
+                code: Some(3),
+                signal: None
+            }
+            .exit_status(),
+            3
+        );
+        assert_eq!(
+            AttachOutcome::Exited {
+                code: None,
+                signal: Some("SIGKILL".into())
+            }
+            .exit_status(),
+            137
+        );
         assert_eq!(AttachOutcome::Detached { last_seq: 4 }.exit_status(), 0);
     }
 }

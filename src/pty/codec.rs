@@ -37,7 +37,9 @@ pub struct ShellCodec {
 
 impl Default for ShellCodec {
     fn default() -> Self {
-        ShellCodec { max_frame: MAX_FRAME }
+        ShellCodec {
+            max_frame: MAX_FRAME,
+        }
     }
 }
 
@@ -45,7 +47,9 @@ impl ShellCodec {
     /// A codec with a smaller frame limit (at most [`MAX_FRAME`]).
     pub fn with_max_frame(max_frame: usize) -> Self {
         // At least 4: the resize frame it encodes itself carries 4 bytes.
-        ShellCodec { max_frame: max_frame.clamp(4, MAX_FRAME) }
+        ShellCodec {
+            max_frame: max_frame.clamp(4, MAX_FRAME),
+        }
     }
 }
 
@@ -91,10 +95,15 @@ impl Decoder for ShellCodec {
             let kind = src[0];
             let len = u32::from_be_bytes([src[1], src[2], src[3], src[4]]) as usize;
             if len > self.max_frame {
-                return Err(invalid(format!("shell frame of {len} bytes exceeds the {} byte limit", self.max_frame)));
+                return Err(invalid(format!(
+                    "shell frame of {len} bytes exceeds the {} byte limit",
+                    self.max_frame
+                )));
             }
             if kind == FRAME_RESIZE && len != 4 {
-                return Err(invalid(format!("resize frame with a {len}-byte payload (expected 4)")));
+                return Err(invalid(format!(
+                    "resize frame with a {len}-byte payload (expected 4)"
+                )));
             }
             if src.len() < HEADER + len {
                 src.reserve(HEADER + len - src.len());
@@ -118,7 +127,10 @@ impl Decoder for ShellCodec {
         match self.decode(src)? {
             Some(frame) => Ok(Some(frame)),
             None if src.is_empty() => Ok(None),
-            None => Err(invalid(format!("connection ended inside a shell frame ({} bytes pending)", src.len()))),
+            None => Err(invalid(format!(
+                "connection ended inside a shell frame ({} bytes pending)",
+                src.len()
+            ))),
         }
     }
 }
@@ -146,8 +158,17 @@ mod tests {
 
     #[test]
     fn wire_bytes() {
-        assert_eq!(&encode(ShellFrame::Data(Bytes::from_static(b"ls\n")))[..], &[0, 0, 0, 0, 3, b'l', b's', b'\n']);
-        assert_eq!(&encode(ShellFrame::Resize { rows: 40, cols: 120 })[..], &[1, 0, 0, 0, 4, 0, 40, 0, 120]);
+        assert_eq!(
+            &encode(ShellFrame::Data(Bytes::from_static(b"ls\n")))[..],
+            &[0, 0, 0, 0, 3, b'l', b's', b'\n']
+        );
+        assert_eq!(
+            &encode(ShellFrame::Resize {
+                rows: 40,
+                cols: 120
+            })[..],
+            &[1, 0, 0, 0, 4, 0, 40, 0, 120]
+        );
         assert!(encode(ShellFrame::Data(Bytes::new())).is_empty());
     }
 
@@ -164,7 +185,13 @@ mod tests {
                 out.push(frame);
             }
         }
-        assert_eq!(out, vec![ShellFrame::Resize { rows: 24, cols: 80 }, ShellFrame::Data(Bytes::from_static(b"hello"))]);
+        assert_eq!(
+            out,
+            vec![
+                ShellFrame::Resize { rows: 24, cols: 80 },
+                ShellFrame::Data(Bytes::from_static(b"hello"))
+            ]
+        );
         assert!(codec.decode_eof(&mut buf).unwrap().is_none());
     }
 
@@ -172,7 +199,10 @@ mod tests {
     fn unknown_types_are_skipped() {
         let mut buf = BytesMut::from(&[7u8, 0, 0, 0, 2, 9, 9][..]);
         buf.extend_from_slice(&encode(ShellFrame::Data(Bytes::from_static(b"x"))));
-        assert_eq!(ShellCodec::default().decode(&mut buf).unwrap(), Some(ShellFrame::Data(Bytes::from_static(b"x"))));
+        assert_eq!(
+            ShellCodec::default().decode(&mut buf).unwrap(),
+            Some(ShellFrame::Data(Bytes::from_static(b"x")))
+        );
     }
 
     #[test]
@@ -192,11 +222,23 @@ mod tests {
     fn large_data_is_split() {
         let mut codec = ShellCodec::with_max_frame(4);
         let mut buf = BytesMut::new();
-        codec.encode(ShellFrame::Data(Bytes::from_static(b"abcdefghij")), &mut buf).unwrap();
+        codec
+            .encode(
+                ShellFrame::Data(Bytes::from_static(b"abcdefghij")),
+                &mut buf,
+            )
+            .unwrap();
         let mut frames = Vec::new();
         while let Some(ShellFrame::Data(d)) = codec.decode(&mut buf).unwrap() {
             frames.push(d);
         }
-        assert_eq!(frames, vec![Bytes::from_static(b"abcd"), Bytes::from_static(b"efgh"), Bytes::from_static(b"ij")]);
+        assert_eq!(
+            frames,
+            vec![
+                Bytes::from_static(b"abcd"),
+                Bytes::from_static(b"efgh"),
+                Bytes::from_static(b"ij")
+            ]
+        );
     }
 }

@@ -29,7 +29,10 @@ use crate::transport::{jsend, Call};
 
 fn check_size(rows: u16, cols: u16) -> Result<()> {
     if rows == 0 || cols == 0 {
-        return Err(Error::invalid("size", format!("{rows}x{cols} is not a terminal size (rows and cols ≥ 1)")));
+        return Err(Error::invalid(
+            "size",
+            format!("{rows}x{cols} is not a terminal size (rows and cols ≥ 1)"),
+        ));
     }
     Ok(())
 }
@@ -62,16 +65,27 @@ pub(crate) async fn open_ws(sandbox: &Sandbox, rows: u16, cols: u16) -> Result<S
     let url = transport.url(&call.path()?, &[])?;
     let mut ws_url = url.clone();
     let scheme = if url.scheme() == "https" { "wss" } else { "ws" };
-    ws_url
-        .set_scheme(scheme)
-        .map_err(|_| Error::invalid("base_url", format!("{} cannot carry a WebSocket", url.scheme())))?;
+    ws_url.set_scheme(scheme).map_err(|_| {
+        Error::invalid(
+            "base_url",
+            format!("{} cannot carry a WebSocket", url.scheme()),
+        )
+    })?;
     let head_timeout = transport.timeouts.request;
     let socket = upgrade::with_retries(transport, ep::OPEN_SHELL_WEB_SOCKET.auth, |auth| {
         let (url, ws_url, label) = (&url, &ws_url, &label);
         async move {
-            let conn = upgrade::dial(url, &transport.upgrade_tls, transport.timeouts.connect, label)
-                .await
-                .map_err(|error| Failure { error, before_send: true })?;
+            let conn = upgrade::dial(
+                url,
+                &transport.upgrade_tls,
+                transport.timeouts.connect,
+                label,
+            )
+            .await
+            .map_err(|error| Failure {
+                error,
+                before_send: true,
+            })?;
             let mut request = ws_url
                 .as_str()
                 .into_client_request()
@@ -82,33 +96,48 @@ pub(crate) async fn open_ws(sandbox: &Sandbox, rows: u16, cols: u16) -> Result<S
                 headers.insert(name, value);
             }
             let handshake = tokio_tungstenite::client_async(request, conn);
-            let answer = match head_timeout {
-                Some(limit) => tokio::time::timeout(limit, handshake)
-                    .await
-                    .map_err(|_| Error::Timeout { endpoint: label.clone(), after: limit })?,
-                None => handshake.await,
-            };
+            let answer =
+                match head_timeout {
+                    Some(limit) => tokio::time::timeout(limit, handshake).await.map_err(|_| {
+                        Error::Timeout {
+                            endpoint: label.clone(),
+                            after: limit,
+                        }
+                    })?,
+                    None => handshake.await,
+                };
             match answer {
                 Ok((socket, _)) => Ok(socket),
                 Err(tungstenite::Error::Http(response)) => {
                     let body = response.body().clone().unwrap_or_default();
                     let body = &body[..body.len().min(upgrade::MAX_REFUSAL_BODY)];
-                    Err(Failure::from(jsend::error_from_answer(label, response.status().as_u16(), response.headers(), body)))
+                    Err(Failure::from(jsend::error_from_answer(
+                        label,
+                        response.status().as_u16(),
+                        response.headers(),
+                        body,
+                    )))
                 }
-                Err(e) => Err(Failure::from(Error::Connection { endpoint: label.clone(), source: Box::new(e) })),
+                Err(e) => Err(Failure::from(Error::Connection {
+                    endpoint: label.clone(),
+                    source: Box::new(e),
+                })),
             }
         }
     })
     .await?;
     let (sink, stream) = socket.split();
-    let sink = sink
-        .sink_map_err(ws_io_error)
-        .with(|frame: ShellFrame| futures::future::ready(Ok::<_, io::Error>(Message::Binary(codec::encode_frames([frame])))));
+    let sink = sink.sink_map_err(ws_io_error).with(|frame: ShellFrame| {
+        futures::future::ready(Ok::<_, io::Error>(Message::Binary(codec::encode_frames([
+            frame,
+        ]))))
+    });
     let output = stream
         .take_while(|message| {
             let open = !matches!(
                 message,
-                Ok(Message::Close(_)) | Err(tungstenite::Error::ConnectionClosed | tungstenite::Error::AlreadyClosed)
+                Ok(Message::Close(_))
+                    | Err(tungstenite::Error::ConnectionClosed | tungstenite::Error::AlreadyClosed)
             );
             futures::future::ready(open)
         })
@@ -120,5 +149,10 @@ pub(crate) async fn open_ws(sandbox: &Sandbox, rows: u16, cols: u16) -> Result<S
                 Err(e) => Some(Err(ws_io_error(e))),
             })
         });
-    Ok(ShellSession::start(output.boxed(), Box::pin(sink), rows, cols))
+    Ok(ShellSession::start(
+        output.boxed(),
+        Box::pin(sink),
+        rows,
+        cols,
+    ))
 }

@@ -45,7 +45,10 @@ struct Progress {
 }
 
 fn broken(what: &str) -> io::Error {
-    io::Error::new(io::ErrorKind::BrokenPipe, format!("the shell session has ended ({what})"))
+    io::Error::new(
+        io::ErrorKind::BrokenPipe,
+        format!("the shell session has ended ({what})"),
+    )
 }
 
 /// The shell's terminal output: raw PTY bytes (stdout and stderr merged), unframed.
@@ -79,12 +82,18 @@ pub struct ShellInput {
 
 impl std::fmt::Debug for ShellInput {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ShellInput").field("sent_frames", &self.sent).finish()
+        f.debug_struct("ShellInput")
+            .field("sent_frames", &self.sent)
+            .finish()
     }
 }
 
 impl ShellInput {
-    fn wait_for(&self, cx: &mut Context<'_>, done: impl Fn(&Progress) -> bool) -> Poll<io::Result<()>> {
+    fn wait_for(
+        &self,
+        cx: &mut Context<'_>,
+        done: impl Fn(&Progress) -> bool,
+    ) -> Poll<io::Result<()>> {
         let check = |p: &Progress| {
             if done(p) {
                 Some(Ok(()))
@@ -106,7 +115,11 @@ impl ShellInput {
 }
 
 impl AsyncWrite for ShellInput {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         if buf.is_empty() {
             return Poll::Ready(Ok(0));
@@ -125,7 +138,9 @@ impl AsyncWrite for ShellInput {
         let n = buf.len().min(INPUT_FRAME);
         let seq = this.sent + 1;
         let frame = ShellFrame::Data(Bytes::copy_from_slice(&buf[..n]));
-        this.tx.send_item(Command::Input { frame, seq }).map_err(|_| broken("writer stopped"))?;
+        this.tx
+            .send_item(Command::Input { frame, seq })
+            .map_err(|_| broken("writer stopped"))?;
         this.sent = seq;
         Poll::Ready(Ok(n))
     }
@@ -148,7 +163,9 @@ impl AsyncWrite for ShellInput {
                 Poll::Ready(Err(_)) => return Poll::Ready(Err(broken("writer stopped"))),
                 Poll::Pending => return Poll::Pending,
             }
-            this.tx.send_item(Command::Close).map_err(|_| broken("writer stopped"))?;
+            this.tx
+                .send_item(Command::Close)
+                .map_err(|_| broken("writer stopped"))?;
             this.close_sent = true;
         }
         this.wait_for(cx, |p| p.closed.load(Ordering::Acquire))
@@ -175,12 +192,18 @@ impl ShellControl {
     /// Tell the shell its terminal is now `rows`×`cols` (both at least 1).
     pub async fn resize(&self, rows: u16, cols: u16) -> Result<()> {
         if rows == 0 || cols == 0 {
-            return Err(Error::invalid("size", format!("{rows}x{cols} is not a terminal size (rows and cols ≥ 1)")));
+            return Err(Error::invalid(
+                "size",
+                format!("{rows}x{cols} is not a terminal size (rows and cols ≥ 1)"),
+            ));
         }
         self.tx
             .send(Command::Resize(ShellFrame::Resize { rows, cols }))
             .await
-            .map_err(|_| Error::Io { context: "resizing the shell".into(), source: broken("connection closed") })
+            .map_err(|_| Error::Io {
+                context: "resizing the shell".into(),
+                source: broken("connection closed"),
+            })
     }
 }
 
@@ -202,7 +225,12 @@ pub struct ShellSession {
 
 impl ShellSession {
     /// Start the writer task over `sink` and queue the initial resize.
-    pub(crate) fn start<S>(output: BoxStream<'static, io::Result<Bytes>>, sink: S, rows: u16, cols: u16) -> Self
+    pub(crate) fn start<S>(
+        output: BoxStream<'static, io::Result<Bytes>>,
+        sink: S,
+        rows: u16,
+        cols: u16,
+    ) -> Self
     where
         S: Sink<ShellFrame, Error = io::Error> + Send + Unpin + 'static,
     {
@@ -213,7 +241,12 @@ impl ShellSession {
         tokio::spawn(write_frames(rx, sink, progress.clone()));
         ShellSession {
             output: ShellOutput { inner: output },
-            input: ShellInput { tx: PollSender::new(tx.clone()), progress, sent: 0, close_sent: false },
+            input: ShellInput {
+                tx: PollSender::new(tx.clone()),
+                progress,
+                sent: 0,
+                close_sent: false,
+            },
             control: ShellControl { tx },
         }
     }

@@ -30,7 +30,8 @@ impl RawMode {
                 previous(info);
             }));
         });
-        crossterm::terminal::enable_raw_mode().map_err(|e| Error::io("switching the terminal to raw mode", e))?;
+        crossterm::terminal::enable_raw_mode()
+            .map_err(|e| Error::io("switching the terminal to raw mode", e))?;
         RAW.store(true, Ordering::SeqCst);
         Ok(RawMode { _private: () })
     }
@@ -81,6 +82,8 @@ pub fn sizes(fallback: (u16, u16)) -> impl Stream<Item = (u16, u16)> + Send + Un
     tokio_stream_from(rx)
 }
 
-fn tokio_stream_from<T: Send + 'static>(mut rx: tokio::sync::mpsc::UnboundedReceiver<T>) -> impl Stream<Item = T> + Send + Unpin {
+fn tokio_stream_from<T: Send + 'static>(
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<T>,
+) -> impl Stream<Item = T> + Send + Unpin {
     Box::pin(futures::stream::poll_fn(move |cx| rx.poll_recv(cx)))
 }

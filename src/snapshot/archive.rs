@@ -56,14 +56,21 @@ impl Plan {
     /// `dirs` must hold every ancestor of every file.
     pub(crate) fn new(root: PathBuf, files: Vec<(Entry, FileId)>, dirs: Vec<Entry>) -> Self {
         let (files, ids): (Vec<Entry>, Vec<FileId>) = files.into_iter().unzip();
-        let dir_index: HashMap<&[u8], usize> = dirs.iter().enumerate().map(|(i, d)| (raw_name(&d.path), i)).collect();
+        let dir_index: HashMap<&[u8], usize> = dirs
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (raw_name(&d.path), i))
+            .collect();
         let mut emitted = vec![false; dirs.len()];
         let mut order = Vec::with_capacity(files.len() + dirs.len());
         // sorted files mostly share their directory with the one before: nothing new to emit
         let mut last_dir: &[u8] = b"";
         for (i, file) in files.iter().enumerate() {
             let name = raw_name(&file.path);
-            let dir = name.iter().rposition(|b| *b == b'/').map_or(&name[..0], |end| &name[..end]);
+            let dir = name
+                .iter()
+                .rposition(|b| *b == b'/')
+                .map_or(&name[..0], |end| &name[..end]);
             if i == 0 || dir != last_dir {
                 for parent in ancestors(name) {
                     if let Some(&d) = dir_index.get(parent) {
@@ -78,7 +85,13 @@ impl Plan {
             order.push(Item::File(i));
         }
         drop(dir_index);
-        Plan { root, files, dirs, ids, order }
+        Plan {
+            root,
+            files,
+            dirs,
+            ids,
+            order,
+        }
     }
 
     /// The item at `index` of the archive order (panics when out of range: callers take
@@ -101,8 +114,10 @@ impl Plan {
 
     /// The exact length of the uncompressed archive [`write`] produces.
     pub(crate) fn tar_size(&self) -> u64 {
-        let entries: u64 =
-            self.items().map(|e| entry_len(tar_name_len(e), link_target(e).map(<[u8]>::len), e.size)).sum();
+        let entries: u64 = self
+            .items()
+            .map(|e| entry_len(tar_name_len(e), link_target(e).map(<[u8]>::len), e.size))
+            .sum();
         entries + 2 * BLOCK
     }
 }
@@ -110,7 +125,13 @@ impl Plan {
 /// Bytes of one entry: its header, any long-name/long-link entries, and the padded data.
 /// (Lengths of the name as archived and of the link target.)
 fn entry_len(name_len: usize, target_len: Option<usize>, size: u64) -> u64 {
-    let long = |len: usize| if len > NAME_FIELD { BLOCK + padded(len as u64 + 1) } else { 0 };
+    let long = |len: usize| {
+        if len > NAME_FIELD {
+            BLOCK + padded(len as u64 + 1)
+        } else {
+            0
+        }
+    };
     BLOCK + padded(size) + long(name_len) + target_len.map_or(0, long)
 }
 
@@ -157,14 +178,18 @@ impl<W: Write> Write for Guarded<'_, W> {
         if self.flags.aborted.get() {
             return Err(io::Error::other("the archive was aborted"));
         }
-        self.inner.write(buf).inspect_err(|_| self.flags.sink_failed.set(true))
+        self.inner
+            .write(buf)
+            .inspect_err(|_| self.flags.sink_failed.set(true))
     }
 
     fn flush(&mut self) -> io::Result<()> {
         if self.flags.aborted.get() {
             return Err(io::Error::other("the archive was aborted"));
         }
-        self.inner.flush().inspect_err(|_| self.flags.sink_failed.set(true))
+        self.inner
+            .flush()
+            .inspect_err(|_| self.flags.sink_failed.set(true))
     }
 }
 
@@ -174,7 +199,10 @@ impl<W: Write> Write for Guarded<'_, W> {
 /// thread only moves finished bytes along.
 pub(crate) fn write<W: Write>(plan: &Plan, out: W, compression: Compression) -> Result<W, Error> {
     let flags = Flags::default();
-    let sink = Guarded { inner: out, flags: &flags };
+    let sink = Guarded {
+        inner: out,
+        flags: &flags,
+    };
     let sink_error = |e: io::Error| Error::io("writing the archive", e);
     std::thread::scope(|scope| {
         let prefetched = prefetch::spawn(scope, plan, prefetch::default_readers());
@@ -197,7 +225,12 @@ pub(crate) fn write<W: Write>(plan: &Plan, out: W, compression: Compression) -> 
 
 /// Write every batch of `prefetched` in order, then the end-of-archive blocks. `prefetched`
 /// is dropped on return, which stops the readers.
-fn write_entries<W: Write>(plan: &Plan, mut prefetched: Prefetched, mut out: W, flags: &Flags) -> Result<W, Error> {
+fn write_entries<W: Write>(
+    plan: &Plan,
+    mut prefetched: Prefetched,
+    mut out: W,
+    flags: &Flags,
+) -> Result<W, Error> {
     let fail = |item: usize, e: io::Error| {
         // before `out` drops (a gzip encoder would try to finish its stream)
         flags.aborted.set(true);
@@ -215,7 +248,11 @@ fn write_entries<W: Write>(plan: &Plan, mut prefetched: Prefetched, mut out: W, 
                     flags.aborted.set(true);
                     Error::io("writing the archive", e)
                 })?,
-                Part::Stream { item, mut reader, size } => {
+                Part::Stream {
+                    item,
+                    mut reader,
+                    size,
+                } => {
                     io::copy(&mut reader, &mut out)
                         .and_then(|_| out.write_all(&ZEROS[..(padded(size) - size) as usize]))
                         .map_err(|e| fail(item, e))?;
@@ -367,10 +404,14 @@ pub(crate) fn open_checked(path: &Path, size: u64, id: Option<FileId>) -> io::Re
     let file = open_no_follow(path)?;
     let meta = file.metadata()?;
     if !meta.file_type().is_file() {
-        return Err(io::Error::other("it is no longer a regular file; scan again"));
+        return Err(io::Error::other(
+            "it is no longer a regular file; scan again",
+        ));
     }
     if id.is_some_and(|id| id != FileId::of(&meta)) {
-        return Err(io::Error::other("it was replaced since the scan; scan again"));
+        return Err(io::Error::other(
+            "it was replaced since the scan; scan again",
+        ));
     }
     if meta.len() != size {
         return Err(io::Error::other(format!(
@@ -386,13 +427,17 @@ pub(crate) fn open_checked(path: &Path, size: u64, id: Option<FileId>) -> io::Re
 #[cfg(unix)]
 fn open_no_follow(path: &Path) -> io::Result<File> {
     use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path).map_err(|e| {
-        if e.raw_os_error() == Some(libc::ELOOP) {
-            io::Error::other("it is a symlink now; scan again")
-        } else {
-            e
-        }
-    })
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| {
+            if e.raw_os_error() == Some(libc::ELOOP) {
+                io::Error::other("it is a symlink now; scan again")
+            } else {
+                e
+            }
+        })
 }
 
 #[cfg(not(unix))]
@@ -405,7 +450,11 @@ fn open_no_follow(path: &Path) -> io::Result<File> {
 
 impl<R: Read> ExactReader<R> {
     pub(crate) fn new(inner: R, size: u64) -> Self {
-        ExactReader { inner, expected: size, remaining: size }
+        ExactReader {
+            inner,
+            expected: size,
+            remaining: size,
+        }
     }
 }
 
@@ -424,7 +473,9 @@ impl<R: Read> Read for ExactReader<R> {
                 ))),
             };
         }
-        let want = buf.len().min(usize::try_from(self.remaining).unwrap_or(usize::MAX));
+        let want = buf
+            .len()
+            .min(usize::try_from(self.remaining).unwrap_or(usize::MAX));
         let n = self.inner.read(&mut buf[..want])?;
         if n == 0 {
             return Err(io::Error::new(
@@ -448,16 +499,22 @@ mod tests {
     #[test]
     fn exact_reader_passes_the_right_length() {
         let mut out = Vec::new();
-        ExactReader::new(&b"hello"[..], 5).read_to_end(&mut out).expect("exact length");
+        ExactReader::new(&b"hello"[..], 5)
+            .read_to_end(&mut out)
+            .expect("exact length");
         assert_eq!(out, b"hello");
     }
 
     #[test]
     fn exact_reader_refuses_growth_and_shrinking() {
         let mut out = Vec::new();
-        let grew = ExactReader::new(&b"hello!"[..], 5).read_to_end(&mut out).expect_err("grew");
+        let grew = ExactReader::new(&b"hello!"[..], 5)
+            .read_to_end(&mut out)
+            .expect_err("grew");
         assert!(grew.to_string().contains("grew"), "{grew}");
-        let shrank = ExactReader::new(&b"hell"[..], 5).read_to_end(&mut Vec::new()).expect_err("shrank");
+        let shrank = ExactReader::new(&b"hell"[..], 5)
+            .read_to_end(&mut Vec::new())
+            .expect_err("shrank");
         assert!(shrank.to_string().contains("shrank"), "{shrank}");
     }
 
@@ -485,7 +542,11 @@ mod tests {
             copy_truncated(&mut ours.as_old_mut().name, b"dir/file name");
             ours.set_entry_type(kind);
             finish_header(&mut ours, mode, mtime, size);
-            assert_eq!(ours.as_bytes(), expected.as_bytes(), "mode {mode:o} mtime {mtime} size {size}");
+            assert_eq!(
+                ours.as_bytes(),
+                expected.as_bytes(),
+                "mode {mode:o} mtime {mtime} size {size}"
+            );
         }
     }
 
@@ -494,8 +555,15 @@ mod tests {
         assert_eq!(entry_len(1, None, 0), 512);
         assert_eq!(entry_len(1, None, 1), 1024);
         assert_eq!(entry_len(1, None, 512), 1024);
-        assert_eq!(entry_len(100, None, 0), 512, "100 bytes still fit the field");
+        assert_eq!(
+            entry_len(100, None, 0),
+            512,
+            "100 bytes still fit the field"
+        );
         assert_eq!(entry_len(101, None, 0), 512 + 512 + 512);
-        assert_eq!(entry_len(600, Some(101), 0), 512 + (512 + 1024) + (512 + 512));
+        assert_eq!(
+            entry_len(600, Some(101), 0),
+            512 + (512 + 1024) + (512 + 512)
+        );
     }
 }

@@ -47,18 +47,27 @@ enum Matcher {
 impl Excludes {
     /// Parse `patterns`; a malformed one is an [`Error::InvalidInput`] naming it.
     pub(crate) fn parse(patterns: &[String]) -> Result<Self, Error> {
-        let rules = patterns.iter().map(|p| Rule::parse(p)).collect::<Result<_, _>>()?;
+        let rules = patterns
+            .iter()
+            .map(|p| Rule::parse(p))
+            .collect::<Result<_, _>>()?;
         Ok(Excludes { rules })
     }
 
     /// The first pattern that excludes `name` (a safe relative path), if any.
     pub(crate) fn matching(&self, name: &[u8]) -> Option<&str> {
-        self.rules.iter().find(|r| r.matches(name)).map(|r| r.pattern.as_str())
+        self.rules
+            .iter()
+            .find(|r| r.matches(name))
+            .map(|r| r.pattern.as_str())
     }
 
     /// The first pattern that excludes everything below the directory `dir`, if any.
     pub(crate) fn covering_dir(&self, dir: &[u8]) -> Option<&str> {
-        self.rules.iter().find(|r| r.covers_dir(dir)).map(|r| r.pattern.as_str())
+        self.rules
+            .iter()
+            .find(|r| r.covers_dir(dir))
+            .map(|r| r.pattern.as_str())
     }
 }
 
@@ -66,7 +75,9 @@ impl Rule {
     fn parse(pattern: &str) -> Result<Self, Error> {
         let refuse = |why: &str| Error::invalid(FIELD, format!("pattern {pattern:?}: {why}"));
         if pattern.starts_with('!') {
-            return Err(refuse("negation is not supported; excludes can only remove paths"));
+            return Err(refuse(
+                "negation is not supported; excludes can only remove paths",
+            ));
         }
         let mut body = pattern;
         while let Some(rest) = body.strip_prefix("./") {
@@ -99,7 +110,11 @@ impl Rule {
                 Matcher::Name(glob)
             }
         };
-        Ok(Rule { pattern: pattern.to_string(), dir_only, matcher })
+        Ok(Rule {
+            pattern: pattern.to_string(),
+            dir_only,
+            matcher,
+        })
     }
 
     fn matches(&self, name: &[u8]) -> bool {
@@ -127,7 +142,8 @@ mod tests {
     use super::*;
 
     fn excludes(patterns: &[&str]) -> Excludes {
-        Excludes::parse(&patterns.iter().map(|s| s.to_string()).collect::<Vec<_>>()).expect("valid patterns")
+        Excludes::parse(&patterns.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+            .expect("valid patterns")
     }
 
     #[test]
@@ -137,14 +153,22 @@ mod tests {
         assert_eq!(ex.matching(b"fixtures/data.bin2"), None);
         assert_eq!(ex.matching(b"vendor/lib/a.c"), Some("vendor"));
         assert_eq!(ex.matching(b"vendor"), Some("vendor"));
-        assert_eq!(ex.matching(b"src/vendor/a.c"), None, "literal paths are anchored");
+        assert_eq!(
+            ex.matching(b"src/vendor/a.c"),
+            None,
+            "literal paths are anchored"
+        );
     }
 
     #[test]
     fn dir_prefix_matches_only_below_the_directory() {
         let ex = excludes(&["fixtures/"]);
         assert_eq!(ex.matching(b"fixtures/a.bin"), Some("fixtures/"));
-        assert_eq!(ex.matching(b"fixtures"), None, "a file named like the dir is not below it");
+        assert_eq!(
+            ex.matching(b"fixtures"),
+            None,
+            "a file named like the dir is not below it"
+        );
         assert_eq!(ex.matching(b"fixturesX/a"), None);
     }
 
@@ -154,8 +178,15 @@ mod tests {
         assert_eq!(ex.matching(b"big.mp4"), Some("*.mp4"));
         assert_eq!(ex.matching(b"media/clips/big.mp4"), Some("*.mp4"));
         assert_eq!(ex.matching(b"big.mp4.txt"), None);
-        assert_eq!(ex.matching(b"web/node_modules/x/index.js"), Some("node_mod*/"));
-        assert_eq!(ex.matching(b"web/node_modules"), None, "dir-only patterns never match the entry itself");
+        assert_eq!(
+            ex.matching(b"web/node_modules/x/index.js"),
+            Some("node_mod*/")
+        );
+        assert_eq!(
+            ex.matching(b"web/node_modules"),
+            None,
+            "dir-only patterns never match the entry itself"
+        );
     }
 
     #[test]
@@ -166,7 +197,11 @@ mod tests {
         assert_eq!(ex.covering_dir(b"vendor"), Some("vendor"));
         assert_eq!(ex.covering_dir(b"a/node_modules"), Some("node_mod*/"));
         assert_eq!(ex.covering_dir(b"build-out"), Some("/build*"));
-        assert_eq!(ex.covering_dir(b"clips.mp4"), Some("*.mp4"), "a directory named like the glob");
+        assert_eq!(
+            ex.covering_dir(b"clips.mp4"),
+            Some("*.mp4"),
+            "a directory named like the glob"
+        );
         assert_eq!(ex.covering_dir(b"src"), None);
     }
 

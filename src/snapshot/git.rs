@@ -9,8 +9,14 @@ use std::process::{Command, Stdio};
 use crate::error::Error;
 
 /// Variables that would point Git at another repository than the one the project is in.
-const REPO_OVERRIDES: [&str; 6] =
-    ["GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY", "GIT_NAMESPACE"];
+const REPO_OVERRIDES: [&str; 6] = [
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_COMMON_DIR",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_NAMESPACE",
+];
 
 /// Git inside one project directory.
 pub(crate) struct Git<'a> {
@@ -45,19 +51,30 @@ pub(crate) struct Running {
 impl Running {
     fn start(git: &Git<'_>, args: &[&str]) -> Result<Running, Error> {
         let what = args.join(" ");
-        let child = git.command().args(args).spawn().map_err(|e| Error::io(format!("cannot run git {what}"), e))?;
+        let child = git
+            .command()
+            .args(args)
+            .spawn()
+            .map_err(|e| Error::io(format!("cannot run git {what}"), e))?;
         let output = std::thread::Builder::new()
             .name("snapshot-git".into())
             .spawn(move || child.wait_with_output())
             .map_err(|e| Error::io("cannot start a thread to read git", e))?;
-        Ok(Running { what, root: git.root.to_path_buf(), output })
+        Ok(Running {
+            what,
+            root: git.root.to_path_buf(),
+            output,
+        })
     }
 
     /// Wait for the ignored listing of [`Git::list`] and sort its names.
     pub(crate) fn ignored(self) -> Result<Ignored, Error> {
         let (root, what) = (self.root.clone(), self.what.clone());
         let out = self.output()?;
-        let mut ignored = Ignored { untracked: Vec::new(), tracked: BTreeSet::new() };
+        let mut ignored = Ignored {
+            untracked: Vec::new(),
+            tracked: BTreeSet::new(),
+        };
         for record in split_z(&out).map_err(|m| failure(&root, &what, m.as_bytes()))? {
             let (tracked, start) = tag(record).map_err(|m| failure(&root, &what, m))?;
             let mut name = &record[start..];
@@ -104,14 +121,20 @@ impl<'a> Git<'a> {
         for var in REPO_OVERRIDES {
             cmd.env_remove(var);
         }
-        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         cmd
     }
 
     /// The work tree's top level when the project is inside one; `None` when it is not (or Git
     /// is not installed). One `git rev-parse` answers both questions.
     pub(crate) fn work_tree(&self) -> Result<Option<PathBuf>, Error> {
-        let out = match self.command().args(["rev-parse", "--is-inside-work-tree", "--show-toplevel"]).output() {
+        let out = match self
+            .command()
+            .args(["rev-parse", "--is-inside-work-tree", "--show-toplevel"])
+            .output()
+        {
             Ok(out) => out,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 tracing::debug!("git is not installed; walking the project directory");
@@ -129,13 +152,21 @@ impl<'a> Git<'a> {
             if stderr.contains("not a git repository") {
                 return Ok(None);
             }
-            return Err(self.failure("rev-parse --is-inside-work-tree --show-toplevel", &out.stderr));
+            return Err(self.failure(
+                "rev-parse --is-inside-work-tree --show-toplevel",
+                &out.stderr,
+            ));
         }
         let top = lines
             .next()
             .map(<[u8]>::trim_ascii_end)
             .filter(|t| !t.is_empty())
-            .ok_or_else(|| self.failure("rev-parse --show-toplevel", b"printed no top-level directory"))?;
+            .ok_or_else(|| {
+                self.failure(
+                    "rev-parse --show-toplevel",
+                    b"printed no top-level directory",
+                )
+            })?;
         let top = String::from_utf8(top.to_vec())
             .map(PathBuf::from)
             .unwrap_or_else(|e| super::relpath::to_path(e.as_bytes()));
@@ -154,7 +185,14 @@ impl<'a> Git<'a> {
     ///    name) and untracked. Only needed at the end of the scan, so it comes back still
     ///    running, for the caller to collect after looking at the files on disk.
     pub(crate) fn list(&self) -> Result<Listing, Error> {
-        const CANDIDATES: &[&str] = &["ls-files", "-z", "-t", "--stage", "--others", "--exclude-standard"];
+        const CANDIDATES: &[&str] = &[
+            "ls-files",
+            "-z",
+            "-t",
+            "--stage",
+            "--others",
+            "--exclude-standard",
+        ];
         const IGNORED: &[&str] = &[
             "ls-files",
             "-z",
@@ -169,12 +207,14 @@ impl<'a> Git<'a> {
 
         let ignored = Running::start(self, IGNORED)?;
         let out = Running::start(self, CANDIDATES)?.output()?;
-        let records = split_z(&out).map_err(|m| self.failure("ls-files --stage --others", m.as_bytes()))?;
+        let records =
+            split_z(&out).map_err(|m| self.failure("ls-files --stage --others", m.as_bytes()))?;
 
         let mut candidates = Vec::with_capacity(records.len());
         let mut gitlinks = BTreeSet::new();
         for record in records {
-            let (tracked, start) = tag(record).map_err(|m| self.failure("ls-files --stage --others", m))?;
+            let (tracked, start) =
+                tag(record).map_err(|m| self.failure("ls-files --stage --others", m))?;
             let rest = &record[start..];
             if !tracked {
                 candidates.push(rest.to_vec());
@@ -182,7 +222,10 @@ impl<'a> Git<'a> {
             }
             // "<mode> <object> <stage>\t<path>"
             let tab = rest.iter().position(|b| *b == b'\t').ok_or_else(|| {
-                self.failure("ls-files --stage", b"a record without a tab: the listing is not what Git prints")
+                self.failure(
+                    "ls-files --stage",
+                    b"a record without a tab: the listing is not what Git prints",
+                )
             })?;
             let name = rest[tab + 1..].to_vec();
             if rest.starts_with(b"160000 ") {
@@ -193,7 +236,11 @@ impl<'a> Git<'a> {
         // unmerged paths appear once per stage
         candidates.sort_unstable();
         candidates.dedup();
-        Ok(Listing { candidates, gitlinks, ignored })
+        Ok(Listing {
+            candidates,
+            gitlinks,
+            ignored,
+        })
     }
 
     fn failure(&self, what: &str, stderr: &[u8]) -> Error {
@@ -212,9 +259,16 @@ fn tag(record: &[u8]) -> Result<(bool, usize), &'static [u8]> {
 
 fn failure(root: &Path, what: &str, stderr: &[u8]) -> Error {
     let message = String::from_utf8_lossy(stderr).trim().to_string();
-    let message = if message.is_empty() { "exited with an error".to_string() } else { message };
+    let message = if message.is_empty() {
+        "exited with an error".to_string()
+    } else {
+        message
+    };
     Error::io(
-        format!("git {what} in {} failed; the file list would be incomplete", root.display()),
+        format!(
+            "git {what} in {} failed; the file list would be incomplete",
+            root.display()
+        ),
         io::Error::other(message),
     )
 }

@@ -41,11 +41,17 @@ struct Deflated {
 
 /// How many deflate workers to start: one per core, capped.
 pub(crate) fn default_workers() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8)
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 8)
 }
 
 /// Start `workers` deflate threads in `scope`; they run until the returned sender is dropped.
-pub(crate) fn spawn_workers<'scope>(scope: &'scope Scope<'scope, '_>, workers: usize, level: u32) -> SyncSender<Job> {
+pub(crate) fn spawn_workers<'scope>(
+    scope: &'scope Scope<'scope, '_>,
+    workers: usize,
+    level: u32,
+) -> SyncSender<Job> {
     let (tx, rx) = mpsc::sync_channel::<Job>(workers.max(1));
     let rx = Arc::new(Mutex::new(rx));
     let level = Compression::new(level.min(9));
@@ -66,14 +72,25 @@ pub(crate) fn spawn_workers<'scope>(scope: &'scope Scope<'scope, '_>, workers: u
     tx
 }
 
-fn deflate_block(input: &[u8], dictionary: &[u8], last: bool, level: Compression) -> io::Result<Deflated> {
+fn deflate_block(
+    input: &[u8],
+    dictionary: &[u8],
+    last: bool,
+    level: Compression,
+) -> io::Result<Deflated> {
     let mut crc = Crc::new();
     crc.update(input);
     let mut deflate = Compress::new(level, false);
     if !dictionary.is_empty() {
-        deflate.set_dictionary(dictionary).map_err(io::Error::other)?;
+        deflate
+            .set_dictionary(dictionary)
+            .map_err(io::Error::other)?;
     }
-    let flush = if last { FlushCompress::Finish } else { FlushCompress::Sync };
+    let flush = if last {
+        FlushCompress::Finish
+    } else {
+        FlushCompress::Sync
+    };
     // deflate's worst case is a little over the input; stored blocks add 5 bytes per 64 KiB
     let mut output = Vec::with_capacity(input.len() + input.len() / 64 + 64);
     loop {
@@ -81,7 +98,9 @@ fn deflate_block(input: &[u8], dictionary: &[u8], last: bool, level: Compression
         if output.capacity() - output.len() < 64 {
             output.reserve(output.capacity().max(1024));
         }
-        let status = deflate.compress_vec(&input[consumed..], &mut output, flush).map_err(io::Error::other)?;
+        let status = deflate
+            .compress_vec(&input[consumed..], &mut output, flush)
+            .map_err(io::Error::other)?;
         let all_in = deflate.total_in() as usize == input.len();
         let room_left = output.len() < output.capacity();
         match status {
@@ -135,7 +154,8 @@ impl<W: Write> ParallelGzip<W> {
             _ => 0,
         };
         // magic, deflate, no flags, no mtime (reproducible), XFL, OS unknown
-        self.out.write_all(&[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, xfl, 0xff])?;
+        self.out
+            .write_all(&[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, xfl, 0xff])?;
         self.header_written = true;
         Ok(())
     }
@@ -145,7 +165,10 @@ impl<W: Write> ParallelGzip<W> {
         while self.pending.len() >= self.depth {
             self.write_oldest()?;
         }
-        let input = std::mem::replace(&mut self.block, Vec::with_capacity(if last { 0 } else { BLOCK }));
+        let input = std::mem::replace(
+            &mut self.block,
+            Vec::with_capacity(if last { 0 } else { BLOCK }),
+        );
         let dictionary = std::mem::take(&mut self.window);
         if !last {
             let tail = input.len().saturating_sub(WINDOW);
@@ -153,7 +176,12 @@ impl<W: Write> ParallelGzip<W> {
         }
         let (done, answer) = mpsc::sync_channel(1);
         self.jobs
-            .send(Job { input, dictionary, last, done })
+            .send(Job {
+                input,
+                dictionary,
+                last,
+                done,
+            })
             .map_err(|_| io::Error::other("the compression workers stopped"))?;
         self.pending.push_back(answer);
         Ok(())
@@ -161,8 +189,12 @@ impl<W: Write> ParallelGzip<W> {
 
     /// Wait for the oldest block in flight and write it out.
     fn write_oldest(&mut self) -> io::Result<()> {
-        let Some(answer) = self.pending.pop_front() else { return Ok(()) };
-        let deflated = answer.recv().map_err(|_| io::Error::other("a compression worker stopped"))??;
+        let Some(answer) = self.pending.pop_front() else {
+            return Ok(());
+        };
+        let deflated = answer
+            .recv()
+            .map_err(|_| io::Error::other("a compression worker stopped"))??;
         self.write_header()?;
         self.out.write_all(&deflated.output)?;
         self.crc.combine(&deflated.crc);
@@ -218,7 +250,9 @@ mod tests {
 
     fn gunzip(data: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
-        flate2::read::GzDecoder::new(data).read_to_end(&mut out).expect("a valid gzip stream");
+        flate2::read::GzDecoder::new(data)
+            .read_to_end(&mut out)
+            .expect("a valid gzip stream");
         out
     }
 
@@ -268,7 +302,10 @@ mod tests {
         let mut single = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(6));
         single.write_all(&data).expect("write");
         let single = single.finish().expect("finish").len();
-        assert!(parallel < single * 2, "parallel {parallel} bytes vs single stream {single} bytes");
+        assert!(
+            parallel < single * 2,
+            "parallel {parallel} bytes vs single stream {single} bytes"
+        );
     }
 
     #[test]
@@ -282,6 +319,11 @@ mod tests {
             drop(gz);
         });
         let mut out = Vec::new();
-        assert!(flate2::read::GzDecoder::new(&sink[..]).read_to_end(&mut out).is_err(), "an unfinished stream");
+        assert!(
+            flate2::read::GzDecoder::new(&sink[..])
+                .read_to_end(&mut out)
+                .is_err(),
+            "an unfinished stream"
+        );
     }
 }

@@ -31,7 +31,10 @@ impl FileId {
     #[cfg(unix)]
     pub(crate) fn of(meta: &Metadata) -> FileId {
         use std::os::unix::fs::MetadataExt;
-        FileId { dev: meta.dev(), ino: meta.ino() }
+        FileId {
+            dev: meta.dev(),
+            ino: meta.ino(),
+        }
     }
 
     /// Without inode numbers every file looks the same: only kind and size are checked.
@@ -91,7 +94,11 @@ pub(crate) fn inspect(root: &Path, names: Vec<Vec<u8>>) -> Result<Inspected, Err
     // Then the names themselves, spread over a few threads (nearly all of it is `lstat`).
     let found = look_all(root, &names[..blocked.len()], blocked);
 
-    let mut out = Inspected { entries: Vec::with_capacity(found.len()), dirs: BTreeMap::new(), dropped: Vec::new() };
+    let mut out = Inspected {
+        entries: Vec::with_capacity(found.len()),
+        dirs: BTreeMap::new(),
+        dropped: Vec::new(),
+    };
     let mut last_dir: Option<Vec<u8>> = None;
     for (name, found) in names.into_iter().zip(found) {
         let (entry, id) = match found? {
@@ -122,8 +129,14 @@ pub(crate) fn inspect(root: &Path, names: Vec<Vec<u8>>) -> Result<Inspected, Err
 
 /// Look at every name (`lstat`, and `readlink` for links) that no parent keeps out, on up to
 /// one thread per core; the results in the order of `names`.
-fn look_all(root: &Path, names: &[Vec<u8>], blocked: Vec<Option<DropReason>>) -> Vec<Result<Found, Error>> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4);
+fn look_all(
+    root: &Path,
+    names: &[Vec<u8>],
+    blocked: Vec<Option<DropReason>>,
+) -> Vec<Result<Found, Error>> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 4);
     if threads == 1 || names.len() < PARALLEL_MIN {
         return look_some(root, names, blocked);
     }
@@ -148,7 +161,11 @@ fn look_all(root: &Path, names: &[Vec<u8>], blocked: Vec<Option<DropReason>>) ->
     })
 }
 
-fn look_some(root: &Path, names: &[Vec<u8>], blocked: Vec<Option<DropReason>>) -> Vec<Result<Found, Error>> {
+fn look_some(
+    root: &Path,
+    names: &[Vec<u8>],
+    blocked: Vec<Option<DropReason>>,
+) -> Vec<Result<Found, Error>> {
     let mut path = PathBuf::new();
     names
         .iter()
@@ -169,20 +186,25 @@ fn look_some(root: &Path, names: &[Vec<u8>], blocked: Vec<Option<DropReason>>) -
 fn look(path: &Path, name: &[u8]) -> Result<Found, Error> {
     let meta = match std::fs::symlink_metadata(path) {
         Ok(meta) => meta,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Found::Dropped(DropReason::Missing)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(Found::Dropped(DropReason::Missing))
+        }
         Err(e) => return Err(Error::io(format!("cannot read {}", path.display()), e)),
     };
     let file_type = meta.file_type();
     let kind = if file_type.is_file() {
         EntryKind::File
     } else if file_type.is_symlink() {
-        let target =
-            std::fs::read_link(path).map_err(|e| Error::io(format!("cannot read the link {}", path.display()), e))?;
+        let target = std::fs::read_link(path)
+            .map_err(|e| Error::io(format!("cannot read the link {}", path.display()), e))?;
         EntryKind::Symlink { target }
     } else {
         return Ok(Found::Dropped(DropReason::Unsupported(special_kind(&meta))));
     };
-    Ok(Found::Entry(entry_from(name, kind, &meta), FileId::of(&meta)))
+    Ok(Found::Entry(
+        entry_from(name, kind, &meta),
+        FileId::of(&meta),
+    ))
 }
 
 /// The directory part of `name` (empty at the top level).
@@ -202,11 +224,15 @@ fn blocked_by_ancestor(
     for parent in ancestors(name) {
         let state = match seen.get(parent) {
             Some(state) => state,
-            None => seen.entry(parent.to_vec()).or_insert(look_at_ancestor(root, parent)?),
+            None => seen
+                .entry(parent.to_vec())
+                .or_insert(look_at_ancestor(root, parent)?),
         };
         match state {
             Ancestor::Dir(_) => {}
-            Ancestor::Symlink => return Ok(Some(DropReason::Escapes("a parent directory is a symlink"))),
+            Ancestor::Symlink => {
+                return Ok(Some(DropReason::Escapes("a parent directory is a symlink")))
+            }
             Ancestor::Missing | Ancestor::NotDir => return Ok(Some(DropReason::Missing)),
         }
     }
@@ -217,7 +243,9 @@ fn look_at_ancestor(root: &Path, name: &[u8]) -> Result<Ancestor, Error> {
     let path = join(root, name);
     match std::fs::symlink_metadata(&path) {
         Ok(meta) if meta.file_type().is_symlink() => Ok(Ancestor::Symlink),
-        Ok(meta) if meta.is_dir() => Ok(Ancestor::Dir(entry_from(name, EntryKind::Directory, &meta))),
+        Ok(meta) if meta.is_dir() => {
+            Ok(Ancestor::Dir(entry_from(name, EntryKind::Directory, &meta)))
+        }
         Ok(_) => Ok(Ancestor::NotDir),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Ancestor::Missing),
         Err(e) => Err(Error::io(format!("cannot read {}", path.display()), e)),
@@ -225,8 +253,18 @@ fn look_at_ancestor(root: &Path, name: &[u8]) -> Result<Ancestor, Error> {
 }
 
 fn entry_from(name: &[u8], kind: EntryKind, meta: &Metadata) -> Entry {
-    let size = if matches!(kind, EntryKind::File) { meta.len() } else { 0 };
-    Entry { path: to_path(name), kind, size, mode: mode_of(meta), mtime: mtime_of(meta) }
+    let size = if matches!(kind, EntryKind::File) {
+        meta.len()
+    } else {
+        0
+    };
+    Entry {
+        path: to_path(name),
+        kind,
+        size,
+        mode: mode_of(meta),
+        mtime: mtime_of(meta),
+    }
 }
 
 #[cfg(unix)]
@@ -248,7 +286,10 @@ fn mode_of(meta: &Metadata) -> u32 {
 
 /// Whole seconds since the epoch; times before 1970 (or unreadable) become 0.
 fn mtime_of(meta: &Metadata) -> u64 {
-    meta.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map_or(0, |d| d.as_secs())
+    meta.modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_secs())
 }
 
 #[cfg(unix)]

@@ -63,7 +63,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use stream::TarStream;
-pub use types::{Compression, DropReason, Entry, EntryKind, GitMode, ListingSource, SnapshotOptions};
+pub use types::{
+    Compression, DropReason, Entry, EntryKind, GitMode, ListingSource, SnapshotOptions,
+};
 
 use archive::Plan;
 use excludes::Excludes;
@@ -85,7 +87,11 @@ impl Snapshot {
     /// [`Snapshot::scan_async`] from async code).
     pub fn scan(dir: impl AsRef<Path>, options: &SnapshotOptions) -> Result<Snapshot> {
         let filters = Filters::new(Excludes::parse(&options.excludes)?);
-        let root = root::resolve(dir.as_ref(), options.home_dir.as_deref(), options.allow_sensitive_root)?;
+        let root = root::resolve(
+            dir.as_ref(),
+            options.home_dir.as_deref(),
+            options.allow_sensitive_root,
+        )?;
 
         let work_tree = match options.git {
             GitMode::Auto => git::Git::new(&root).work_tree()?,
@@ -113,7 +119,13 @@ impl Snapshot {
         if let Some(running) = ignored {
             let ignored = running.ignored()?;
             // untracked ignored names head the list, as they were the first known
-            dropped.splice(0..0, ignored.untracked.into_iter().map(|n| (n, DropReason::Ignored)));
+            dropped.splice(
+                0..0,
+                ignored
+                    .untracked
+                    .into_iter()
+                    .map(|n| (n, DropReason::Ignored)),
+            );
             // tracked files the ignore rules match now stay home (after the other filters, so
             // a denied or missing file keeps that more telling reason)
             if !ignored.tracked.is_empty() {
@@ -133,7 +145,10 @@ impl Snapshot {
             let why = if dropped.is_empty() {
                 "it holds no files".to_string()
             } else {
-                format!("all {} paths found were left out (ignored, excluded or denied)", dropped.len())
+                format!(
+                    "all {} paths found were left out (ignored, excluded or denied)",
+                    dropped.len()
+                )
             };
             return Err(Error::invalid(
                 "project directory",
@@ -148,20 +163,32 @@ impl Snapshot {
             for (name, _, _) in &entries {
                 needed.extend(relpath::ancestors(name));
             }
-            inspected.dirs.iter().filter(|(n, _)| needed.contains(n.as_slice())).map(|(_, d)| d.clone()).collect()
+            inspected
+                .dirs
+                .iter()
+                .filter(|(n, _)| needed.contains(n.as_slice()))
+                .map(|(_, d)| d.clone())
+                .collect()
         } else {
             inspected.dirs.into_values().collect()
         };
 
         entries.sort_by(|a, b| a.0.cmp(&b.0));
-        let files = entries.into_iter().map(|(_, entry, id)| (entry, id)).collect();
+        let files = entries
+            .into_iter()
+            .map(|(_, entry, id)| (entry, id))
+            .collect();
         dropped.sort_by(|a, b| a.0.cmp(&b.0));
         let dropped = dropped.into_iter().map(|(n, r)| (to_path(&n), r)).collect();
         let source = match work_tree {
             Some(work_tree) => ListingSource::Git { work_tree },
             None => ListingSource::Walk,
         };
-        Ok(Snapshot { plan: Arc::new(Plan::new(root, files, dirs)), dropped, source })
+        Ok(Snapshot {
+            plan: Arc::new(Plan::new(root, files, dirs)),
+            dropped,
+            source,
+        })
     }
 
     /// [`Snapshot::scan`] on a blocking thread, for async callers.
@@ -169,7 +196,12 @@ impl Snapshot {
         let dir = dir.into();
         tokio::task::spawn_blocking(move || Snapshot::scan(dir, &options))
             .await
-            .map_err(|e| Error::io("the snapshot scan thread failed", std::io::Error::other(e.to_string())))?
+            .map_err(|e| {
+                Error::io(
+                    "the snapshot scan thread failed",
+                    std::io::Error::other(e.to_string()),
+                )
+            })?
     }
 
     /// The resolved (canonical) project directory.
@@ -261,8 +293,13 @@ fn drop_reason(name: &[u8], gitlinks: &BTreeSet<Vec<u8>>, filters: &Filters) -> 
     if let Some(why) = unsafe_name(name) {
         return Some(DropReason::Escapes(why));
     }
-    if let Some(link) = relpath::ancestors(name).chain([name]).find(|p| gitlinks.contains(*p)) {
-        return Some(DropReason::Gitlink { submodule: to_path(link) });
+    if let Some(link) = relpath::ancestors(name)
+        .chain([name])
+        .find(|p| gitlinks.contains(*p))
+    {
+        return Some(DropReason::Gitlink {
+            submodule: to_path(link),
+        });
     }
     filters.file_reason(name)
 }
@@ -294,7 +331,11 @@ pub struct NameVerdict {
 /// assert!(matches!(verdicts[1].as_file, Some(DropReason::UserExclude(_))));
 /// assert!(matches!(verdicts[2].as_file, Some(DropReason::DenyList(_))));
 /// ```
-pub fn classify_names(excludes: &[String], gitlinks: &[Vec<u8>], names: &[&[u8]]) -> Result<Vec<NameVerdict>> {
+pub fn classify_names(
+    excludes: &[String],
+    gitlinks: &[Vec<u8>],
+    names: &[&[u8]],
+) -> Result<Vec<NameVerdict>> {
     let filters = Filters::new(Excludes::parse(excludes)?);
     let gitlinks: BTreeSet<Vec<u8>> = gitlinks.iter().cloned().collect();
     let verdict = |name: &&[u8]| NameVerdict {

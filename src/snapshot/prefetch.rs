@@ -89,19 +89,30 @@ impl Prefetched {
 /// How many reader threads to use: one per core, at least two (so I/O waits overlap), at most
 /// four.
 pub(crate) fn default_readers() -> usize {
-    std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(2, 4)
+    std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .clamp(2, 4)
 }
 
 /// Start `readers` threads in `scope` that load the items of `plan`. They stop at their first
 /// failure, or as soon as the writer drops the returned [`Prefetched`].
-pub(crate) fn spawn<'scope, 'env>(scope: &'scope Scope<'scope, 'env>, plan: &'env Plan, readers: usize) -> Prefetched {
+pub(crate) fn spawn<'scope, 'env>(
+    scope: &'scope Scope<'scope, 'env>,
+    plan: &'env Plan,
+    readers: usize,
+) -> Prefetched {
     let spans = spans(plan);
     let readers = readers.clamp(1, spans.len().max(1));
     let mut channels = Vec::with_capacity(readers);
     for reader in 0..readers {
         let (tx, rx) = mpsc::sync_channel(DEPTH);
         channels.push(rx);
-        let mine: Vec<Span> = spans.iter().skip(reader).step_by(readers).copied().collect();
+        let mine: Vec<Span> = spans
+            .iter()
+            .skip(reader)
+            .step_by(readers)
+            .copied()
+            .collect();
         scope.spawn(move || {
             let mut path = PathBuf::new();
             for span in mine {
@@ -113,13 +124,21 @@ pub(crate) fn spawn<'scope, 'env>(scope: &'scope Scope<'scope, 'env>, plan: &'en
             }
         });
     }
-    Prefetched { channels, starts: spans.iter().map(|s| s.start).collect(), next: 0 }
+    Prefetched {
+        channels,
+        starts: spans.iter().map(|s| s.start).collect(),
+        next: 0,
+    }
 }
 
 /// Cut the archive order into batches.
 fn spans(plan: &Plan) -> Vec<Span> {
     let mut spans = Vec::new();
-    let mut current = Span { start: 0, end: 0, bytes: 0 };
+    let mut current = Span {
+        start: 0,
+        end: 0,
+        bytes: 0,
+    };
     let mut content = 0u64;
     for (i, (entry, _)) in plan.items_with_ids().enumerate() {
         let held = match entry.kind {
@@ -131,7 +150,11 @@ fn spans(plan: &Plan) -> Vec<Span> {
         current.end = i + 1;
         if current.end - current.start >= BATCH_ITEMS || content >= BATCH_BYTES {
             spans.push(current);
-            current = Span { start: i + 1, end: i + 1, bytes: 0 };
+            current = Span {
+                start: i + 1,
+                end: i + 1,
+                bytes: 0,
+            };
             content = 0;
         }
     }
@@ -153,19 +176,29 @@ fn load_batch(plan: &Plan, span: Span, path: &mut PathBuf) -> Batch {
             Ok(Some(reader)) => {
                 let before = std::mem::take(&mut bytes);
                 parts.push(Part::Bytes(before));
-                parts.push(Part::Stream { item, reader, size: entry.size });
+                parts.push(Part::Stream {
+                    item,
+                    reader,
+                    size: entry.size,
+                });
             }
             Err(e) => {
                 bytes.truncate(mark);
                 parts.push(Part::Bytes(bytes));
-                return Batch { parts, failure: Some((item, e)) };
+                return Batch {
+                    parts,
+                    failure: Some((item, e)),
+                };
             }
         }
     }
     if !bytes.is_empty() {
         parts.push(Part::Bytes(bytes));
     }
-    Batch { parts, failure: None }
+    Batch {
+        parts,
+        failure: None,
+    }
 }
 
 /// Check one item and append its archive bytes to `out`; a large file comes back open, its
@@ -211,7 +244,8 @@ fn load(
 /// without the extra read for end-of-file; a full read means the file grew.
 fn read_exact_size(mut file: File, size: u64, out: &mut Vec<u8>) -> io::Result<()> {
     let start = out.len();
-    let want = usize::try_from(size).map_err(|_| io::Error::other("the file is too large to hold in memory"))?;
+    let want = usize::try_from(size)
+        .map_err(|_| io::Error::other("the file is too large to hold in memory"))?;
     let padded = archive::padded(size) as usize;
     // zeroed room for the content plus one byte, which also leaves the padding zeroed
     out.resize(start + padded.max(want + 1), 0);
@@ -224,7 +258,9 @@ fn read_exact_size(mut file: File, size: u64, out: &mut Vec<u8>) -> io::Result<(
         };
         got += n;
         if got > want {
-            return Err(io::Error::other(format!("it grew while being archived (more than the {size} bytes scanned)")));
+            return Err(io::Error::other(format!(
+                "it grew while being archived (more than the {size} bytes scanned)"
+            )));
         }
         if n == 0 && got < want {
             return Err(io::Error::new(

@@ -42,7 +42,10 @@ pub(crate) fn basename(name: &[u8]) -> &[u8] {
 
 /// Every proper ancestor of `name` (`a`, `a/b` for `a/b/c`), shortest first.
 pub(crate) fn ancestors(name: &[u8]) -> impl Iterator<Item = &[u8]> {
-    name.iter().enumerate().filter(|(_, b)| **b == b'/').map(move |(i, _)| &name[..i])
+    name.iter()
+        .enumerate()
+        .filter(|(_, b)| **b == b'/')
+        .map(move |(i, _)| &name[..i])
 }
 
 /// ASCII case-insensitive equality (credential names are matched that way so `.ENV` on a

@@ -30,7 +30,16 @@ const DENIED_NAMES: [&str; 11] = [
 ];
 
 /// Extensions of key stores, certificates with keys, and Terraform state.
-const DENIED_SUFFIXES: [&str; 8] = [".pem", ".key", ".p12", ".pfx", ".keystore", ".jks", ".tfstate", ".tfstate.backup"];
+const DENIED_SUFFIXES: [&str; 8] = [
+    ".pem",
+    ".key",
+    ".p12",
+    ".pfx",
+    ".keystore",
+    ".jks",
+    ".tfstate",
+    ".tfstate.backup",
+];
 
 /// `.env.*` variants that are templates, not secrets.
 const ENV_TEMPLATES: [&str; 3] = [".env.example", ".env.sample", ".env.template"];
@@ -53,13 +62,17 @@ fn denied_dirs(dirs: &[u8]) -> Option<&'static str> {
         return None;
     }
     for dir in components(dirs) {
-        if let Some(rule) = DENIED_DIRS.iter().find(|d| eq_ignore_case(dir, d.as_bytes())) {
+        if let Some(rule) = DENIED_DIRS
+            .iter()
+            .find(|d| eq_ignore_case(dir, d.as_bytes()))
+        {
             return Some(dir_rule(rule));
         }
     }
     let mut previous: Option<&[u8]> = None;
     for dir in components(dirs) {
-        if previous.is_some_and(|p| eq_ignore_case(p, b".config")) && eq_ignore_case(dir, b"gcloud") {
+        if previous.is_some_and(|p| eq_ignore_case(p, b".config")) && eq_ignore_case(dir, b"gcloud")
+        {
             return Some(".config/gcloud/");
         }
         previous = Some(dir);
@@ -77,7 +90,10 @@ pub(crate) fn denied_by(name: &[u8]) -> Option<&'static str> {
     if let Some(rule) = denied_dirs(dirs) {
         return Some(rule);
     }
-    if !dirs.is_empty() && eq_ignore_case(basename(dirs), b".docker") && eq_ignore_case(leaf, b"config.json") {
+    if !dirs.is_empty()
+        && eq_ignore_case(basename(dirs), b".docker")
+        && eq_ignore_case(leaf, b"config.json")
+    {
         return Some(".docker/config.json");
     }
 
@@ -87,18 +103,25 @@ pub(crate) fn denied_by(name: &[u8]) -> Option<&'static str> {
     }
     if leaf.len() > 5
         && eq_ignore_case(&leaf[..5], b".env.")
-        && !ENV_TEMPLATES.iter().any(|t| eq_ignore_case(leaf, t.as_bytes()))
+        && !ENV_TEMPLATES
+            .iter()
+            .any(|t| eq_ignore_case(leaf, t.as_bytes()))
     {
         return Some(".env.*");
     }
-    if let Some(rule) = DENIED_NAMES.iter().find(|n| eq_ignore_case(leaf, n.as_bytes())) {
+    if let Some(rule) = DENIED_NAMES
+        .iter()
+        .find(|n| eq_ignore_case(leaf, n.as_bytes()))
+    {
         return Some(rule);
     }
     // the longest suffix first, so `x.tfstate.backup` reports its own rule
     DENIED_SUFFIXES
         .iter()
         .rev()
-        .find(|s| leaf.len() > s.len() && eq_ignore_case(&leaf[leaf.len() - s.len()..], s.as_bytes()))
+        .find(|s| {
+            leaf.len() > s.len() && eq_ignore_case(&leaf[leaf.len() - s.len()..], s.as_bytes())
+        })
         .map(|s| suffix_rule(s))
 }
 
@@ -142,7 +165,10 @@ mod tests {
             (".createos/.token", ".createos/"),
             ("home/.createos/.oauth", ".createos/"),
             (".gnupg/pubring.kbx", ".gnupg/"),
-            (".config/gcloud/application_default_credentials.json", ".config/gcloud/"),
+            (
+                ".config/gcloud/application_default_credentials.json",
+                ".config/gcloud/",
+            ),
             (".docker/config.json", ".docker/config.json"),
             (".git-credentials", ".git-credentials"),
             (".envrc", ".envrc"),
@@ -195,7 +221,11 @@ mod tests {
         assert_eq!(denied_dir(b"home/.aws/sso"), Some(".aws/"));
         assert_eq!(denied_dir(b".config/gcloud"), Some(".config/gcloud/"));
         assert_eq!(denied_dir(b".config"), None);
-        assert_eq!(denied_dir(b".docker"), None, "only .docker/config.json is denied");
+        assert_eq!(
+            denied_dir(b".docker"),
+            None,
+            "only .docker/config.json is denied"
+        );
     }
 
     #[test]

@@ -56,22 +56,39 @@ pub(crate) struct Flow {
 pub(crate) fn channel() -> (mpsc::Sender<io::Result<Bytes>>, ChannelWriter, TarStream) {
     let (tx, rx) = mpsc::channel(CAPACITY);
     let flow = Arc::new(Flow::default());
-    let writer = ChannelWriter { tx: tx.clone(), buf: BytesMut::with_capacity(CHUNK), flow: Arc::clone(&flow) };
-    (tx, writer, TarStream { rx, flow, thread: None })
+    let writer = ChannelWriter {
+        tx: tx.clone(),
+        buf: BytesMut::with_capacity(CHUNK),
+        flow: Arc::clone(&flow),
+    };
+    (
+        tx,
+        writer,
+        TarStream {
+            rx,
+            flow,
+            thread: None,
+        },
+    )
 }
 
 impl TarStream {
     /// Start writing the archive of `plan` on a new thread.
     pub(crate) fn spawn(plan: Arc<Plan>, compression: Compression) -> Self {
         let (tx, writer, mut stream) = channel();
-        let spawned = std::thread::Builder::new().name("snapshot-tar".into()).spawn(move || {
-            let result = archive::write(&plan, writer, compression)
-                .and_then(|mut writer| writer.finish().map_err(|e| crate::Error::io("writing the archive", e)));
-            if let Err(e) = result {
-                // nobody listening any more is not worth reporting
-                let _ = tx.blocking_send(Err(io::Error::other(e)));
-            }
-        });
+        let spawned = std::thread::Builder::new()
+            .name("snapshot-tar".into())
+            .spawn(move || {
+                let result = archive::write(&plan, writer, compression).and_then(|mut writer| {
+                    writer
+                        .finish()
+                        .map_err(|e| crate::Error::io("writing the archive", e))
+                });
+                if let Err(e) = result {
+                    // nobody listening any more is not worth reporting
+                    let _ = tx.blocking_send(Err(io::Error::other(e)));
+                }
+            });
         match spawned {
             Ok(thread) => {
                 stream.thread = Some(thread);
@@ -80,8 +97,15 @@ impl TarStream {
             Err(e) => {
                 // the closure (and its sender) is gone; report through a fresh one-item channel
                 let (tx, rx) = mpsc::channel(1);
-                let _ = tx.try_send(Err(io::Error::other(crate::Error::io("cannot start the archive thread", e))));
-                TarStream { rx, flow: stream.flow, thread: None }
+                let _ = tx.try_send(Err(io::Error::other(crate::Error::io(
+                    "cannot start the archive thread",
+                    e,
+                ))));
+                TarStream {
+                    rx,
+                    flow: stream.flow,
+                    thread: None,
+                }
             }
         }
     }
@@ -113,7 +137,9 @@ impl Stream for TarStream {
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let polled = self.rx.poll_recv(cx);
         if let Poll::Ready(Some(Ok(chunk))) = &polled {
-            self.flow.consumed.fetch_add(chunk.len() as u64, Ordering::SeqCst);
+            self.flow
+                .consumed
+                .fetch_add(chunk.len() as u64, Ordering::SeqCst);
         }
         polled
     }
@@ -145,12 +171,14 @@ impl ChannelWriter {
         }
         let chunk = std::mem::replace(&mut self.buf, BytesMut::with_capacity(CHUNK)).freeze();
         let len = chunk.len() as u64;
-        self.tx
-            .blocking_send(Ok(chunk))
-            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the archive stream was dropped"))?;
+        self.tx.blocking_send(Ok(chunk)).map_err(|_| {
+            io::Error::new(io::ErrorKind::BrokenPipe, "the archive stream was dropped")
+        })?;
         let produced = self.flow.produced.fetch_add(len, Ordering::SeqCst) + len;
         let in_flight = produced.saturating_sub(self.flow.consumed.load(Ordering::SeqCst));
-        self.flow.max_in_flight.fetch_max(in_flight, Ordering::SeqCst);
+        self.flow
+            .max_in_flight
+            .fetch_max(in_flight, Ordering::SeqCst);
         Ok(())
     }
 
@@ -194,12 +222,21 @@ mod tests {
             std::fs::create_dir_all(path.parent().expect("parent")).expect("dirs");
             std::fs::write(path, vec![(i % 256) as u8; 4096]).expect("file");
         }
-        let options = SnapshotOptions { home_dir: Some(tmp.path().join("home")), ..SnapshotOptions::default() };
+        let options = SnapshotOptions {
+            home_dir: Some(tmp.path().join("home")),
+            ..SnapshotOptions::default()
+        };
         let snapshot = Snapshot::scan(&dir, &options).expect("scan");
         let size = snapshot.exact_size();
-        assert!(size > 20 * (CAPACITY * CHUNK) as u64, "the archive dwarfs the channel");
+        assert!(
+            size > 20 * (CAPACITY * CHUNK) as u64,
+            "the archive dwarfs the channel"
+        );
 
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().expect("runtime");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("runtime");
         let stream = snapshot.tar_stream(Compression::None);
         let flow = stream.flow();
         let received = runtime.block_on(async move {
@@ -217,8 +254,15 @@ mod tests {
         // The channel holds CAPACITY chunks; the producer may hold one more that it is waiting
         // to hand over, so that is the most that can exist at once.
         let bound = ((CAPACITY + 1) * CHUNK) as u64;
-        assert!(flow.max_in_flight() <= bound, "in flight {} > {bound}", flow.max_in_flight());
-        assert!(flow.max_in_flight() >= CHUNK as u64, "the producer did run ahead");
+        assert!(
+            flow.max_in_flight() <= bound,
+            "in flight {} > {bound}",
+            flow.max_in_flight()
+        );
+        assert!(
+            flow.max_in_flight() >= CHUNK as u64,
+            "the producer did run ahead"
+        );
     }
 
     #[test]
@@ -229,9 +273,14 @@ mod tests {
         for i in 0..50 {
             std::fs::write(dir.join(format!("f{i}")), vec![1u8; 100_000]).expect("file");
         }
-        let options = SnapshotOptions { home_dir: Some(tmp.path().join("home")), ..SnapshotOptions::default() };
+        let options = SnapshotOptions {
+            home_dir: Some(tmp.path().join("home")),
+            ..SnapshotOptions::default()
+        };
         let snapshot = Snapshot::scan(&dir, &options).expect("scan");
-        let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
         let mut stream = snapshot.tar_stream(Compression::None);
         let flow = stream.flow();
         runtime.block_on(async {
@@ -239,7 +288,11 @@ mod tests {
         });
         stream.drop_and_join();
         // the writer's next send failed and it ended without writing the rest
-        assert!(flow.produced() <= ((CAPACITY + 1) * CHUNK) as u64, "produced {}", flow.produced());
+        assert!(
+            flow.produced() <= ((CAPACITY + 1) * CHUNK) as u64,
+            "produced {}",
+            flow.produced()
+        );
         assert!(flow.produced() < snapshot.exact_size());
     }
 }

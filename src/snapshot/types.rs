@@ -66,7 +66,9 @@ pub enum DropReason {
 impl fmt::Display for DropReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            DropReason::Gitlink { submodule } => write!(f, "inside Git submodule {}", submodule.display()),
+            DropReason::Gitlink { submodule } => {
+                write!(f, "inside Git submodule {}", submodule.display())
+            }
             DropReason::NestedRepository => f.write_str("untracked nested Git repository"),
             DropReason::UserExclude(glob) => write!(f, "excluded by your pattern {glob:?}"),
             DropReason::DenyList(rule) => write!(f, "credential deny-list ({rule})"),

@@ -78,7 +78,10 @@ pub(crate) fn walk(root: &Path, filters: &Filters) -> Result<Walked, Error> {
         let name = relative_bytes(root, entry.path()).ok_or_else(|| {
             Error::invalid(
                 "project directory",
-                format!("{} has a name this platform cannot archive", entry.path().display()),
+                format!(
+                    "{} has a name this platform cannot archive",
+                    entry.path().display()
+                ),
             )
         })?;
         candidates.push(name);
@@ -89,7 +92,10 @@ pub(crate) fn walk(root: &Path, filters: &Filters) -> Result<Walked, Error> {
     if let Some(error) = rules.error.take() {
         return Err(error);
     }
-    Ok(Walked { candidates, dropped: std::mem::take(&mut rules.dropped) })
+    Ok(Walked {
+        candidates,
+        dropped: std::mem::take(&mut rules.dropped),
+    })
 }
 
 impl Rules {
@@ -100,7 +106,11 @@ impl Rules {
         let Some(name) = relative_bytes(&self.root, path) else {
             return true; // reported by the main loop
         };
-        let filtered = if is_dir { self.filters.dir_reason(&name) } else { self.filters.file_reason(&name) };
+        let filtered = if is_dir {
+            self.filters.dir_reason(&name)
+        } else {
+            self.filters.file_reason(&name)
+        };
         let reason = filtered.or_else(|| self.ignored(path, is_dir).then_some(DropReason::Ignored));
         match reason {
             Some(reason) => {
@@ -170,5 +180,8 @@ fn build_rules(dir: &Path) -> Result<Option<Gitignore>, Error> {
     if !any {
         return Ok(None);
     }
-    builder.build().map(Some).map_err(|e| Error::invalid("ignore rules", format!("{}: {e}", dir.display())))
+    builder
+        .build()
+        .map(Some)
+        .map_err(|e| Error::invalid("ignore rules", format!("{}: {e}", dir.display())))
 }

@@ -45,12 +45,18 @@ impl From<russh::Error> for HandlerError {
 impl client::Handler for HostKeyCheck {
     type Error = HandlerError;
 
-    async fn check_server_key(&mut self, offered: &PublicKeyOrCertificate) -> Result<bool, Self::Error> {
+    async fn check_server_key(
+        &mut self,
+        offered: &PublicKeyOrCertificate,
+    ) -> Result<bool, Self::Error> {
         let key = match offered {
             PublicKeyOrCertificate::PublicKey { key, .. } => key.clone(),
             PublicKeyOrCertificate::Certificate(cert) => PublicKey::from(cert.public_key().clone()),
         };
-        self.known_hosts.verify_or_pin(&self.host, &key).map(|_| true).map_err(HandlerError::HostKey)
+        self.known_hosts
+            .verify_or_pin(&self.host, &key)
+            .map(|_| true)
+            .map_err(HandlerError::HostKey)
     }
 }
 
@@ -88,11 +94,21 @@ async fn handshake<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let check = HostKeyCheck { host: pin_as.to_string(), known_hosts: known_hosts.clone() };
-    client::connect_stream(config, stream, check).await.map_err(|e| handshake_error(what, e))
+    let check = HostKeyCheck {
+        host: pin_as.to_string(),
+        known_hosts: known_hosts.clone(),
+    };
+    client::connect_stream(config, stream, check)
+        .await
+        .map_err(|e| handshake_error(what, e))
 }
 
-async fn authenticate(handle: &mut Handle<HostKeyCheck>, what: &str, user: &str, key: &SandboxKey) -> Result<()> {
+async fn authenticate(
+    handle: &mut Handle<HostKeyCheck>,
+    what: &str,
+    user: &str,
+    key: &SandboxKey,
+) -> Result<()> {
     let signer = PrivateKeyWithHashAlg::new(key.private_key(), None);
     let outcome = handle
         .authenticate_publickey(user, signer)
@@ -120,14 +136,22 @@ pub(crate) async fn establish(
     let attempt = async {
         match &options.route {
             SshRoute::Tunnel => via_tunnel(sandbox, options, key, known_hosts).await,
-            SshRoute::Gateway { host, port } => via_gateway(sandbox, options, key, known_hosts, host, *port).await,
+            SshRoute::Gateway { host, port } => {
+                via_gateway(sandbox, options, key, known_hosts, host, *port).await
+            }
         }
     };
-    tokio::time::timeout(limit, attempt).await.map_err(|_| timeout_error(sandbox, limit))?
+    tokio::time::timeout(limit, attempt)
+        .await
+        .map_err(|_| timeout_error(sandbox, limit))?
 }
 
 fn timeout_error(sandbox: &Sandbox, after: Duration) -> Error {
-    SshError::protocol(format!("connecting to sandbox {}", sandbox.id()), format!("no session after {after:?}")).into()
+    SshError::protocol(
+        format!("connecting to sandbox {}", sandbox.id()),
+        format!("no session after {after:?}"),
+    )
+    .into()
 }
 
 async fn via_tunnel(
@@ -138,9 +162,19 @@ async fn via_tunnel(
 ) -> Result<Established> {
     let stream = crate::tunnel::open(sandbox, 22).await?;
     let what = format!("sandbox {}", sandbox.id());
-    let mut guest = handshake(stream, &what, sandbox.id(), known_hosts, client_config(options)).await?;
+    let mut guest = handshake(
+        stream,
+        &what,
+        sandbox.id(),
+        known_hosts,
+        client_config(options),
+    )
+    .await?;
     authenticate(&mut guest, &what, &options.user, key).await?;
-    Ok(Established { guest, gateway: None })
+    Ok(Established {
+        guest,
+        gateway: None,
+    })
 }
 
 async fn via_gateway(
@@ -154,22 +188,45 @@ async fn via_gateway(
     let gateway_name = format!("gateway {host}:{port}");
     let tcp = tokio::net::TcpStream::connect((host, port))
         .await
-        .map_err(|e| Error::Connection { endpoint: gateway_name.clone(), source: Box::new(e) })?;
+        .map_err(|e| Error::Connection {
+            endpoint: gateway_name.clone(),
+            source: Box::new(e),
+        })?;
     let _ = tcp.set_nodelay(true);
     let config = client_config(options);
     let pin_gateway_as = format!("[{host}]:{port}");
-    let mut gateway = handshake(tcp, &gateway_name, &pin_gateway_as, known_hosts, config.clone()).await?;
+    let mut gateway = handshake(
+        tcp,
+        &gateway_name,
+        &pin_gateway_as,
+        known_hosts,
+        config.clone(),
+    )
+    .await?;
     // The gateway knows the sandbox by its id and checks the keys registered on it.
     authenticate(&mut gateway, &gateway_name, sandbox.id(), key).await?;
-    let channel = gateway.channel_open_direct_tcpip("127.0.0.1", 22, "127.0.0.1", 0).await.map_err(|e| match e {
-        russh::Error::ChannelOpenFailure(reason) => Error::from(SshError::ChannelRefused {
-            kind: "direct-tcpip to 127.0.0.1:22".to_string(),
-            reason: format!("{reason:?}"),
-        }),
-        other => SshError::protocol(format!("forwarding through {gateway_name}"), other).into(),
-    })?;
+    let channel = gateway
+        .channel_open_direct_tcpip("127.0.0.1", 22, "127.0.0.1", 0)
+        .await
+        .map_err(|e| match e {
+            russh::Error::ChannelOpenFailure(reason) => Error::from(SshError::ChannelRefused {
+                kind: "direct-tcpip to 127.0.0.1:22".to_string(),
+                reason: format!("{reason:?}"),
+            }),
+            other => SshError::protocol(format!("forwarding through {gateway_name}"), other).into(),
+        })?;
     let what = format!("sandbox {} via {gateway_name}", sandbox.id());
-    let mut guest = handshake(channel.into_stream(), &what, sandbox.id(), known_hosts, config).await?;
+    let mut guest = handshake(
+        channel.into_stream(),
+        &what,
+        sandbox.id(),
+        known_hosts,
+        config,
+    )
+    .await?;
     authenticate(&mut guest, &what, &options.user, key).await?;
-    Ok(Established { guest, gateway: Some(gateway) })
+    Ok(Established {
+        guest,
+        gateway: Some(gateway),
+    })
 }

@@ -124,15 +124,27 @@ pub enum SshError {
 impl SshError {
     /// True when an SFTP operation failed because the path does not exist.
     pub fn is_not_found(&self) -> bool {
-        matches!(self, SshError::Sftp { kind: SftpErrorKind::NotFound, .. })
+        matches!(
+            self,
+            SshError::Sftp {
+                kind: SftpErrorKind::NotFound,
+                ..
+            }
+        )
     }
 
     pub(crate) fn protocol(context: impl Into<String>, message: impl std::fmt::Display) -> Self {
-        SshError::Protocol { context: context.into(), message: message.to_string() }
+        SshError::Protocol {
+            context: context.into(),
+            message: message.to_string(),
+        }
     }
 
     pub(crate) fn local_file(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
-        SshError::LocalFile { path: path.into(), message: message.into() }
+        SshError::LocalFile {
+            path: path.into(),
+            message: message.into(),
+        }
     }
 
     /// Whether the failure means the connection is gone (worth one reconnect).
@@ -162,7 +174,11 @@ impl crate::Error {
 }
 
 /// Map an SFTP client error for `op` on `path`.
-pub(crate) fn sftp_error(op: &'static str, path: &str, err: russh_sftp::client::error::Error) -> SshError {
+pub(crate) fn sftp_error(
+    op: &'static str,
+    path: &str,
+    err: russh_sftp::client::error::Error,
+) -> SshError {
     use russh_sftp::client::error::Error as E;
     use russh_sftp::protocol::StatusCode as S;
     let (kind, message) = match err {
@@ -182,14 +198,22 @@ pub(crate) fn sftp_error(op: &'static str, path: &str, err: russh_sftp::client::
             };
             (kind, message)
         }
-        E::Timeout => (SftpErrorKind::Timeout, "no answer from the SFTP server".to_string()),
+        E::Timeout => (
+            SftpErrorKind::Timeout,
+            "no answer from the SFTP server".to_string(),
+        ),
         E::IO(m) => (SftpErrorKind::ConnectionLost, m),
         // "session closed" / "sender dropped": the channel is gone.
         E::UnexpectedBehavior(m) => (SftpErrorKind::ConnectionLost, m),
         E::UnexpectedPacket => (SftpErrorKind::Protocol, "unexpected packet".to_string()),
         E::Limited(m) => (SftpErrorKind::Failure, m),
     };
-    SshError::Sftp { op, path: path.to_string(), kind, message }
+    SshError::Sftp {
+        op,
+        path: path.to_string(),
+        kind,
+        message,
+    }
 }
 
 #[cfg(test)]

@@ -115,7 +115,12 @@ impl<W> Sinks<'_, W> {
 }
 
 /// Run `command` on `open`: feed `stdin` (then EOF), route output, wait for the close.
-async fn drive<R, W>(open: OpenChannel, command: &str, stdin: Option<R>, sinks: &mut Sinks<'_, W>) -> Result<SshExit>
+async fn drive<R, W>(
+    open: OpenChannel,
+    command: &str,
+    stdin: Option<R>,
+    sinks: &mut Sinks<'_, W>,
+) -> Result<SshExit>
 where
     R: AsyncRead + Unpin + Send,
     W: AsyncWrite + Unpin + Send,
@@ -172,7 +177,11 @@ where
         }
     }
     running.finished();
-    sinks.stdout.flush().await.map_err(|e| Error::io("writing the command's stdout", e))?;
+    sinks
+        .stdout
+        .flush()
+        .await
+        .map_err(|e| Error::io("writing the command's stdout", e))?;
     if exit.exit_status.is_none() && exit.exit_signal.is_none() {
         return Err(SshError::protocol(
             format!("running {:?}", truncate(command)),
@@ -186,7 +195,10 @@ where
 
 fn signal_name_of(sig: &russh::Sig) -> String {
     let text = format!("{sig:?}");
-    match text.strip_prefix("Custom(\"").and_then(|t| t.strip_suffix("\")")) {
+    match text
+        .strip_prefix("Custom(\"")
+        .and_then(|t| t.strip_suffix("\")"))
+    {
         Some(custom) => custom.to_string(),
         None => text,
     }
@@ -207,12 +219,18 @@ impl SshSession {
     /// # Ok(()) }
     /// ```
     pub async fn exec(&self, command: &str) -> Result<SshOutput> {
-        self.exec_with_stdin_stream(command, tokio::io::empty()).await
+        self.exec_with_stdin_stream(command, tokio::io::empty())
+            .await
     }
 
     /// Run `command` with `stdin` as its input (closed afterwards).
-    pub async fn exec_with_stdin(&self, command: &str, stdin: impl Into<Bytes>) -> Result<SshOutput> {
-        self.exec_with_stdin_stream(command, Cursor::new(stdin.into())).await
+    pub async fn exec_with_stdin(
+        &self,
+        command: &str,
+        stdin: impl Into<Bytes>,
+    ) -> Result<SshOutput> {
+        self.exec_with_stdin_stream(command, Cursor::new(stdin.into()))
+            .await
     }
 
     /// Run `command`, streaming `stdin` into it (EOF when the reader ends), and collect its
@@ -232,9 +250,18 @@ impl SshSession {
         check_command(command)?;
         let open = self.open_channel().await?;
         let mut stdout = Vec::new();
-        let mut sinks = Sinks { stdout: &mut stdout, stderr: Vec::new(), stderr_cap: None };
+        let mut sinks = Sinks {
+            stdout: &mut stdout,
+            stderr: Vec::new(),
+            stderr_cap: None,
+        };
         let exit = drive(open, command, Some(stdin), &mut sinks).await?;
-        Ok(SshOutput { stdout, stderr: exit.stderr, exit_status: exit.exit_status, exit_signal: exit.exit_signal })
+        Ok(SshOutput {
+            stdout,
+            stderr: exit.stderr,
+            exit_status: exit.exit_status,
+            exit_signal: exit.exit_signal,
+        })
     }
 
     /// Run `command`, streaming its stdout into `stdout` (e.g. `tar -c` into a local file);
@@ -251,18 +278,28 @@ impl SshSession {
     where
         W: AsyncWrite + Unpin + Send,
     {
-        self.exec_streaming(command, tokio::io::empty(), stdout).await
+        self.exec_streaming(command, tokio::io::empty(), stdout)
+            .await
     }
 
     /// Both directions streamed: `stdin` into the command, its stdout into `stdout`.
-    pub async fn exec_streaming<R, W>(&self, command: &str, stdin: R, mut stdout: W) -> Result<SshExit>
+    pub async fn exec_streaming<R, W>(
+        &self,
+        command: &str,
+        stdin: R,
+        mut stdout: W,
+    ) -> Result<SshExit>
     where
         R: AsyncRead + Unpin + Send,
         W: AsyncWrite + Unpin + Send,
     {
         check_command(command)?;
         let open = self.open_channel().await?;
-        let mut sinks = Sinks { stdout: &mut stdout, stderr: Vec::new(), stderr_cap: Some(MAX_STREAMING_STDERR) };
+        let mut sinks = Sinks {
+            stdout: &mut stdout,
+            stderr: Vec::new(),
+            stderr_cap: Some(MAX_STREAMING_STDERR),
+        };
         drive(open, command, Some(stdin), &mut sinks).await
     }
 }
@@ -274,7 +311,11 @@ mod tests {
     #[test]
     fn stderr_cap_keeps_the_tail() {
         let mut out: Vec<u8> = Vec::new();
-        let mut sinks = Sinks { stdout: &mut out, stderr: Vec::new(), stderr_cap: Some(4) };
+        let mut sinks = Sinks {
+            stdout: &mut out,
+            stderr: Vec::new(),
+            stderr_cap: Some(4),
+        };
         sinks.push_stderr(b"abc");
         sinks.push_stderr(b"defg");
         assert_eq!(sinks.stderr, b"defg");

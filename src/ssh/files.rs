@@ -33,7 +33,9 @@ impl SshFiles {
                 "no per-user config directory (HOME unset?); choose one with SshFiles::at",
             )
         })?;
-        Ok(SshFiles { base: config.join(APP_DIR) })
+        Ok(SshFiles {
+            base: config.join(APP_DIR),
+        })
     }
 
     /// Use `base` instead (tests, or several isolated identities on one machine).
@@ -70,7 +72,8 @@ impl SshFiles {
 
 /// Create `dir` (and parents) and make it 0700.
 pub(crate) fn private_dir(dir: &Path) -> Result<(), SshError> {
-    std::fs::create_dir_all(dir).map_err(|e| SshError::local_file(dir, format!("cannot create the directory: {e}")))?;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| SshError::local_file(dir, format!("cannot create the directory: {e}")))?;
     set_mode(dir, 0o700)
 }
 
@@ -85,8 +88,9 @@ pub(crate) fn set_mode(path: &Path, mode: u32) -> Result<(), SshError> {
             .mode()
             & 0o7777;
         if current != mode {
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-                .map_err(|e| SshError::local_file(path, format!("cannot set mode {mode:o}: {e}")))?;
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(|e| {
+                SshError::local_file(path, format!("cannot set mode {mode:o}: {e}"))
+            })?;
         }
     }
     #[cfg(not(unix))]
@@ -97,7 +101,10 @@ pub(crate) fn set_mode(path: &Path, mode: u32) -> Result<(), SshError> {
 /// Write `bytes` to a fresh 0600 temporary file next to `target` and return its path.
 fn write_temp(target: &Path, bytes: &[u8]) -> Result<PathBuf, SshError> {
     let dir = target.parent().unwrap_or_else(|| Path::new("."));
-    let name = target.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+    let name = target
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("file");
     let suffix: u64 = rand::random();
     let temp = dir.join(format!(".{name}.tmp-{}-{suffix:016x}", std::process::id()));
     let mut options = std::fs::OpenOptions::new();
@@ -147,8 +154,14 @@ mod tests {
     #[test]
     fn layout() {
         let files = SshFiles::at("/x/createos-sandbox");
-        assert_eq!(files.key_path("sb-1"), Path::new("/x/createos-sandbox/keys/sb-1"));
-        assert_eq!(files.known_hosts_path(), Path::new("/x/createos-sandbox/known_hosts"));
+        assert_eq!(
+            files.key_path("sb-1"),
+            Path::new("/x/createos-sandbox/keys/sb-1")
+        );
+        assert_eq!(
+            files.known_hosts_path(),
+            Path::new("/x/createos-sandbox/known_hosts")
+        );
     }
 
     #[test]
@@ -164,7 +177,10 @@ mod tests {
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            assert_eq!(std::fs::metadata(&target).unwrap().permissions().mode() & 0o777, 0o600);
+            assert_eq!(
+                std::fs::metadata(&target).unwrap().permissions().mode() & 0o777,
+                0o600
+            );
         }
         // No temporary files are left behind.
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);

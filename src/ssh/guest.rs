@@ -89,12 +89,19 @@ pub(crate) fn validate_user(user: &str) -> Result<()> {
     if ok {
         Ok(())
     } else {
-        Err(Error::invalid("user", format!("{user:?} is not a valid user name ([a-z_][a-z0-9_-]*)")))
+        Err(Error::invalid(
+            "user",
+            format!("{user:?} is not a valid user name ([a-z_][a-z0-9_-]*)"),
+        ))
     }
 }
 
 async fn run_script(sandbox: &Sandbox, script: &str, args: &[&str]) -> Result<ExecOutput> {
-    let request = ExecRequest::new("sh").arg("-c").arg(script).arg("cos-ssh").args(args.iter().copied());
+    let request = ExecRequest::new("sh")
+        .arg("-c")
+        .arg(script)
+        .arg("cos-ssh")
+        .args(args.iter().copied());
     sandbox.exec_with(request).await
 }
 
@@ -110,17 +117,27 @@ pub(crate) async fn ensure_registered(sandbox: &Sandbox, key: &SandboxKey) -> Re
     if listed {
         return Ok(false);
     }
-    sandbox.add_ssh_pubkeys(&[key.public_key_line().to_string()]).await?;
+    sandbox
+        .add_ssh_pubkeys(&[key.public_key_line().to_string()])
+        .await?;
     Ok(true)
 }
 
 /// Put `key` into `<home>/.ssh/authorized_keys` unless an equal key (same `type base64`) is
 /// there. Returns whether it was appended.
-pub(crate) async fn ensure_authorized_key(sandbox: &Sandbox, home: &str, key: &SandboxKey) -> Result<bool> {
+pub(crate) async fn ensure_authorized_key(
+    sandbox: &Sandbox,
+    home: &str,
+    key: &SandboxKey,
+) -> Result<bool> {
     let file = format!("{home}/.ssh/authorized_keys");
     let current = run_script(sandbox, READ_FILE, &[&file]).await?;
     if let Some(error) = &current.error {
-        return Err(prep_failure(sandbox, current.exit_code, format!("reading {file}: {error}")));
+        return Err(prep_failure(
+            sandbox,
+            current.exit_code,
+            format!("reading {file}: {error}"),
+        ));
     }
     let present = current
         .stdout
@@ -129,11 +146,22 @@ pub(crate) async fn ensure_authorized_key(sandbox: &Sandbox, home: &str, key: &S
     if present {
         return Ok(false);
     }
-    let out =
-        run_script(sandbox, APPEND_AUTHORIZED_KEY, &[&file, key.public_key_line(), key.canonical_public_key()]).await?;
+    let out = run_script(
+        sandbox,
+        APPEND_AUTHORIZED_KEY,
+        &[&file, key.public_key_line(), key.canonical_public_key()],
+    )
+    .await?;
     if !out.success() {
-        let detail = out.error.clone().unwrap_or_else(|| out.stderr.trim().to_string());
-        return Err(prep_failure(sandbox, out.exit_code, format!("appending to {file}: {detail}")));
+        let detail = out
+            .error
+            .clone()
+            .unwrap_or_else(|| out.stderr.trim().to_string());
+        return Err(prep_failure(
+            sandbox,
+            out.exit_code,
+            format!("appending to {file}: {detail}"),
+        ));
     }
     Ok(out.stdout.trim() == "appended")
 }
@@ -147,12 +175,17 @@ pub(crate) async fn prepare_sshd(sandbox: &Sandbox, sshd_path: &str, user: &str)
         return Ok(());
     }
     if out.exit_code == EXIT_NO_SSHD {
-        return Err(SshError::SshdMissing { sandbox_id: sandbox.id().to_string(), sshd_path: sshd_path.to_string() }
-            .into());
+        return Err(SshError::SshdMissing {
+            sandbox_id: sandbox.id().to_string(),
+            sshd_path: sshd_path.to_string(),
+        }
+        .into());
     }
     let detail = match (&out.error, out.stderr.trim()) {
         (Some(error), _) => error.clone(),
-        (None, "") if out.exit_code == EXIT_NOT_LISTENING => "sshd never listened on port 22".to_string(),
+        (None, "") if out.exit_code == EXIT_NOT_LISTENING => {
+            "sshd never listened on port 22".to_string()
+        }
         (None, "") => "no error output".to_string(),
         (None, stderr) => stderr.chars().take(2000).collect(),
     };
@@ -160,7 +193,12 @@ pub(crate) async fn prepare_sshd(sandbox: &Sandbox, sshd_path: &str, user: &str)
 }
 
 fn prep_failure(sandbox: &Sandbox, exit_code: i32, detail: String) -> Error {
-    SshError::SshdStart { sandbox_id: sandbox.id().to_string(), exit_code, detail }.into()
+    SshError::SshdStart {
+        sandbox_id: sandbox.id().to_string(),
+        exit_code,
+        detail,
+    }
+    .into()
 }
 
 #[cfg(test)]
@@ -189,8 +227,15 @@ mod tests {
 
     #[test]
     fn a_listening_sshd_is_found_before_the_binary_is_required() {
-        let listening = PREPARE_SSHD.find("listening && exit 0").expect("early exit when port 22 listens");
-        let binary = PREPARE_SSHD.find(r#"[ -x "$sshd" ] || exit 100"#).expect("the binary check");
-        assert!(listening < binary, "a guest whose sshd already runs must not need the binary");
+        let listening = PREPARE_SSHD
+            .find("listening && exit 0")
+            .expect("early exit when port 22 listens");
+        let binary = PREPARE_SSHD
+            .find(r#"[ -x "$sshd" ] || exit 100"#)
+            .expect("the binary check");
+        assert!(
+            listening < binary,
+            "a guest whose sshd already runs must not need the binary"
+        );
     }
 }

@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rand::RngCore;
-use zeroize::Zeroizing;
 use russh::keys::ssh_key::private::Ed25519Keypair;
 use russh::keys::ssh_key::LineEnding;
 use russh::keys::{HashAlg, PrivateKey, PublicKey};
+use zeroize::Zeroizing;
 
 use super::error::SshError;
 use super::files::{self, SshFiles};
@@ -26,7 +26,10 @@ pub struct SandboxKey {
 // The private half never reaches Debug output.
 impl fmt::Debug for SandboxKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SandboxKey").field("path", &self.path).field("fingerprint", &self.fingerprint()).finish()
+        f.debug_struct("SandboxKey")
+            .field("path", &self.path)
+            .field("fingerprint", &self.fingerprint())
+            .finish()
     }
 }
 
@@ -40,9 +43,9 @@ impl SandboxKey {
         let path = files.key_path(sandbox_id);
         if !path.exists() {
             let generated = generate(sandbox_id)?;
-            let pem = generated
-                .to_openssh(LineEnding::LF)
-                .map_err(|e| SshError::local_file(&path, format!("cannot encode the new key: {e}")))?;
+            let pem = generated.to_openssh(LineEnding::LF).map_err(|e| {
+                SshError::local_file(&path, format!("cannot encode the new key: {e}"))
+            })?;
             // Another process may generate at the same time: the first link wins, the others
             // load its key.
             files::create_file_once(&path, pem.as_bytes())?;
@@ -65,16 +68,25 @@ impl SandboxKey {
         let private = PrivateKey::from_openssh(pem.trim_start())
             .map_err(|e| SshError::local_file(path, format!("not an OpenSSH private key: {e}")))?;
         if private.is_encrypted() {
-            return Err(SshError::local_file(path, "the key is passphrase-protected; use an unencrypted key"));
+            return Err(SshError::local_file(
+                path,
+                "the key is passphrase-protected; use an unencrypted key",
+            ));
         }
         files::set_mode(path, 0o600)?;
         let public = private.public_key();
-        let public_line = public
-            .to_openssh()
-            .map_err(|e| SshError::local_file(path, format!("cannot encode the public key: {e}")))?;
-        let canonical = canonical_public_key(&public_line)
-            .ok_or_else(|| SshError::local_file(path, "the public key has no `type base64` form"))?;
-        Ok(SandboxKey { private: Arc::new(private), public_line, canonical, path: path.to_path_buf() })
+        let public_line = public.to_openssh().map_err(|e| {
+            SshError::local_file(path, format!("cannot encode the public key: {e}"))
+        })?;
+        let canonical = canonical_public_key(&public_line).ok_or_else(|| {
+            SshError::local_file(path, "the public key has no `type base64` form")
+        })?;
+        Ok(SandboxKey {
+            private: Arc::new(private),
+            public_line,
+            canonical,
+            path: path.to_path_buf(),
+        })
     }
 
     /// The OpenSSH public key line (`ssh-ed25519 AAAA… createos-sandbox <id>`).
@@ -94,7 +106,10 @@ impl SandboxKey {
 
     /// `SHA256:…` fingerprint of the public key.
     pub fn fingerprint(&self) -> String {
-        self.private.public_key().fingerprint(HashAlg::Sha256).to_string()
+        self.private
+            .public_key()
+            .fingerprint(HashAlg::Sha256)
+            .to_string()
     }
 
     /// The private key file.
@@ -136,7 +151,9 @@ pub fn canonical_public_key(line: &str) -> Option<String> {
     let kind = fields[at];
     let blob = fields.get(at + 1)?;
     let valid_blob = !blob.is_empty()
-        && blob.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='));
+        && blob
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='));
     valid_blob.then(|| format!("{kind} {blob}"))
 }
 
@@ -187,10 +204,17 @@ mod tests {
 
     #[test]
     fn canonical_forms() {
-        assert_eq!(canonical_public_key("ssh-ed25519 AAAAC3Nz me@host").as_deref(), Some("ssh-ed25519 AAAAC3Nz"));
-        assert_eq!(canonical_public_key("  ssh-rsa AAAAB3== ").as_deref(), Some("ssh-rsa AAAAB3=="));
         assert_eq!(
-            canonical_public_key(r#"command="echo \"a b\"",no-pty ssh-ed25519 AAAAC3Nz c"#).as_deref(),
+            canonical_public_key("ssh-ed25519 AAAAC3Nz me@host").as_deref(),
+            Some("ssh-ed25519 AAAAC3Nz")
+        );
+        assert_eq!(
+            canonical_public_key("  ssh-rsa AAAAB3== ").as_deref(),
+            Some("ssh-rsa AAAAB3==")
+        );
+        assert_eq!(
+            canonical_public_key(r#"command="echo \"a b\"",no-pty ssh-ed25519 AAAAC3Nz c"#)
+                .as_deref(),
             Some("ssh-ed25519 AAAAC3Nz")
         );
         assert_eq!(
@@ -209,7 +233,9 @@ mod tests {
         let files = SshFiles::at(&base);
         let first = SandboxKey::load_or_generate(&files, "sb-one").unwrap();
         assert!(first.public_key_line().starts_with("ssh-ed25519 AAAA"));
-        assert!(first.public_key_line().ends_with(" createos-sandbox sb-one"));
+        assert!(first
+            .public_key_line()
+            .ends_with(" createos-sandbox sb-one"));
         let again = SandboxKey::load_or_generate(&files, "sb-one").unwrap();
         assert_eq!(first.canonical_public_key(), again.canonical_public_key());
         let other = SandboxKey::load_or_generate(&files, "sb-two").unwrap();

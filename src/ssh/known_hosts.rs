@@ -57,7 +57,11 @@ impl KnownHosts {
 
     /// Accept `offered` for `host` if it matches the pin, pin it if there is none, refuse it
     /// with [`SshError::HostKeyChanged`] otherwise. Only a new pin takes the lock.
-    pub fn verify_or_pin(&self, host: &str, offered: &PublicKey) -> Result<HostKeyStatus, SshError> {
+    pub fn verify_or_pin(
+        &self,
+        host: &str,
+        offered: &PublicKey,
+    ) -> Result<HostKeyStatus, SshError> {
         if let Some(known) = self.check(&self.read()?, host, offered)? {
             return Ok(known);
         }
@@ -80,7 +84,12 @@ impl KnownHosts {
 
     /// `Some(Matched)` when `text` pins `offered` for `host`, the change error when it pins
     /// another key, `None` when it pins nothing for `host`.
-    fn check(&self, text: &str, host: &str, offered: &PublicKey) -> Result<Option<HostKeyStatus>, SshError> {
+    fn check(
+        &self,
+        text: &str,
+        host: &str,
+        offered: &PublicKey,
+    ) -> Result<Option<HostKeyStatus>, SshError> {
         for line in text.lines() {
             if let Some((name, pinned)) = parse_line(line) {
                 if name != host {
@@ -129,14 +138,18 @@ impl KnownHosts {
         let mut name = OsString::from(self.path.as_os_str());
         name.push(".lock");
         let path = PathBuf::from(name);
-        FileLock::exclusive(&path).map_err(|e| SshError::local_file(&path, format!("cannot lock: {e}")))
+        FileLock::exclusive(&path)
+            .map_err(|e| SshError::local_file(&path, format!("cannot lock: {e}")))
     }
 
     fn read(&self) -> Result<String, SshError> {
         match std::fs::read_to_string(&self.path) {
             Ok(text) => Ok(text),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
-            Err(e) => Err(SshError::local_file(&self.path, format!("cannot read: {e}"))),
+            Err(e) => Err(SshError::local_file(
+                &self.path,
+                format!("cannot read: {e}"),
+            )),
         }
     }
 
@@ -157,7 +170,9 @@ pub(crate) fn fingerprint(key: &PublicKey) -> String {
 fn type_and_base64(key: &PublicKey, path: &Path) -> Result<String, SshError> {
     let mut bare = key.clone();
     bare.set_comment("");
-    let line = bare.to_openssh().map_err(|e| SshError::local_file(path, format!("cannot encode a host key: {e}")))?;
+    let line = bare
+        .to_openssh()
+        .map_err(|e| SshError::local_file(path, format!("cannot encode a host key: {e}")))?;
     Ok(line.trim().to_string())
 }
 
@@ -182,7 +197,9 @@ mod tests {
     use russh::keys::PrivateKey;
 
     fn key(seed: u8) -> PublicKey {
-        PrivateKey::from(Ed25519Keypair::from_seed(&[seed; 32])).public_key().clone()
+        PrivateKey::from(Ed25519Keypair::from_seed(&[seed; 32]))
+            .public_key()
+            .clone()
     }
 
     #[test]
@@ -190,26 +207,62 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("cos-ssh-kh-{}", rand::random::<u64>()));
         let known = KnownHosts::new(dir.join("known_hosts"));
         assert_eq!(known.lookup("sb-1").unwrap(), None);
-        assert_eq!(known.verify_or_pin("sb-1", &key(1)).unwrap(), HostKeyStatus::PinnedNow);
-        assert_eq!(known.verify_or_pin("sb-2", &key(2)).unwrap(), HostKeyStatus::PinnedNow);
-        assert_eq!(known.verify_or_pin("sb-1", &key(1)).unwrap(), HostKeyStatus::Matched);
+        assert_eq!(
+            known.verify_or_pin("sb-1", &key(1)).unwrap(),
+            HostKeyStatus::PinnedNow
+        );
+        assert_eq!(
+            known.verify_or_pin("sb-2", &key(2)).unwrap(),
+            HostKeyStatus::PinnedNow
+        );
+        assert_eq!(
+            known.verify_or_pin("sb-1", &key(1)).unwrap(),
+            HostKeyStatus::Matched
+        );
         let err = known.verify_or_pin("sb-1", &key(3)).unwrap_err();
-        let SshError::HostKeyChanged { host, pinned, offered, .. } = &err else { panic!("{err:?}") };
+        let SshError::HostKeyChanged {
+            host,
+            pinned,
+            offered,
+            ..
+        } = &err
+        else {
+            panic!("{err:?}")
+        };
         assert_eq!(host, "sb-1");
         assert_ne!(pinned, offered);
-        assert!(err.to_string().contains("delete the line starting with `sb-1 `"));
+        assert!(err
+            .to_string()
+            .contains("delete the line starting with `sb-1 `"));
         let text = std::fs::read_to_string(known.path()).unwrap();
         assert_eq!(text.lines().count(), 2);
-        assert!(text.lines().next().unwrap().starts_with("sb-1 ssh-ed25519 AAAA"));
+        assert!(text
+            .lines()
+            .next()
+            .unwrap()
+            .starts_with("sb-1 ssh-ed25519 AAAA"));
         assert_eq!(text.lines().next().unwrap().split_whitespace().count(), 3);
         assert!(known.forget("sb-1").unwrap());
         assert!(!known.forget("sb-1").unwrap());
-        assert_eq!(known.verify_or_pin("sb-1", &key(3)).unwrap(), HostKeyStatus::PinnedNow);
-        assert_eq!(known.lookup("sb-2").unwrap().unwrap().key_data(), key(2).key_data());
+        assert_eq!(
+            known.verify_or_pin("sb-1", &key(3)).unwrap(),
+            HostKeyStatus::PinnedNow
+        );
+        assert_eq!(
+            known.lookup("sb-2").unwrap().unwrap().key_data(),
+            key(2).key_data()
+        );
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            assert_eq!(std::fs::metadata(known.path()).unwrap().permissions().mode() & 0o777, 0o600);
+            assert_eq!(
+                std::fs::metadata(known.path())
+                    .unwrap()
+                    .permissions()
+                    .mode()
+                    & 0o777,
+                0o600
+            );
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -223,7 +276,10 @@ mod tests {
         let known = KnownHosts::new(&path);
         known.verify_or_pin("sb-9", &key(9)).unwrap();
         known.forget("sb-9").unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "# mine\ngarbage line\n");
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "# mine\ngarbage line\n"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

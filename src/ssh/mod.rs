@@ -57,4 +57,6 @@ pub use pool::SshPool;
 pub use reaper::EXEC_MARKER;
 pub use session::SshSession;
 pub use sftp::{RemoteEntry, RemoteFileKind, RemoteMetadata};
-pub use sftp_io::{RemoteReader, WriteOptions, READS_IN_FLIGHT, READ_CHUNK, WRITES_IN_FLIGHT, WRITE_CHUNK};
+pub use sftp_io::{
+    RemoteReader, WriteOptions, READS_IN_FLIGHT, READ_CHUNK, WRITES_IN_FLIGHT, WRITE_CHUNK,
+};

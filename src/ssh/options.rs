@@ -80,7 +80,10 @@ impl SshOptions {
 
     /// Go through an SSH gateway instead of the control-plane tunnel.
     pub fn via_gateway(mut self, host: impl Into<String>, port: u16) -> Self {
-        self.route = SshRoute::Gateway { host: host.into(), port };
+        self.route = SshRoute::Gateway {
+            host: host.into(),
+            port,
+        };
         self
     }
 

@@ -32,7 +32,10 @@ pub struct SshPool {
 impl SshPool {
     /// A pool whose sessions use `options`.
     pub fn new(options: SshOptions) -> Self {
-        SshPool { options, sessions: Mutex::new(HashMap::new()) }
+        SshPool {
+            options,
+            sessions: Mutex::new(HashMap::new()),
+        }
     }
 
     /// The process-wide pool with default options (root over the tunnel, keys in the user's
@@ -69,13 +72,21 @@ impl SshPool {
     /// The session of `sandbox_id` if the pool holds one; nothing is created or connected
     /// (see [`SshSession::is_connected`] for whether it is up).
     pub fn existing(&self, sandbox_id: &str) -> Option<SshSession> {
-        self.sessions.lock().unwrap_or_else(|p| p.into_inner()).get(sandbox_id).cloned()
+        self.sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(sandbox_id)
+            .cloned()
     }
 
     /// Drop the session of `sandbox_id` (e.g. after destroying the sandbox) and close its
     /// connection. Returns whether there was one.
     pub async fn remove(&self, sandbox_id: &str) -> bool {
-        let removed = self.sessions.lock().unwrap_or_else(|p| p.into_inner()).remove(sandbox_id);
+        let removed = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(sandbox_id);
         match removed {
             Some(session) => {
                 session.disconnect().await;
@@ -87,7 +98,10 @@ impl SshPool {
 
     /// Sandboxes with a session in the pool.
     pub fn len(&self) -> usize {
-        self.sessions.lock().unwrap_or_else(|p| p.into_inner()).len()
+        self.sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
     }
 
     /// No sessions.

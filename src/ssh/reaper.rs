@@ -41,7 +41,10 @@ exit 0"#;
 /// The command line actually sent: the guest user's shell runs `command` as sshd would, with
 /// the marker exported first.
 pub(crate) fn wrap(command: &str, token: &str) -> String {
-    format!("export {EXEC_MARKER}={token}; exec \"${{SHELL:-/bin/sh}}\" -c {}", shell_quote(command))
+    format!(
+        "export {EXEC_MARKER}={token}; exec \"${{SHELL:-/bin/sh}}\" -c {}",
+        shell_quote(command)
+    )
 }
 
 /// A command in progress; see the module docs for what dropping it early does.
@@ -77,7 +80,9 @@ impl Running {
     }
 
     pub(crate) fn reader(&mut self) -> Result<&mut ChannelReadHalf, SshError> {
-        self.read.as_mut().ok_or_else(|| SshError::protocol("running a command", "the channel was already released"))
+        self.read.as_mut().ok_or_else(|| {
+            SshError::protocol("running a command", "the channel was already released")
+        })
     }
 
     /// The command ended on its own: nothing to clean up.
@@ -91,7 +96,9 @@ impl Drop for Running {
         if self.done {
             return;
         }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
         let (read, write, slot) = (self.read.take(), self.write.clone(), self.slot.take());
         let (conn, token) = (self.conn.clone(), std::mem::take(&mut self.token));
         runtime.spawn(async move {
@@ -125,7 +132,10 @@ impl Drop for Running {
 /// at a time (a burst of abandoned commands must not exceed the server's session limit), and
 /// each run takes every token queued so far.
 async fn reap(conn: &Connection, token: String) -> Result<(), SshError> {
-    conn.reap_queue.lock().unwrap_or_else(|p| p.into_inner()).push(token);
+    conn.reap_queue
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(token);
     let _turn = conn.reaper.lock().await;
     let tokens = std::mem::take(&mut *conn.reap_queue.lock().unwrap_or_else(|p| p.into_inner()));
     if tokens.is_empty() {
@@ -133,7 +143,10 @@ async fn reap(conn: &Connection, token: String) -> Result<(), SshError> {
     }
     let channel = open_session_channel(&conn.guest).await?;
     let command = format!("sh -c {} cos-reap {}", shell_quote(REAP), tokens.join(" "));
-    channel.exec(true, command.as_bytes()).await.map_err(|e| SshError::protocol("stopping a command", e))?;
+    channel
+        .exec(true, command.as_bytes())
+        .await
+        .map_err(|e| SshError::protocol("stopping a command", e))?;
     let (mut read, _write) = channel.split();
     while let Some(msg) = read.wait().await {
         if matches!(msg, ChannelMsg::Close) {
@@ -150,7 +163,10 @@ mod tests {
     #[test]
     fn wrapping_keeps_the_command_intact() {
         let line = wrap("echo 'a b' | wc -c", "abc123");
-        assert_eq!(line, r#"export COS_SSH_EXEC=abc123; exec "${SHELL:-/bin/sh}" -c 'echo '\''a b'\'' | wc -c'"#);
+        assert_eq!(
+            line,
+            r#"export COS_SSH_EXEC=abc123; exec "${SHELL:-/bin/sh}" -c 'echo '\''a b'\'' | wc -c'"#
+        );
         assert!(REAP.contains("COS_SSH_EXEC="));
         assert!(REAP.contains(EXEC_MARKER));
     }

@@ -107,7 +107,11 @@ impl SshSession {
                 options,
                 key,
                 known_hosts,
-                state: Mutex::new(State { conn: None, guest_ready: false, generation: 0 }),
+                state: Mutex::new(State {
+                    conn: None,
+                    guest_ready: false,
+                    generation: 0,
+                }),
                 channels,
                 connects: AtomicU64::new(0),
             }),
@@ -162,9 +166,14 @@ impl SshSession {
     pub async fn disconnect(&self) {
         let conn = self.inner.state.lock().await.conn.take();
         if let Some(conn) = conn {
-            let _ = conn.guest.disconnect(russh::Disconnect::ByApplication, "", "en").await;
+            let _ = conn
+                .guest
+                .disconnect(russh::Disconnect::ByApplication, "", "en")
+                .await;
             if let Some(gateway) = &conn.gateway {
-                let _ = gateway.disconnect(russh::Disconnect::ByApplication, "", "en").await;
+                let _ = gateway
+                    .disconnect(russh::Disconnect::ByApplication, "", "en")
+                    .await;
             }
         }
     }
@@ -210,7 +219,13 @@ impl SshSession {
 
     async fn establish(&self) -> Result<connect::Established> {
         let inner = &self.inner;
-        connect::establish(&inner.sandbox, &inner.options, &inner.key, &inner.known_hosts).await
+        connect::establish(
+            &inner.sandbox,
+            &inner.options,
+            &inner.key,
+            &inner.known_hosts,
+        )
+        .await
     }
 
     async fn prepare_guest(&self) -> Result<()> {
@@ -226,13 +241,22 @@ impl SshSession {
             Err(err) => return Err(err),
         }
         guest::ensure_authorized_key(&inner.sandbox, &home, &inner.key).await?;
-        guest::prepare_sshd(&inner.sandbox, &inner.options.sshd_path, &inner.options.user).await
+        guest::prepare_sshd(
+            &inner.sandbox,
+            &inner.options.sshd_path,
+            &inner.options.user,
+        )
+        .await
     }
 
     /// Forget `conn` if it is still the current connection.
     pub(crate) async fn invalidate(&self, conn: &Connection) {
         let mut state = self.inner.state.lock().await;
-        if state.conn.as_ref().is_some_and(|c| c.generation == conn.generation) {
+        if state
+            .conn
+            .as_ref()
+            .is_some_and(|c| c.generation == conn.generation)
+        {
             state.conn = None;
         }
     }
@@ -240,12 +264,24 @@ impl SshSession {
     /// Open a session channel (waiting for a free slot), reconnecting once if the
     /// connection turned out to be dead.
     pub(crate) async fn open_channel(&self) -> Result<OpenChannel> {
-        let slot = self.inner.channels.clone().acquire_owned().await.map_err(|_| Error::Cancelled)?;
+        let slot = self
+            .inner
+            .channels
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| Error::Cancelled)?;
         let mut last = None;
         for _ in 0..2 {
             let conn = self.connection().await?;
             match open_session_channel(&conn.guest).await {
-                Ok(channel) => return Ok(OpenChannel { channel, slot, conn }),
+                Ok(channel) => {
+                    return Ok(OpenChannel {
+                        channel,
+                        slot,
+                        conn,
+                    })
+                }
                 Err(err) if err.is_connection_lost() => {
                     tracing::debug!(sandbox = %self.inner.sandbox.id(), error = %err, "channel open failed; reconnecting");
                     self.invalidate(&conn).await;
@@ -259,13 +295,19 @@ impl SshSession {
 }
 
 /// Open a session channel; a dead connection shows as [`SshError::Protocol`].
-pub(crate) async fn open_session_channel(handle: &Handle<HostKeyCheck>) -> std::result::Result<Channel<Msg>, SshError> {
+pub(crate) async fn open_session_channel(
+    handle: &Handle<HostKeyCheck>,
+) -> std::result::Result<Channel<Msg>, SshError> {
     match tokio::time::timeout(CHANNEL_OPEN_TIMEOUT, handle.channel_open_session()).await {
-        Err(_) => Err(SshError::protocol("opening a channel", format!("no answer within {CHANNEL_OPEN_TIMEOUT:?}"))),
+        Err(_) => Err(SshError::protocol(
+            "opening a channel",
+            format!("no answer within {CHANNEL_OPEN_TIMEOUT:?}"),
+        )),
         Ok(Ok(channel)) => Ok(channel),
-        Ok(Err(russh::Error::ChannelOpenFailure(reason))) => {
-            Err(SshError::ChannelRefused { kind: "session".to_string(), reason: format!("{reason:?}") })
-        }
+        Ok(Err(russh::Error::ChannelOpenFailure(reason))) => Err(SshError::ChannelRefused {
+            kind: "session".to_string(),
+            reason: format!("{reason:?}"),
+        }),
         Ok(Err(e)) => Err(SshError::protocol("opening a channel", e)),
     }
 }

@@ -41,7 +41,10 @@ impl SftpChannel {
     /// A channel over an already initialised session, with no extensions (scripted servers).
     #[cfg(test)]
     pub(crate) fn for_tests(raw: RawSftpSession) -> SftpChannel {
-        SftpChannel { raw: Arc::new(raw), extensions: HashMap::new() }
+        SftpChannel {
+            raw: Arc::new(raw),
+            extensions: HashMap::new(),
+        }
     }
 }
 
@@ -99,7 +102,9 @@ impl RemoteMetadata {
             mode: attrs.permissions.unwrap_or(0) & 0o7777,
             uid: attrs.uid,
             gid: attrs.gid,
-            modified: attrs.mtime.map(|s| UNIX_EPOCH + Duration::from_secs(u64::from(s))),
+            modified: attrs
+                .mtime
+                .map(|s| UNIX_EPOCH + Duration::from_secs(u64::from(s))),
         }
     }
 }
@@ -125,7 +130,11 @@ pub(crate) fn split_parent(path: &str) -> Option<(String, String)> {
     if name.is_empty() {
         return None;
     }
-    let parent = if parent.is_empty() { "/".to_string() } else { parent.to_string() };
+    let parent = if parent.is_empty() {
+        "/".to_string()
+    } else {
+        parent.to_string()
+    };
     Some((parent, name.to_string()))
 }
 
@@ -138,17 +147,30 @@ async fn open_sftp(conn: &Connection) -> std::result::Result<SftpChannel, SshErr
     loop {
         match channel.wait().await {
             Some(ChannelMsg::Success) => break,
-            Some(ChannelMsg::Failure) => return Err(SshError::RequestRefused { request: "subsystem sftp".into() }),
+            Some(ChannelMsg::Failure) => {
+                return Err(SshError::RequestRefused {
+                    request: "subsystem sftp".into(),
+                })
+            }
             Some(ChannelMsg::Close) | None => {
-                return Err(SshError::protocol("starting SFTP", "the channel closed before the subsystem started"))
+                return Err(SshError::protocol(
+                    "starting SFTP",
+                    "the channel closed before the subsystem started",
+                ))
             }
             Some(_) => {}
         }
     }
-    let config = russh_sftp::client::Config { request_timeout_secs: SFTP_REQUEST_TIMEOUT_SECS, ..Default::default() };
+    let config = russh_sftp::client::Config {
+        request_timeout_secs: SFTP_REQUEST_TIMEOUT_SECS,
+        ..Default::default()
+    };
     let raw = RawSftpSession::new_with_config(channel.into_stream(), config);
     let version = raw.init().await.map_err(|e| sftp_error("init", "", e))?;
-    Ok(SftpChannel { raw: Arc::new(raw), extensions: version.extensions })
+    Ok(SftpChannel {
+        raw: Arc::new(raw),
+        extensions: version.extensions,
+    })
 }
 
 impl SshSession {
@@ -216,7 +238,11 @@ impl SshSession {
     pub async fn stat(&self, path: &str) -> Result<RemoteMetadata> {
         check_path("path", path)?;
         self.with_sftp(true, |sftp| async move {
-            let attrs = sftp.raw.stat(path).await.map_err(|e| sftp_error("stat", path, e))?;
+            let attrs = sftp
+                .raw
+                .stat(path)
+                .await
+                .map_err(|e| sftp_error("stat", path, e))?;
             Ok(RemoteMetadata::from_attrs(&attrs.attrs))
         })
         .await
@@ -226,7 +252,11 @@ impl SshSession {
     pub async fn lstat(&self, path: &str) -> Result<RemoteMetadata> {
         check_path("path", path)?;
         self.with_sftp(true, |sftp| async move {
-            let attrs = sftp.raw.lstat(path).await.map_err(|e| sftp_error("lstat", path, e))?;
+            let attrs = sftp
+                .raw
+                .lstat(path)
+                .await
+                .map_err(|e| sftp_error("lstat", path, e))?;
             Ok(RemoteMetadata::from_attrs(&attrs.attrs))
         })
         .await
@@ -244,14 +274,19 @@ impl SshSession {
     /// Entries of the directory `path` (without `.` and `..`), sorted by name.
     pub async fn list(&self, path: &str) -> Result<Vec<RemoteEntry>> {
         check_path("path", path)?;
-        self.with_sftp(true, |sftp| async move { list_dir(&sftp, path).await }).await
+        self.with_sftp(true, |sftp| async move { list_dir(&sftp, path).await })
+            .await
     }
 
     /// Create the directory `path` (its parent must exist).
     pub async fn mkdir(&self, path: &str) -> Result<()> {
         check_path("path", path)?;
         self.with_sftp(false, |sftp| async move {
-            sftp.raw.mkdir(path, FileAttributes::empty()).await.map(|_| ()).map_err(|e| sftp_error("mkdir", path, e))
+            sftp.raw
+                .mkdir(path, FileAttributes::empty())
+                .await
+                .map(|_| ())
+                .map_err(|e| sftp_error("mkdir", path, e))
         })
         .await
     }
@@ -259,7 +294,8 @@ impl SshSession {
     /// Create `path` and any missing parents; fine when it already is a directory.
     pub async fn mkdir_p(&self, path: &str) -> Result<()> {
         check_path("path", path)?;
-        self.with_sftp(true, |sftp| async move { mkdir_all(&sftp, path).await }).await
+        self.with_sftp(true, |sftp| async move { mkdir_all(&sftp, path).await })
+            .await
     }
 
     /// Rename `from` to `to`, replacing `to` when it is a file (POSIX `rename`; the OpenSSH
@@ -267,14 +303,21 @@ impl SshSession {
     pub async fn rename(&self, from: &str, to: &str) -> Result<()> {
         check_path("from", from)?;
         check_path("to", to)?;
-        self.with_sftp(false, |sftp| async move { rename_replacing(&sftp, from, to).await }).await
+        self.with_sftp(false, |sftp| async move {
+            rename_replacing(&sftp, from, to).await
+        })
+        .await
     }
 
     /// Remove the file (or symlink) `path`.
     pub async fn remove_file(&self, path: &str) -> Result<()> {
         check_path("path", path)?;
         self.with_sftp(false, |sftp| async move {
-            sftp.raw.remove(path).await.map(|_| ()).map_err(|e| sftp_error("remove", path, e))
+            sftp.raw
+                .remove(path)
+                .await
+                .map(|_| ())
+                .map_err(|e| sftp_error("remove", path, e))
         })
         .await
     }
@@ -283,7 +326,11 @@ impl SshSession {
     pub async fn remove_dir(&self, path: &str) -> Result<()> {
         check_path("path", path)?;
         self.with_sftp(false, |sftp| async move {
-            sftp.raw.rmdir(path).await.map(|_| ()).map_err(|e| sftp_error("rmdir", path, e))
+            sftp.raw
+                .rmdir(path)
+                .await
+                .map(|_| ())
+                .map_err(|e| sftp_error("rmdir", path, e))
         })
         .await
     }
@@ -296,12 +343,21 @@ impl SshSession {
             return Err(Error::invalid("path", "refusing to remove /"));
         }
         // Not retried: a retry after a partial removal would report the path as missing.
-        self.with_sftp(false, |sftp| async move { remove_tree(&sftp, path).await }).await
+        self.with_sftp(false, |sftp| async move { remove_tree(&sftp, path).await })
+            .await
     }
 }
 
-async fn list_dir(sftp: &SftpChannel, path: &str) -> std::result::Result<Vec<RemoteEntry>, SshError> {
-    let handle = sftp.raw.opendir(path).await.map_err(|e| sftp_error("opendir", path, e))?.handle;
+async fn list_dir(
+    sftp: &SftpChannel,
+    path: &str,
+) -> std::result::Result<Vec<RemoteEntry>, SshError> {
+    let handle = sftp
+        .raw
+        .opendir(path)
+        .await
+        .map_err(|e| sftp_error("opendir", path, e))?
+        .handle;
     let mut entries = Vec::new();
     let outcome = loop {
         match sftp.raw.readdir(handle.as_str()).await {
@@ -310,10 +366,17 @@ async fn list_dir(sftp: &SftpChannel, path: &str) -> std::result::Result<Vec<Rem
                     if file.filename == "." || file.filename == ".." {
                         continue;
                     }
-                    entries.push(RemoteEntry { metadata: RemoteMetadata::from_attrs(&file.attrs), name: file.filename });
+                    entries.push(RemoteEntry {
+                        metadata: RemoteMetadata::from_attrs(&file.attrs),
+                        name: file.filename,
+                    });
                 }
             }
-            Err(russh_sftp::client::error::Error::Status(s)) if s.status_code == StatusCode::Eof => break Ok(()),
+            Err(russh_sftp::client::error::Error::Status(s))
+                if s.status_code == StatusCode::Eof =>
+            {
+                break Ok(())
+            }
             Err(e) => break Err(sftp_error("readdir", path, e)),
         }
     };
@@ -345,7 +408,11 @@ pub(crate) async fn mkdir_all(sftp: &SftpChannel, path: &str) -> std::result::Re
                 if !err.is_not_found() {
                     return Err(err);
                 }
-                if let Err(e) = sftp.raw.mkdir(prefix.as_str(), FileAttributes::empty()).await {
+                if let Err(e) = sftp
+                    .raw
+                    .mkdir(prefix.as_str(), FileAttributes::empty())
+                    .await
+                {
                     // Someone else may have created it meanwhile.
                     let created = sftp.raw.stat(prefix.as_str()).await;
                     if !created.is_ok_and(|a| RemoteMetadata::from_attrs(&a.attrs).is_dir()) {
@@ -368,25 +435,48 @@ fn rename_payload(from: &str, to: &str) -> Vec<u8> {
     data
 }
 
-pub(crate) async fn rename_replacing(sftp: &SftpChannel, from: &str, to: &str) -> std::result::Result<(), SshError> {
+pub(crate) async fn rename_replacing(
+    sftp: &SftpChannel,
+    from: &str,
+    to: &str,
+) -> std::result::Result<(), SshError> {
     use russh_sftp::protocol::Packet;
     if sftp.supports(POSIX_RENAME) {
-        let reply = sftp.raw.extended(POSIX_RENAME, rename_payload(from, to)).await.map_err(|e| sftp_error("rename", from, e))?;
+        let reply = sftp
+            .raw
+            .extended(POSIX_RENAME, rename_payload(from, to))
+            .await
+            .map_err(|e| sftp_error("rename", from, e))?;
         return match reply {
             Packet::Status(s) if s.status_code == StatusCode::Ok => Ok(()),
             Packet::Status(s) => Err(sftp_error("rename", from, s.into())),
-            _ => Err(sftp_error("rename", from, russh_sftp::client::error::Error::UnexpectedPacket)),
+            _ => Err(sftp_error(
+                "rename",
+                from,
+                russh_sftp::client::error::Error::UnexpectedPacket,
+            )),
         };
     }
     // Plain SFTP rename refuses an existing target: remove it first (not atomic).
     match sftp.raw.rename(from, to).await {
         Ok(_) => Ok(()),
         Err(first) => {
-            let target = sftp.raw.lstat(to).await.map(|a| RemoteMetadata::from_attrs(&a.attrs));
+            let target = sftp
+                .raw
+                .lstat(to)
+                .await
+                .map(|a| RemoteMetadata::from_attrs(&a.attrs));
             match target {
                 Ok(meta) if !meta.is_dir() => {
-                    sftp.raw.remove(to).await.map_err(|e| sftp_error("rename", to, e))?;
-                    sftp.raw.rename(from, to).await.map(|_| ()).map_err(|e| sftp_error("rename", from, e))
+                    sftp.raw
+                        .remove(to)
+                        .await
+                        .map_err(|e| sftp_error("rename", to, e))?;
+                    sftp.raw
+                        .rename(from, to)
+                        .await
+                        .map(|_| ())
+                        .map_err(|e| sftp_error("rename", from, e))
                 }
                 _ => Err(sftp_error("rename", from, first)),
             }
@@ -396,15 +486,30 @@ pub(crate) async fn rename_replacing(sftp: &SftpChannel, from: &str, to: &str) -
 
 /// Depth-first removal without following symlinks.
 async fn remove_tree(sftp: &SftpChannel, path: &str) -> std::result::Result<(), SshError> {
-    let meta = RemoteMetadata::from_attrs(&sftp.raw.lstat(path).await.map_err(|e| sftp_error("lstat", path, e))?.attrs);
+    let meta = RemoteMetadata::from_attrs(
+        &sftp
+            .raw
+            .lstat(path)
+            .await
+            .map_err(|e| sftp_error("lstat", path, e))?
+            .attrs,
+    );
     if !meta.is_dir() {
-        return sftp.raw.remove(path).await.map(|_| ()).map_err(|e| sftp_error("remove", path, e));
+        return sftp
+            .raw
+            .remove(path)
+            .await
+            .map(|_| ())
+            .map_err(|e| sftp_error("remove", path, e));
     }
     // An explicit stack instead of recursion (async recursion needs boxing).
     let mut stack = vec![(path.trim_end_matches('/').to_string(), false)];
     while let Some((dir, listed)) = stack.pop() {
         if listed {
-            sftp.raw.rmdir(dir.as_str()).await.map_err(|e| sftp_error("rmdir", &dir, e))?;
+            sftp.raw
+                .rmdir(dir.as_str())
+                .await
+                .map_err(|e| sftp_error("rmdir", &dir, e))?;
             continue;
         }
         stack.push((dir.clone(), true));
@@ -413,7 +518,10 @@ async fn remove_tree(sftp: &SftpChannel, path: &str) -> std::result::Result<(), 
             if entry.metadata.is_dir() {
                 stack.push((child, false));
             } else {
-                sftp.raw.remove(child.as_str()).await.map_err(|e| sftp_error("remove", &child, e))?;
+                sftp.raw
+                    .remove(child.as_str())
+                    .await
+                    .map_err(|e| sftp_error("remove", &child, e))?;
             }
         }
     }
@@ -439,13 +547,21 @@ mod tests {
 
     #[test]
     fn metadata_kinds() {
-        let attrs = FileAttributes { size: Some(5), permissions: Some(0o100644), mtime: Some(10), ..Default::default() };
+        let attrs = FileAttributes {
+            size: Some(5),
+            permissions: Some(0o100644),
+            mtime: Some(10),
+            ..Default::default()
+        };
         let meta = RemoteMetadata::from_attrs(&attrs);
         assert!(meta.is_file());
         assert_eq!(meta.mode, 0o644);
         assert_eq!(meta.size, 5);
         assert_eq!(meta.modified, Some(UNIX_EPOCH + Duration::from_secs(10)));
-        let dir = FileAttributes { permissions: Some(0o040755), ..Default::default() };
+        let dir = FileAttributes {
+            permissions: Some(0o040755),
+            ..Default::default()
+        };
         assert!(RemoteMetadata::from_attrs(&dir).is_dir());
     }
 }

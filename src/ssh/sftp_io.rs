@@ -52,7 +52,10 @@ pub struct RemoteReader {
 
 impl std::fmt::Debug for RemoteReader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RemoteReader").field("size", &self.size).field("done", &self.done).finish()
+        f.debug_struct("RemoteReader")
+            .field("size", &self.size)
+            .field("done", &self.done)
+            .finish()
     }
 }
 
@@ -66,7 +69,11 @@ impl RemoteReader {
 impl AsyncRead for RemoteReader {
     /// Fills as much of `buf` as the chunks already received allow (several per call), waiting
     /// only when none is there.
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         let before = buf.remaining();
         loop {
@@ -119,7 +126,10 @@ pub struct WriteOptions {
 
 impl Default for WriteOptions {
     fn default() -> Self {
-        WriteOptions { mode: None, create_parents: true }
+        WriteOptions {
+            mode: None,
+            create_parents: true,
+        }
     }
 }
 
@@ -183,7 +193,13 @@ impl SshSession {
             .await?;
         let (tx, rx) = mpsc::channel(CHUNKS_BUFFERED);
         tokio::spawn(pump_reads(sftp, handle, path.to_string(), size, tx));
-        Ok(RemoteReader { rx, current: Bytes::new(), done: false, error: None, size })
+        Ok(RemoteReader {
+            rx,
+            current: Bytes::new(),
+            done: false,
+            error: None,
+            size,
+        })
     }
 
     /// The whole content of `path`, refusing files larger than `max_bytes`.
@@ -191,14 +207,23 @@ impl SshSession {
         let reader = self.read_file(path).await?;
         if let Some(size) = reader.size() {
             if size > max_bytes {
-                return Err(Error::invalid("path", format!("{path} holds {size} bytes, more than the {max_bytes} allowed")));
+                return Err(Error::invalid(
+                    "path",
+                    format!("{path} holds {size} bytes, more than the {max_bytes} allowed"),
+                ));
             }
         }
         let mut out = Vec::new();
-        let read = reader.take(max_bytes.saturating_add(1)).read_to_end(&mut out).await;
+        let read = reader
+            .take(max_bytes.saturating_add(1))
+            .read_to_end(&mut out)
+            .await;
         read.map_err(|e| io_to_error(&format!("reading {path}"), e))?;
         if out.len() as u64 > max_bytes {
-            return Err(Error::invalid("path", format!("{path} grew past the {max_bytes} bytes allowed")));
+            return Err(Error::invalid(
+                "path",
+                format!("{path} grew past the {max_bytes} bytes allowed"),
+            ));
         }
         Ok(out)
     }
@@ -219,7 +244,8 @@ impl SshSession {
         R: AsyncRead + Unpin + Send,
     {
         check_path("path", path)?;
-        let (parent, name) = split_parent(path).ok_or_else(|| Error::invalid("path", "must name a file, not /"))?;
+        let (parent, name) =
+            split_parent(path).ok_or_else(|| Error::invalid("path", "must name a file, not /"))?;
         // Opening is retried once on a fresh connection; the transfer itself is not.
         let mut attempt = 0;
         let (sftp, conn, open) = loop {
@@ -245,16 +271,30 @@ impl SshSession {
     /// Download `path` into the local file `local_path`: written to a temporary file next to
     /// it and renamed over it only when complete, so a failed transfer leaves an existing file
     /// untouched. `progress` hears `(bytes so far, size)`. Returns the bytes written.
-    pub async fn save_file_to(&self, path: &str, local_path: &std::path::Path, progress: Option<crate::api::files::ProgressFn>) -> Result<u64> {
+    pub async fn save_file_to(
+        &self,
+        path: &str,
+        local_path: &std::path::Path,
+        progress: Option<crate::api::files::ProgressFn>,
+    ) -> Result<u64> {
         let reader = self.read_file(path).await?;
         let total = reader.size();
         let reader = crate::api::files::ProgressReader::new(reader, total, progress);
-        crate::api::files::save_reader_to(reader, local_path, |e| io_to_error(&format!("reading {path}"), e)).await
+        crate::api::files::save_reader_to(reader, local_path, |e| {
+            io_to_error(&format!("reading {path}"), e)
+        })
+        .await
     }
 
     /// [`SshSession::write_file`] from bytes in memory.
-    pub async fn write_bytes(&self, path: &str, data: impl Into<Bytes>, options: WriteOptions) -> Result<u64> {
-        self.write_file(path, io::Cursor::new(data.into()), options).await
+    pub async fn write_bytes(
+        &self,
+        path: &str,
+        data: impl Into<Bytes>,
+        options: WriteOptions,
+    ) -> Result<u64> {
+        self.write_file(path, io::Cursor::new(data.into()), options)
+            .await
     }
 }
 
@@ -291,7 +331,9 @@ where
     let mut offset: u64 = 0;
     loop {
         let mut buf = vec![0u8; WRITE_CHUNK];
-        let n = fill(source, &mut buf).await.map_err(|e| Error::io("reading the data to upload", e))?;
+        let n = fill(source, &mut buf)
+            .await
+            .map_err(|e| Error::io("reading the data to upload", e))?;
         if n == 0 {
             break;
         }
@@ -305,9 +347,7 @@ where
         let raw = sftp.raw.clone();
         let handle = handle.to_string();
         let at = offset;
-        inflight.push(async move {
-            raw.write(handle, at, buf).await.map(|_| ())
-        });
+        inflight.push(async move { raw.write(handle, at, buf).await.map(|_| ()) });
         offset += n as u64;
         // Poll once so the request leaves now, while the next chunk is being read.
         while let Some(Some(done)) = inflight.next().now_or_never() {
@@ -369,14 +409,27 @@ async fn open_temp(
     };
     let dir = parent.trim_end_matches('/');
     let temp = format!("{dir}/.{name}.cos-{:016x}.tmp", rand::random::<u64>());
-    let attrs = FileAttributes { permissions: mode, ..FileAttributes::empty() };
+    let attrs = FileAttributes {
+        permissions: mode,
+        ..FileAttributes::empty()
+    };
     let flags = OpenFlags::CREATE | OpenFlags::TRUNCATE | OpenFlags::WRITE | OpenFlags::EXCLUDE;
-    let handle = sftp.raw.open(temp.as_str(), flags, attrs).await.map_err(|e| sftp_error("create", &temp, e))?.handle;
+    let handle = sftp
+        .raw
+        .open(temp.as_str(), flags, attrs)
+        .await
+        .map_err(|e| sftp_error("create", &temp, e))?
+        .handle;
     Ok(OpenTemp { temp, handle, mode })
 }
 
 /// Stream `source` into the open temporary file, then put it in place of `path`.
-async fn finish_write<R>(sftp: &SftpChannel, path: &str, open: OpenTemp, mut source: R) -> Result<u64>
+async fn finish_write<R>(
+    sftp: &SftpChannel,
+    path: &str,
+    open: OpenTemp,
+    mut source: R,
+) -> Result<u64>
 where
     R: AsyncRead + Unpin + Send,
 {
@@ -385,18 +438,34 @@ where
         let n = pump_writes(sftp, &handle, &temp, &mut source).await?;
         if let Some(mode) = mode {
             // The open attributes went through the guest's umask; set the exact bits.
-            let exact = FileAttributes { permissions: Some(mode), ..FileAttributes::empty() };
-            sftp.raw.fsetstat(handle.as_str(), exact).await.map_err(|e| sftp_error("chmod", &temp, e))?;
+            let exact = FileAttributes {
+                permissions: Some(mode),
+                ..FileAttributes::empty()
+            };
+            sftp.raw
+                .fsetstat(handle.as_str(), exact)
+                .await
+                .map_err(|e| sftp_error("chmod", &temp, e))?;
         }
         if sftp.supports(FSYNC) {
-            sftp.raw.fsync(handle.as_str()).await.map_err(|e| sftp_error("fsync", &temp, e))?;
+            sftp.raw
+                .fsync(handle.as_str())
+                .await
+                .map_err(|e| sftp_error("fsync", &temp, e))?;
         }
         Ok::<u64, Error>(n)
     }
     .await;
-    let closed = sftp.raw.close(handle).await.map_err(|e| Error::from(sftp_error("close", &temp, e)));
+    let closed = sftp
+        .raw
+        .close(handle)
+        .await
+        .map_err(|e| Error::from(sftp_error("close", &temp, e)));
     let renamed = match (written, closed) {
-        (Ok(n), Ok(_)) => rename_replacing(sftp, &temp, path).await.map(|()| n).map_err(Error::from),
+        (Ok(n), Ok(_)) => rename_replacing(sftp, &temp, path)
+            .await
+            .map(|()| n)
+            .map_err(Error::from),
         (Err(e), _) | (Ok(_), Err(e)) => Err(e),
     };
     if renamed.is_err() {

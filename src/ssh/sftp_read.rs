@@ -53,8 +53,17 @@ struct Plan {
 
 impl Plan {
     fn new(size: Option<u64>) -> Plan {
-        let window = if size.is_some() { READS_IN_FLIGHT } else { INITIAL_WINDOW };
-        Plan { chunk: READ_CHUNK, next: 0, size, window }
+        let window = if size.is_some() {
+            READS_IN_FLIGHT
+        } else {
+            INITIAL_WINDOW
+        };
+        Plan {
+            chunk: READ_CHUNK,
+            next: 0,
+            size,
+            window,
+        }
     }
 
     /// The next request `(offset, length)`, or `None` while the request at the announced end
@@ -63,7 +72,9 @@ impl Plan {
         let at = self.next;
         let len = match self.size {
             Some(size) if at > size => return None,
-            Some(size) if at < size => u32::try_from(size - at).map_or(self.chunk, |rest| rest.min(self.chunk)),
+            Some(size) if at < size => {
+                u32::try_from(size - at).map_or(self.chunk, |rest| rest.min(self.chunk))
+            }
             _ => self.chunk,
         };
         self.next += u64::from(len);
@@ -97,7 +108,13 @@ fn request(sftp: &Arc<SftpChannel>, handle: &str, at: u64, len: u32) -> BoxFutur
 /// Read `handle` (opened on `path`, `size` bytes long at open if known) from the start to its
 /// end into `tx`, then close it. The last message is `Ok(None)` after the whole file, or the
 /// error that stopped the read.
-pub(super) async fn pump_reads(sftp: Arc<SftpChannel>, handle: String, path: String, size: Option<u64>, tx: mpsc::Sender<Chunk>) {
+pub(super) async fn pump_reads(
+    sftp: Arc<SftpChannel>,
+    handle: String,
+    path: String,
+    size: Option<u64>,
+    tx: mpsc::Sender<Chunk>,
+) {
     let outcome = pump(&sftp, &handle, &path, size, &tx).await;
     let _ = sftp.raw.close(handle).await;
     let last = match outcome {
@@ -107,16 +124,26 @@ pub(super) async fn pump_reads(sftp: Arc<SftpChannel>, handle: String, path: Str
     let _ = tx.send(last).await;
 }
 
-async fn pump(sftp: &Arc<SftpChannel>, handle: &str, path: &str, size: Option<u64>, tx: &mpsc::Sender<Chunk>) -> Result<(), SshError> {
+async fn pump(
+    sftp: &Arc<SftpChannel>,
+    handle: &str,
+    path: &str,
+    size: Option<u64>,
+    tx: &mpsc::Sender<Chunk>,
+) -> Result<(), SshError> {
     let mut plan = Plan::new(size);
     let mut inflight: FuturesOrdered<BoxFuture<'static, Reply>> = FuturesOrdered::new();
     let mut delivered: u64 = 0;
     loop {
         while inflight.len() < plan.window {
-            let Some((at, len)) = plan.next_request() else { break };
+            let Some((at, len)) = plan.next_request() else {
+                break;
+            };
             inflight.push_back(request(sftp, handle, at, len));
         }
-        let Some((at, asked, answer)) = inflight.next().await else { return Ok(()) };
+        let Some((at, asked, answer)) = inflight.next().await else {
+            return Ok(());
+        };
         let data = match answer {
             Ok(data) => data,
             Err(SftpClientError::Status(s)) if s.status_code == StatusCode::Eof => return Ok(()),
@@ -125,12 +152,18 @@ async fn pump(sftp: &Arc<SftpChannel>, handle: &str, path: &str, size: Option<u6
         if data.is_empty() {
             return Ok(());
         }
-        let got = u32::try_from(data.len()).ok().filter(|got| *got <= asked).ok_or_else(|| SshError::Sftp {
-            op: "read",
-            path: path.to_string(),
-            kind: SftpErrorKind::Protocol,
-            message: format!("the server answered a read of {asked} bytes with {}", data.len()),
-        })?;
+        let got = u32::try_from(data.len())
+            .ok()
+            .filter(|got| *got <= asked)
+            .ok_or_else(|| SshError::Sftp {
+                op: "read",
+                path: path.to_string(),
+                kind: SftpErrorKind::Protocol,
+                message: format!(
+                    "the server answered a read of {asked} bytes with {}",
+                    data.len()
+                ),
+            })?;
         debug_assert_eq!(at, delivered, "answers are delivered in file order");
         delivered = at + u64::from(got);
         plan.answered(at, asked, got);

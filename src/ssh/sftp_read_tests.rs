@@ -24,7 +24,12 @@ struct Script {
 
 impl Script {
     fn new(content: Vec<u8>) -> Script {
-        Script { content, max_read: usize::MAX, swap_pairs: false, fail_at: None }
+        Script {
+            content,
+            max_read: usize::MAX,
+            swap_pairs: false,
+            fail_at: None,
+        }
     }
 }
 
@@ -133,7 +138,8 @@ async fn serve(mut stream: DuplexStream, script: Script, reads: Arc<Mutex<Vec<(u
                     status(id, 1, "EOF")
                 } else {
                     let start = offset as usize;
-                    let stop = (start + (asked as usize).min(script.max_read)).min(script.content.len());
+                    let stop =
+                        (start + (asked as usize).min(script.max_read)).min(script.content.len());
                     let mut data = Vec::new();
                     put_u32(&mut data, id);
                     put_str(&mut data, &script.content[start..stop]);
@@ -168,7 +174,10 @@ async fn serve(mut stream: DuplexStream, script: Script, reads: Arc<Mutex<Vec<(u
 
 /// Everything the pipeline delivers for `script` when told the file holds `announced` bytes,
 /// and the reads the server saw.
-async fn download(script: Script, announced: Option<u64>) -> (Result<Vec<u8>, io::Error>, Vec<(u64, u32)>) {
+async fn download(
+    script: Script,
+    announced: Option<u64>,
+) -> (Result<Vec<u8>, io::Error>, Vec<(u64, u32)>) {
     let (client, server) = tokio::io::duplex(1 << 20);
     let reads = Arc::new(Mutex::new(Vec::new()));
     tokio::spawn(serve(server, script, Arc::clone(&reads)));
@@ -176,10 +185,19 @@ async fn download(script: Script, announced: Option<u64>) -> (Result<Vec<u8>, io
     raw.init().await.expect("the scripted server answers INIT");
     let sftp = Arc::new(SftpChannel::for_tests(raw));
     let (tx, mut rx) = mpsc::channel(4);
-    tokio::spawn(pump_reads(sftp, "h".to_string(), "/scripted".to_string(), announced, tx));
+    tokio::spawn(pump_reads(
+        sftp,
+        "h".to_string(),
+        "/scripted".to_string(),
+        announced,
+        tx,
+    ));
     let mut out = Vec::new();
     let result = loop {
-        match tokio::time::timeout(Duration::from_secs(60), rx.recv()).await.expect("the pipeline never stalls") {
+        match tokio::time::timeout(Duration::from_secs(60), rx.recv())
+            .await
+            .expect("the pipeline never stalls")
+        {
             Some(Ok(Some(chunk))) => out.extend_from_slice(&chunk),
             Some(Ok(None)) => break Ok(out),
             Some(Err(e)) => break Err(e),
@@ -197,22 +215,48 @@ const ODD: usize = 3 * 1024 * 1024 + 12_345;
 async fn known_size_reads_every_byte_and_costs_one_request_past_the_end() {
     let content = pattern(ODD);
     let (got, reads) = download(Script::new(content.clone()), Some(ODD as u64)).await;
-    assert!(got.unwrap() == content, "the download differs from the file");
+    assert!(
+        got.unwrap() == content,
+        "the download differs from the file"
+    );
     let chunks = ODD.div_ceil(READ_CHUNK as usize);
-    assert_eq!(reads.len(), chunks + 1, "one request per chunk and one at the end: {reads:?}");
+    assert_eq!(
+        reads.len(),
+        chunks + 1,
+        "one request per chunk and one at the end: {reads:?}"
+    );
     let last = reads[chunks - 1];
-    assert_eq!(last, (((chunks - 1) * READ_CHUNK as usize) as u64, (ODD % READ_CHUNK as usize) as u32));
-    assert_eq!(reads[chunks].0, ODD as u64, "the end is asked for once, at the size");
+    assert_eq!(
+        last,
+        (
+            ((chunks - 1) * READ_CHUNK as usize) as u64,
+            (ODD % READ_CHUNK as usize) as u32
+        )
+    );
+    assert_eq!(
+        reads[chunks].0, ODD as u64,
+        "the end is asked for once, at the size"
+    );
 }
 
 #[tokio::test]
 async fn short_reads_mid_pipeline_are_completed_in_order() {
     let content = pattern(ODD);
-    let script = Script { max_read: 10_007, ..Script::new(content.clone()) };
+    let script = Script {
+        max_read: 10_007,
+        ..Script::new(content.clone())
+    };
     let (got, reads) = download(script, Some(ODD as u64)).await;
-    assert!(got.unwrap() == content, "the download differs from the file");
+    assert!(
+        got.unwrap() == content,
+        "the download differs from the file"
+    );
     // the short answers were completed by requests for their rest
-    assert!(reads.iter().any(|&(at, _)| at % u64::from(READ_CHUNK) != 0), "{:?}", &reads[..10]);
+    assert!(
+        reads.iter().any(|&(at, _)| at % u64::from(READ_CHUNK) != 0),
+        "{:?}",
+        &reads[..10]
+    );
     let mut offsets: Vec<u64> = reads.iter().map(|r| r.0).collect();
     offsets.sort_unstable();
     offsets.dedup();
@@ -222,9 +266,16 @@ async fn short_reads_mid_pipeline_are_completed_in_order() {
 #[tokio::test]
 async fn answers_out_of_order_are_delivered_in_file_order() {
     let content = pattern(ODD);
-    let script = Script { swap_pairs: true, max_read: 40_001, ..Script::new(content.clone()) };
+    let script = Script {
+        swap_pairs: true,
+        max_read: 40_001,
+        ..Script::new(content.clone())
+    };
     let (got, _) = download(script, Some(ODD as u64)).await;
-    assert!(got.unwrap() == content, "the download differs from the file");
+    assert!(
+        got.unwrap() == content,
+        "the download differs from the file"
+    );
 }
 
 #[tokio::test]
@@ -233,17 +284,30 @@ async fn a_file_that_shrank_ends_at_its_new_end() {
     // inside a request and not on a chunk boundary
     let content = pattern(ODD - 700_001);
     let (got, _) = download(Script::new(content.clone()), Some(ODD as u64)).await;
-    assert!(got.unwrap() == content, "the download differs from the file");
-    let script = Script { max_read: 30_011, swap_pairs: true, ..Script::new(content.clone()) };
+    assert!(
+        got.unwrap() == content,
+        "the download differs from the file"
+    );
+    let script = Script {
+        max_read: 30_011,
+        swap_pairs: true,
+        ..Script::new(content.clone())
+    };
     let (got, _) = download(script, Some(ODD as u64)).await;
-    assert!(got.unwrap() == content, "with short reads and reordering too");
+    assert!(
+        got.unwrap() == content,
+        "with short reads and reordering too"
+    );
 }
 
 #[tokio::test]
 async fn a_file_that_grew_is_read_to_its_end() {
     let content = pattern(ODD);
     let (got, _) = download(Script::new(content.clone()), Some(100_003)).await;
-    assert!(got.unwrap() == content, "the download differs from the file");
+    assert!(
+        got.unwrap() == content,
+        "the download differs from the file"
+    );
 }
 
 #[tokio::test]
@@ -262,10 +326,17 @@ async fn unknown_size_and_empty_files() {
 #[tokio::test]
 async fn a_failed_read_mid_pipeline_is_an_error_not_an_early_end() {
     let content = pattern(ODD);
-    let script = Script { fail_at: Some(2_000_000), max_read: 10_007, ..Script::new(content) };
+    let script = Script {
+        fail_at: Some(2_000_000),
+        max_read: 10_007,
+        ..Script::new(content)
+    };
     let (got, _) = download(script, Some(ODD as u64)).await;
     let err = got.expect_err("a failed read must not look like the end of the file");
-    let ssh = err.get_ref().and_then(|e| e.downcast_ref::<SshError>()).expect("the typed SFTP error");
+    let ssh = err
+        .get_ref()
+        .and_then(|e| e.downcast_ref::<SshError>())
+        .expect("the typed SFTP error");
     assert!(ssh.to_string().contains("/scripted"), "{ssh}");
 }
 
@@ -276,10 +347,21 @@ fn plan_covers_the_announced_size_then_stops() {
     while let Some(request) = plan.next_request() {
         issued.push(request);
     }
-    assert_eq!(issued, vec![(0, READ_CHUNK), (65_536, READ_CHUNK), (131_072, 18_928), (150_000, READ_CHUNK)]);
+    assert_eq!(
+        issued,
+        vec![
+            (0, READ_CHUNK),
+            (65_536, READ_CHUNK),
+            (131_072, 18_928),
+            (150_000, READ_CHUNK)
+        ]
+    );
     // data past the announced size: the file grew, reading goes on
     plan.answered(150_000, READ_CHUNK, 10);
-    assert_eq!(plan.next_request(), Some((150_000 + u64::from(READ_CHUNK), READ_CHUNK)));
+    assert_eq!(
+        plan.next_request(),
+        Some((150_000 + u64::from(READ_CHUNK), READ_CHUNK))
+    );
     // a server limit shrinks the chunk; a short answer at the end does not
     let mut plan = Plan::new(None);
     plan.answered(0, READ_CHUNK, 32_768);

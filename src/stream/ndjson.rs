@@ -30,7 +30,12 @@ pub struct NdjsonDecoder<T> {
 impl<T> NdjsonDecoder<T> {
     /// A decoder labelling its errors with `endpoint`.
     pub fn new(endpoint: impl Into<String>) -> Self {
-        NdjsonDecoder { endpoint: endpoint.into(), max_line: MAX_LINE, scanned: 0, _t: PhantomData }
+        NdjsonDecoder {
+            endpoint: endpoint.into(),
+            max_line: MAX_LINE,
+            scanned: 0,
+            _t: PhantomData,
+        }
     }
 
     /// Change the line limit.
@@ -73,7 +78,10 @@ impl<T: DeserializeOwned> Decoder for NdjsonDecoder<T> {
             let Some(pos) = src[self.scanned..].iter().position(|b| *b == b'\n') else {
                 self.scanned = src.len();
                 if src.len() > self.max_line {
-                    return Err(Error::decode(&self.endpoint, format!("stream line longer than {} bytes", self.max_line)));
+                    return Err(Error::decode(
+                        &self.endpoint,
+                        format!("stream line longer than {} bytes", self.max_line),
+                    ));
                 }
                 return Ok(None);
             };
@@ -101,7 +109,10 @@ impl<T: DeserializeOwned> Decoder for NdjsonDecoder<T> {
 
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Self {
-        Error::Io { context: "reading a stream".into(), source: e }
+        Error::Io {
+            context: "reading a stream".into(),
+            source: e,
+        }
     }
 }
 
@@ -133,7 +144,10 @@ pub fn decode_bytes<T: DeserializeOwned + Send + 'static>(
     let label = endpoint.clone();
     let reader = StreamReader::new(bytes);
     FramedRead::new(reader, NdjsonDecoder::<T>::new(endpoint)).map_err(move |e| match e {
-        Error::Io { source, .. } => Error::Connection { endpoint: label.clone(), source: Box::new(source) },
+        Error::Io { source, .. } => Error::Connection {
+            endpoint: label.clone(),
+            source: Box::new(source),
+        },
         other => other,
     })
 }

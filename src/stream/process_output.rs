@@ -159,7 +159,9 @@ impl OutputOptions {
             return Duration::ZERO;
         }
         let factor = 2u32.saturating_pow(failures.saturating_sub(1).min(20));
-        self.backoff_initial.saturating_mul(factor).min(self.backoff_max)
+        self.backoff_initial
+            .saturating_mul(factor)
+            .min(self.backoff_max)
     }
 }
 
@@ -294,7 +296,9 @@ struct Follower {
 /// Whether an error (an `error` event's text or an HTTP refusal) means "output offset expired"
 /// (matched case-insensitively, `_` read as a space, as the CLI does).
 fn mentions_expired(text: &str) -> bool {
-    text.to_ascii_lowercase().replace('_', " ").contains("output offset expired")
+    text.to_ascii_lowercase()
+        .replace('_', " ")
+        .contains("output offset expired")
 }
 
 fn expired_answer(err: &Error) -> Option<Option<u64>> {
@@ -305,13 +309,20 @@ fn expired_answer(err: &Error) -> Option<Option<u64>> {
     let hit = mentions_expired(&api.message)
         || api.code.as_deref().is_some_and(mentions_expired)
         || api.fields.values().any(|v| mentions_expired(v));
-    hit.then(|| api.fields.get("oldest_available_seq").and_then(|v| v.trim().parse().ok()))
+    hit.then(|| {
+        api.fields
+            .get("oldest_available_seq")
+            .and_then(|v| v.trim().parse().ok())
+    })
 }
 
 /// Failures worth another connection: the network, the server's 5xx/429, a bad line.
 fn is_transient(err: &Error) -> bool {
     match err {
-        Error::Connection { .. } | Error::Timeout { .. } | Error::Decode { .. } | Error::Io { .. } => true,
+        Error::Connection { .. }
+        | Error::Timeout { .. }
+        | Error::Decode { .. }
+        | Error::Io { .. } => true,
         Error::Server(_) | Error::RateLimited { .. } => true,
         other => other.status() == Some(408),
     }
@@ -319,7 +330,10 @@ fn is_transient(err: &Error) -> bool {
 
 fn lost(label: &str, reason: &str) -> Error {
     let source = Box::new(std::io::Error::other(reason.to_string()));
-    Error::Connection { endpoint: label.to_string(), source }
+    Error::Connection {
+        endpoint: label.to_string(),
+        source,
+    }
 }
 
 impl Follower {
@@ -335,11 +349,16 @@ impl Follower {
                 self.done = true;
                 return Some(Err(err));
             }
-            let Some(frames) = self.frames.as_mut() else { continue };
+            let Some(frames) = self.frames.as_mut() else {
+                continue;
+            };
             match tokio::time::timeout(self.options.idle_timeout, frames.next()).await {
                 Err(_) => {
                     let after = self.options.idle_timeout;
-                    self.connection_lost(Error::Timeout { endpoint: self.label.clone(), after })
+                    self.connection_lost(Error::Timeout {
+                        endpoint: self.label.clone(),
+                        after,
+                    })
                 }
                 Ok(None) => {
                     self.connection_lost(self.lost("the output stream ended without an exit event"))
@@ -405,13 +424,17 @@ impl Follower {
                 self.frames = None;
                 self.done = true;
                 let code = event.exit_code.map(|c| i32::try_from(c).unwrap_or(-1));
-                self.pending.push_back(OutputEvent::Exit { code, signal: event.signal.filter(|s| !s.is_empty()) });
+                self.pending.push_back(OutputEvent::Exit {
+                    code,
+                    signal: event.signal.filter(|s| !s.is_empty()),
+                });
             }
             "error" => {
                 let message = event.error.unwrap_or_default();
                 if mentions_expired(&message) {
                     self.frames = None;
-                    self.expired(event.oldest_available_seq, event.oldest_available_offset).await;
+                    self.expired(event.oldest_available_seq, event.oldest_available_offset)
+                        .await;
                 } else {
                     self.last_error = Some(self.lost(&format!("server error event: {message}")));
                     self.pending.push_back(OutputEvent::Error(message));
@@ -430,7 +453,9 @@ impl Follower {
         if seq <= self.last_seq {
             return; // already delivered before a reconnect
         }
-        let bytes = match base64::engine::general_purpose::STANDARD.decode(event.data_base64.unwrap_or_default()) {
+        let bytes = match base64::engine::general_purpose::STANDARD
+            .decode(event.data_base64.unwrap_or_default())
+        {
             Ok(b) => Bytes::from(b),
             Err(e) => {
                 let message = format!("data event {seq} is not base64: {e}");
@@ -440,7 +465,11 @@ impl Follower {
         };
         if seq > self.last_seq + 1 {
             // The server skipped sequences without saying why: report it, never hide it.
-            self.pending.push_back(OutputEvent::Gap { from_seq: self.last_seq + 1, to_seq: seq - 1, lost_bytes: None });
+            self.pending.push_back(OutputEvent::Gap {
+                from_seq: self.last_seq + 1,
+                to_seq: seq - 1,
+                lost_bytes: None,
+            });
             self.offset = None;
         }
         self.advance(seq);
@@ -448,7 +477,8 @@ impl Follower {
         self.offset = event.offset.or(self.offset).map(|o| o + bytes.len() as u64);
         self.progressed = true;
         let stream = StreamKind::from(event.stream.as_deref().unwrap_or("stdout"));
-        self.pending.push_back(OutputEvent::Data { seq, stream, bytes });
+        self.pending
+            .push_back(OutputEvent::Data { seq, stream, bytes });
     }
 
     fn lost(&self, reason: &str) -> Error {
@@ -500,7 +530,11 @@ impl Follower {
             (Some(start), Some(delivered)) => Some(start.saturating_sub(delivered)),
             _ => None,
         };
-        self.pending.push_back(OutputEvent::Gap { from_seq: self.last_seq + 1, to_seq: oldest - 1, lost_bytes });
+        self.pending.push_back(OutputEvent::Gap {
+            from_seq: self.last_seq + 1,
+            to_seq: oldest - 1,
+            lost_bytes,
+        });
         self.offset = start_of_oldest;
         self.advance(oldest - 1);
         self.progressed = true;
@@ -532,14 +566,29 @@ mod tests {
     #[test]
     fn expired_offset_as_an_http_refusal() {
         let refusal = |status: u16, body: &[u8]| {
-            crate::transport::jsend::error_from_answer("GET /connect", status, &http::HeaderMap::new(), body)
+            crate::transport::jsend::error_from_answer(
+                "GET /connect",
+                status,
+                &http::HeaderMap::new(),
+                body,
+            )
         };
         let err = refusal(410, br#"{"status":"fail","data":{"after":"OUTPUT_OFFSET_EXPIRED","oldest_available_seq":"42"}}"#);
         assert_eq!(expired_answer(&err), Some(Some(42)));
         let err = refusal(400, br#"{"status":"fail","data":"output offset expired"}"#);
         assert_eq!(expired_answer(&err), Some(None));
-        assert_eq!(expired_answer(&refusal(404, br#"{"status":"fail","data":{"process":"process not found"}}"#)), None);
-        assert_eq!(expired_answer(&refusal(503, b"output offset expired")), None, "5xx is not an expiry");
+        assert_eq!(
+            expired_answer(&refusal(
+                404,
+                br#"{"status":"fail","data":{"process":"process not found"}}"#
+            )),
+            None
+        );
+        assert_eq!(
+            expired_answer(&refusal(503, b"output offset expired")),
+            None,
+            "5xx is not an expiry"
+        );
     }
 
     /// A process whose output is `chunks` (seq 1..), served over connections that break after
@@ -569,15 +618,19 @@ mod tests {
             for (i, chunk) in self.chunks.iter().enumerate().skip(from) {
                 let data = base64::engine::general_purpose::STANDARD.encode(chunk);
                 let seq = i + 1;
-                let line = format!(
-                    "{{\"type\":\"data\",\"seq\":{seq},\"data_base64\":\"{data}\"}}\n"
-                );
+                let line =
+                    format!("{{\"type\":\"data\",\"seq\":{seq},\"data_base64\":\"{data}\"}}\n");
                 lines.push(Ok(Bytes::from(line)));
             }
-            lines.push(Ok(Bytes::from_static(b"{\"type\":\"exit\",\"exit_code\":0}\n")));
+            lines.push(Ok(Bytes::from_static(
+                b"{\"type\":\"exit\",\"exit_code\":0}\n",
+            )));
             if let Some(cut) = cut {
                 lines.truncate(cut);
-                lines.push(Err(std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "cut")));
+                lines.push(Err(std::io::Error::new(
+                    std::io::ErrorKind::ConnectionAborted,
+                    "cut",
+                )));
             }
             Box::pin(async move { Ok(futures::stream::iter(lines).boxed()) })
         }
@@ -594,8 +647,10 @@ mod tests {
             breaks: vec![2, 0, 3],
             opened: std::sync::Mutex::new(Vec::new()),
         };
-        let options =
-            OutputOptions { backoff_initial: Duration::from_millis(1), ..Default::default() };
+        let options = OutputOptions {
+            backoff_initial: Duration::from_millis(1),
+            ..Default::default()
+        };
         let mut stream = OutputStream::open(source, 0, options).await.unwrap();
         let mut out = String::new();
         let mut seqs = Vec::new();
@@ -620,12 +675,21 @@ mod tests {
 
     #[test]
     fn wire_events_decode() {
-        let e: WireEvent = serde_json::from_str(r#"{"type":"data","seq":3,"stream":"stderr","data_base64":"aGk="}"#).unwrap();
-        assert_eq!((e.kind.as_str(), e.seq, e.stream.as_deref()), ("data", Some(3), Some("stderr")));
-        let e: WireEvent = serde_json::from_str(r#"{"type":"exit","exit_code":null,"signal":"SIGKILL"}"#).unwrap();
-        assert_eq!((e.exit_code, e.signal.as_deref()), (None, Some("SIGKILL")));
+        let e: WireEvent = serde_json::from_str(
+            r#"{"type":"data","seq":3,"stream":"stderr","data_base64":"aGk="}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (e.kind.as_str(), e.seq, e.stream.as_deref()),
+            ("data", Some(3), Some("stderr"))
+        );
         let e: WireEvent =
-            serde_json::from_str(r#"{"type":"error","error":"output offset expired","oldest_available_seq":9}"#).unwrap();
+            serde_json::from_str(r#"{"type":"exit","exit_code":null,"signal":"SIGKILL"}"#).unwrap();
+        assert_eq!((e.exit_code, e.signal.as_deref()), (None, Some("SIGKILL")));
+        let e: WireEvent = serde_json::from_str(
+            r#"{"type":"error","error":"output offset expired","oldest_available_seq":9}"#,
+        )
+        .unwrap();
         assert_eq!(e.oldest_available_seq, Some(9));
     }
 }

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 
 use super::guest_side;
-use super::push;
 use super::plan::{hash_candidates, plan, Plan};
+use super::push;
 use super::state::{self, Meta, SyncState, Synced};
 use super::{safety, Conflict, SyncMode, SyncOptions, SyncReport};
 use crate::error::{Error, Result};
@@ -53,20 +53,43 @@ struct Side {
 
 impl Syncer {
     /// Check both directories (nothing is sent for a refused one) and prepare a sync.
-    pub fn new(remote: Arc<dyn Remote>, local: &Path, remote_dir: &str, options: SyncOptions) -> Result<Syncer> {
+    pub fn new(
+        remote: Arc<dyn Remote>,
+        local: &Path,
+        remote_dir: &str,
+        options: SyncOptions,
+    ) -> Result<Syncer> {
         let local = safety::check_local(local, options.home_dir.as_deref(), options.force)?;
         let remote_dir = safety::check_remote(remote_dir)?;
         let state_path = match options.mode {
             SyncMode::TwoWay => {
                 safety::check_writable(&local, options.home_dir.as_deref())?;
-                let dir = options.state_dir.clone().or_else(state::default_state_dir).ok_or_else(|| {
-                    Error::invalid("state directory", "no state directory is known for this user; pass one")
-                })?;
-                Some(state::state_file(&dir, remote.sandbox().id(), &local, &remote_dir))
+                let dir = options
+                    .state_dir
+                    .clone()
+                    .or_else(state::default_state_dir)
+                    .ok_or_else(|| {
+                        Error::invalid(
+                            "state directory",
+                            "no state directory is known for this user; pass one",
+                        )
+                    })?;
+                Some(state::state_file(
+                    &dir,
+                    remote.sandbox().id(),
+                    &local,
+                    &remote_dir,
+                ))
             }
             _ => None,
         };
-        Ok(Syncer { remote, local, remote_dir, options, state_path })
+        Ok(Syncer {
+            remote,
+            local,
+            remote_dir,
+            options,
+            state_path,
+        })
     }
 
     /// The local directory (canonical).
@@ -101,25 +124,51 @@ impl Syncer {
     /// Run one sync.
     pub async fn run(&self) -> Result<SyncReport> {
         if self.options.mode == SyncMode::Once {
-            let snapshot = Snapshot::scan_async(self.local.clone(), self.snapshot_options()).await?;
-            let sent = transfer::upload_snapshot(&*self.remote, &snapshot, &self.remote_dir, self.options.progress.clone()).await?;
-            let pushed = snapshot.files().iter().map(|e| e.path.to_string_lossy().into_owned()).collect();
-            return Ok(SyncReport { pushed, bytes_sent: sent.bytes, ..SyncReport::default() });
+            let snapshot =
+                Snapshot::scan_async(self.local.clone(), self.snapshot_options()).await?;
+            let sent = transfer::upload_snapshot(
+                &*self.remote,
+                &snapshot,
+                &self.remote_dir,
+                self.options.progress.clone(),
+            )
+            .await?;
+            let pushed = snapshot
+                .files()
+                .iter()
+                .map(|e| e.path.to_string_lossy().into_owned())
+                .collect();
+            return Ok(SyncReport {
+                pushed,
+                bytes_sent: sent.bytes,
+                ..SyncReport::default()
+            });
         }
         let mut report = SyncReport::default();
         // both sides are scanned at once: the local walk is CPU work, the guest's a round trip
-        let (local, guest) = tokio::try_join!(self.scan_local(&mut report), guest_side::list(&*self.remote, &self.remote_dir))?;
+        let (local, guest) = tokio::try_join!(
+            self.scan_local(&mut report),
+            guest_side::list(&*self.remote, &self.remote_dir)
+        )?;
         report.skipped.extend(guest.skipped);
         let remote = self.scope_remote(guest.files, &local.dropped, &mut report)?;
         let previous = match &self.state_path {
             Some(path) => state::load(path)?.filter(|s| {
-                s.sandbox == self.remote.sandbox().id() && s.local == self.local && s.remote == self.remote_dir
+                s.sandbox == self.remote.sandbox().id()
+                    && s.local == self.local
+                    && s.remote == self.remote_dir
             }),
             None => None,
         };
         let base = previous.as_ref().map(|s| &s.entries);
         let equal_hash = self.equal_hashes(&local.files, &remote.files, base).await?;
-        let plan = plan(self.options.mode, &local.files, &remote.files, base, &equal_hash);
+        let plan = plan(
+            self.options.mode,
+            &local.files,
+            &remote.files,
+            base,
+            &equal_hash,
+        );
         let (pushed, unsettled) = self.execute(&plan, &mut report).await?;
 
         if let Some(path) = &self.state_path {
@@ -129,14 +178,26 @@ impl Syncer {
             for gone in &plan.delete_local {
                 after.remove(gone);
             }
-            let arrived: Vec<String> =
-                report.pulled.iter().cloned().chain(report.conflicts.iter().map(|c| c.remote_copy.clone())).collect();
+            let arrived: Vec<String> = report
+                .pulled
+                .iter()
+                .cloned()
+                .chain(report.conflicts.iter().map(|c| c.remote_copy.clone()))
+                .collect();
             let root = self.local.clone();
             let fresh = tokio::task::spawn_blocking(move || {
-                arrived.into_iter().map(|p| (local_meta(&root, &p), p)).collect::<Vec<_>>()
+                arrived
+                    .into_iter()
+                    .map(|p| (local_meta(&root, &p), p))
+                    .collect::<Vec<_>>()
             })
             .await
-            .map_err(|e| Error::io("the scanning thread failed", std::io::Error::other(e.to_string())))?;
+            .map_err(|e| {
+                Error::io(
+                    "the scanning thread failed",
+                    std::io::Error::other(e.to_string()),
+                )
+            })?;
             for (meta, p) in fresh {
                 match meta {
                     Some(meta) => after.insert(p, meta),
@@ -150,8 +211,18 @@ impl Syncer {
             let entries = after
                 .into_iter()
                 .filter_map(|(p, l)| {
-                    let r = if pushed.contains(&p) { Some(l.clone()) } else { remote.files.get(&p).cloned() }?;
-                    Some((p, Synced { local: l, remote: r }))
+                    let r = if pushed.contains(&p) {
+                        Some(l.clone())
+                    } else {
+                        remote.files.get(&p).cloned()
+                    }?;
+                    Some((
+                        p,
+                        Synced {
+                            local: l,
+                            remote: r,
+                        },
+                    ))
                 })
                 .collect();
             let state = SyncState {
@@ -164,24 +235,37 @@ impl Syncer {
             let path = path.clone();
             tokio::task::spawn_blocking(move || state::save(&path, &state))
                 .await
-                .map_err(|e| Error::io("the state thread failed", std::io::Error::other(e.to_string())))??;
+                .map_err(|e| {
+                    Error::io(
+                        "the state thread failed",
+                        std::io::Error::other(e.to_string()),
+                    )
+                })??;
         }
         Ok(report)
     }
 
     async fn scan_local(&self, report: &mut SyncReport) -> Result<Side> {
-        let snapshot = match Snapshot::scan_async(self.local.clone(), self.snapshot_options()).await {
+        let snapshot = match Snapshot::scan_async(self.local.clone(), self.snapshot_options()).await
+        {
             Ok(s) => s,
             // an empty project is a valid side of a sync
-            Err(Error::InvalidInput { message, .. }) if message.starts_with("nothing to upload") => {
-                return Ok(Side { files: BTreeMap::new(), dropped: BTreeSet::new() })
+            Err(Error::InvalidInput { message, .. })
+                if message.starts_with("nothing to upload") =>
+            {
+                return Ok(Side {
+                    files: BTreeMap::new(),
+                    dropped: BTreeSet::new(),
+                })
             }
             Err(e) => return Err(e),
         };
         let mut listed = Vec::new();
         for entry in snapshot.files() {
             let Some(path) = entry.path.to_str() else {
-                report.skipped.push(entry.path.to_string_lossy().into_owned());
+                report
+                    .skipped
+                    .push(entry.path.to_string_lossy().into_owned());
                 continue;
             };
             let link = match &entry.kind {
@@ -199,13 +283,29 @@ impl Syncer {
                     // gone since the scan: absent
                     let meta = std::fs::symlink_metadata(root.join(&path)).ok()?;
                     let size = if link.is_some() { 0 } else { meta.len() };
-                    Some((path, Meta { size, mtime_ns: mtime_ns(&meta), link }))
+                    Some((
+                        path,
+                        Meta {
+                            size,
+                            mtime_ns: mtime_ns(&meta),
+                            link,
+                        },
+                    ))
                 })
                 .collect::<BTreeMap<_, _>>()
         })
         .await
-        .map_err(|e| Error::io("the scanning thread failed", std::io::Error::other(e.to_string())))?;
-        let dropped = snapshot.dropped().iter().map(|(p, _)| p.to_string_lossy().into_owned()).collect();
+        .map_err(|e| {
+            Error::io(
+                "the scanning thread failed",
+                std::io::Error::other(e.to_string()),
+            )
+        })?;
+        let dropped = snapshot
+            .dropped()
+            .iter()
+            .map(|(p, _)| p.to_string_lossy().into_owned())
+            .collect();
         Ok(Side { files, dropped })
     }
 
@@ -213,7 +313,12 @@ impl Syncer {
     /// path the local scan left out. Names that cannot be written here (absolute, `..`, …)
     /// are refused and named; so, in two-way sync (where they would be pulled), are protected
     /// paths ([`protect`]: VCS metadata, the deny-list).
-    fn scope_remote(&self, listed: Vec<(String, Meta)>, local_dropped: &BTreeSet<String>, report: &mut SyncReport) -> Result<Side> {
+    fn scope_remote(
+        &self,
+        listed: Vec<(String, Meta)>,
+        local_dropped: &BTreeSet<String>,
+        report: &mut SyncReport,
+    ) -> Result<Side> {
         let names: Vec<&[u8]> = listed.iter().map(|(p, _)| p.as_bytes()).collect();
         let verdicts = crate::snapshot::classify_names(&self.options.excludes, &[], &names)?;
         let mut files = BTreeMap::new();
@@ -226,8 +331,12 @@ impl Syncer {
             if matches!(reason, Some(crate::snapshot::DropReason::UserExclude(_))) {
                 continue;
             }
-            if let Some(why) = protect::protected(path.as_bytes()).filter(|_| self.options.mode == SyncMode::TwoWay) {
-                report.refused.push(Refused::new(path.as_bytes(), RefuseReason::Protected(why)));
+            if let Some(why) = protect::protected(path.as_bytes())
+                .filter(|_| self.options.mode == SyncMode::TwoWay)
+            {
+                report
+                    .refused
+                    .push(Refused::new(path.as_bytes(), RefuseReason::Protected(why)));
                 continue;
             }
             if reason.is_some() || out_of_scope(&path, local_dropped) {
@@ -235,7 +344,10 @@ impl Syncer {
             }
             files.insert(path, meta);
         }
-        Ok(Side { files, dropped: BTreeSet::new() })
+        Ok(Side {
+            files,
+            dropped: BTreeSet::new(),
+        })
     }
 
     /// Paths whose content is the same on both sides although their mtimes differ.
@@ -252,11 +364,20 @@ impl Syncer {
         let root = self.local.clone();
         let wanted = candidates.clone();
         let local_hashes = tokio::task::spawn_blocking(move || {
-            wanted.into_iter().filter_map(|p| sha256_file(&root.join(&p)).map(|h| (p, h))).collect::<BTreeMap<_, _>>()
+            wanted
+                .into_iter()
+                .filter_map(|p| sha256_file(&root.join(&p)).map(|h| (p, h)))
+                .collect::<BTreeMap<_, _>>()
         })
         .await
-        .map_err(|e| Error::io("the hashing thread failed", std::io::Error::other(e.to_string())))?;
-        let remote_hashes = guest_side::hashes(&*self.remote, &self.remote_dir, &candidates).await?;
+        .map_err(|e| {
+            Error::io(
+                "the hashing thread failed",
+                std::io::Error::other(e.to_string()),
+            )
+        })?;
+        let remote_hashes =
+            guest_side::hashes(&*self.remote, &self.remote_dir, &candidates).await?;
         Ok(candidates
             .into_iter()
             .filter(|p| matches!((local_hashes.get(p), remote_hashes.get(p)), (Some(a), Some(b)) if a.eq_ignore_ascii_case(b)))
@@ -265,7 +386,11 @@ impl Syncer {
 
     /// Carry out `plan`; returns every path sent to the guest, and the paths whose state must
     /// not be recorded (a pull or conflict copy that did not arrive).
-    async fn execute(&self, plan: &Plan, report: &mut SyncReport) -> Result<(BTreeSet<String>, Vec<String>)> {
+    async fn execute(
+        &self,
+        plan: &Plan,
+        report: &mut SyncReport,
+    ) -> Result<(BTreeSet<String>, Vec<String>)> {
         let progress = self.options.progress.clone();
         let mut unsettled = Vec::new();
         // 1. guest → local: pulls, and the guest side of each conflict under its copy name;
@@ -277,27 +402,56 @@ impl Syncer {
             for (path, copy) in &copies {
                 request = request.rename(path, copy);
             }
-            let (done, bytes) =
-                transfer::fetch_into(&*self.remote, &self.remote_dir, Some(fetch), &self.local, progress.clone(), request).await?;
+            let (done, bytes) = transfer::fetch_into(
+                &*self.remote,
+                &self.remote_dir,
+                Some(fetch),
+                &self.local,
+                progress.clone(),
+                request,
+            )
+            .await?;
             report.bytes_received += bytes;
             let placed: BTreeSet<&str> = done.placed.iter().filter_map(|p| p.to_str()).collect();
-            let (pulled, missing): (Vec<String>, Vec<String>) = plan.pull.iter().cloned().partition(|p| placed.contains(p.as_str()));
+            let (pulled, missing): (Vec<String>, Vec<String>) = plan
+                .pull
+                .iter()
+                .cloned()
+                .partition(|p| placed.contains(p.as_str()));
             report.pulled = pulled;
             unsettled.extend(missing);
             // a conflict whose guest version did not arrive is left alone on both sides
-            let (arrived, lost): (Vec<_>, Vec<_>) = copies.into_iter().partition(|(_, copy)| placed.contains(copy.as_str()));
+            let (arrived, lost): (Vec<_>, Vec<_>) = copies
+                .into_iter()
+                .partition(|(_, copy)| placed.contains(copy.as_str()));
             unsettled.extend(lost.into_iter().map(|(path, _)| path));
             copies = arrived;
-            report.conflicts =
-                copies.iter().map(|(path, copy)| Conflict { path: path.clone(), remote_copy: copy.clone() }).collect();
+            report.conflicts = copies
+                .iter()
+                .map(|(path, copy)| Conflict {
+                    path: path.clone(),
+                    remote_copy: copy.clone(),
+                })
+                .collect();
             report.refused.extend(done.unpacked.refused);
         }
         // 2. local → guest: pushes, conflicting local versions, and the conflict copies
         let mut send: BTreeSet<String> = plan.push.iter().cloned().collect();
-        send.extend(copies.iter().flat_map(|(path, copy)| [path.clone(), copy.clone()]));
+        send.extend(
+            copies
+                .iter()
+                .flat_map(|(path, copy)| [path.clone(), copy.clone()]),
+        );
         if !send.is_empty() {
             let names: Vec<String> = send.iter().cloned().collect();
-            report.bytes_sent += push::push_files(&*self.remote, &self.local, &self.remote_dir, names, progress).await?;
+            report.bytes_sent += push::push_files(
+                &*self.remote,
+                &self.local,
+                &self.remote_dir,
+                names,
+                progress,
+            )
+            .await?;
             report.pushed = plan.push.clone();
         }
         // 3. deletions
@@ -320,7 +474,12 @@ impl Syncer {
             let doomed = plan.delete_local.clone();
             tokio::task::spawn_blocking(move || delete_local(&root, &doomed))
                 .await
-                .map_err(|e| Error::io("the deleting thread failed", std::io::Error::other(e.to_string())))??;
+                .map_err(|e| {
+                    Error::io(
+                        "the deleting thread failed",
+                        std::io::Error::other(e.to_string()),
+                    )
+                })??;
             report.deleted_local = plan.delete_local.clone();
         }
         Ok((send, unsettled))
@@ -332,13 +491,17 @@ fn out_of_scope(path: &str, dropped: &BTreeSet<String>) -> bool {
     if dropped.contains(path) {
         return true;
     }
-    path.match_indices('/').any(|(i, _)| dropped.contains(&path[..i]))
+    path.match_indices('/')
+        .any(|(i, _)| dropped.contains(&path[..i]))
 }
 
 /// `(path, copy name)` for each conflict: `<path>.remote-conflict-<unix seconds>`, made unique
 /// against what exists locally.
 fn conflict_copies(root: &Path, conflicts: &[String]) -> Vec<(String, String)> {
-    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
     conflicts
         .iter()
         .map(|path| {
@@ -381,11 +544,13 @@ fn delete_local(root: &Path, paths: &[String]) -> Result<()> {
             continue;
         }
         let (parent, leaf) = split(path);
-        let Ok(dir) = top.beneath(Path::new(&parent)) else { continue };
+        let Ok(dir) = top.beneath(Path::new(&parent)) else {
+            continue;
+        };
         match dir.stat(OsStr::new(&leaf)) {
-            Ok(Some(st)) if st.kind != Kind::Dir => {
-                dir.remove_file(OsStr::new(&leaf)).map_err(|e| Error::io(format!("deleting {}", root.join(path).display()), e))?
-            }
+            Ok(Some(st)) if st.kind != Kind::Dir => dir
+                .remove_file(OsStr::new(&leaf))
+                .map_err(|e| Error::io(format!("deleting {}", root.join(path).display()), e))?,
             _ => continue,
         }
     }
@@ -405,7 +570,8 @@ fn unsafe_listed_name(path: &str) -> Option<RefuseReason> {
     if let Err(why) = transfer::safe_name(path.as_bytes()) {
         return Some(why);
     }
-    (path.is_empty() || path.split('/').any(|c| c.is_empty() || c == ".")).then_some(RefuseReason::BadName)
+    (path.is_empty() || path.split('/').any(|c| c.is_empty() || c == "."))
+        .then_some(RefuseReason::BadName)
 }
 
 /// What is compared of the local file or symlink `rel` (`None`: gone, or another kind).
@@ -414,15 +580,25 @@ fn local_meta(root: &Path, rel: &str) -> Option<Meta> {
     let meta = std::fs::symlink_metadata(&full).ok()?;
     if meta.file_type().is_symlink() {
         let target = std::fs::read_link(&full).ok()?;
-        return Some(Meta { size: 0, mtime_ns: mtime_ns(&meta), link: Some(target.to_str()?.to_string()) });
+        return Some(Meta {
+            size: 0,
+            mtime_ns: mtime_ns(&meta),
+            link: Some(target.to_str()?.to_string()),
+        });
     }
-    meta.is_file().then(|| Meta { size: meta.len(), mtime_ns: mtime_ns(&meta), link: None })
+    meta.is_file().then(|| Meta {
+        size: meta.len(),
+        mtime_ns: mtime_ns(&meta),
+        link: None,
+    })
 }
 
 /// Modification time in nanoseconds since the epoch.
 fn mtime_ns(meta: &std::fs::Metadata) -> i64 {
     use std::os::unix::fs::MetadataExt;
-    meta.mtime().saturating_mul(1_000_000_000).saturating_add(meta.mtime_nsec())
+    meta.mtime()
+        .saturating_mul(1_000_000_000)
+        .saturating_add(meta.mtime_nsec())
 }
 
 fn sha256_file(path: &Path) -> Option<String> {
@@ -449,15 +625,24 @@ mod tests {
         assert!(out_of_scope("target/debug/x", &dropped));
         assert!(out_of_scope("a/.env", &dropped));
         assert!(!out_of_scope("targets/x", &dropped));
-        assert_eq!(parents_deepest_first(&["a/b/c".into(), "a/d".into(), "e".into()]), ["a/b", "a"]);
+        assert_eq!(
+            parents_deepest_first(&["a/b/c".into(), "a/d".into(), "e".into()]),
+            ["a/b", "a"]
+        );
     }
 
     #[test]
     fn listed_names_that_leave_the_root_are_refused() {
         assert_eq!(unsafe_listed_name("a/b"), None);
         assert_eq!(unsafe_listed_name("a\nb"), None);
-        assert_eq!(unsafe_listed_name("/etc/passwd"), Some(RefuseReason::Absolute));
-        assert_eq!(unsafe_listed_name("a/../../x"), Some(RefuseReason::ParentDir));
+        assert_eq!(
+            unsafe_listed_name("/etc/passwd"),
+            Some(RefuseReason::Absolute)
+        );
+        assert_eq!(
+            unsafe_listed_name("a/../../x"),
+            Some(RefuseReason::ParentDir)
+        );
         assert_eq!(unsafe_listed_name("a//b"), Some(RefuseReason::BadName));
         assert_eq!(unsafe_listed_name("a\0b"), Some(RefuseReason::BadName));
     }
@@ -474,7 +659,11 @@ mod tests {
         std::fs::write(root.join("d/gone"), "").unwrap();
         std::fs::write(root.join(".git/config"), "keep").unwrap();
         std::os::unix::fs::symlink(&outside, root.join("link")).unwrap();
-        delete_local(&root, &["d/gone".into(), "link/x".into(), ".git/config".into()]).unwrap();
+        delete_local(
+            &root,
+            &["d/gone".into(), "link/x".into(), ".git/config".into()],
+        )
+        .unwrap();
         assert!(!root.join("d").exists(), "the emptied directory went too");
         assert!(outside.join("x").exists());
         assert!(root.join(".git/config").exists());

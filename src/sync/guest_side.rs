@@ -29,11 +29,17 @@ pub(super) async fn list(remote: &dyn Remote, dir: &str) -> Result<GuestFiles> {
     let manifest = match manifest(remote, dir, false).await {
         Ok(manifest) => manifest,
         Err(err) if err.guest().is_some_and(|g| g.is_not_found()) => {
-            return Ok(GuestFiles { files: Vec::new(), skipped: Vec::new() })
+            return Ok(GuestFiles {
+                files: Vec::new(),
+                skipped: Vec::new(),
+            })
         }
         Err(err) => return Err(err),
     };
-    let mut out = GuestFiles { files: Vec::with_capacity(manifest.entries.len()), skipped: Vec::new() };
+    let mut out = GuestFiles {
+        files: Vec::with_capacity(manifest.entries.len()),
+        skipped: Vec::new(),
+    };
     for entry in manifest.entries {
         if entry.path_b64.is_some() || entry.target_b64.is_some() {
             out.skipped.push(entry.path);
@@ -44,16 +50,29 @@ pub(super) async fn list(remote: &dyn Remote, dir: &str) -> Result<GuestFiles> {
             FileType::Symlink => Some(entry.target.clone().unwrap_or_default()),
             _ => continue,
         };
-        let mtime_ns = if entry.mtime_ns != 0 { entry.mtime_ns } else { (entry.mtime * 1e9) as i64 };
+        let mtime_ns = if entry.mtime_ns != 0 {
+            entry.mtime_ns
+        } else {
+            (entry.mtime * 1e9) as i64
+        };
         let size = if link.is_some() { 0 } else { entry.size };
-        out.files.push((entry.path, Meta { size, mtime_ns, link }));
+        out.files.push((
+            entry.path,
+            Meta {
+                size,
+                mtime_ns,
+                link,
+            },
+        ));
     }
     Ok(out)
 }
 
 async fn manifest(remote: &dyn Remote, dir: &str, sha256: bool) -> Result<Manifest> {
     let guest = remote.guest(PathMap::new(dir)?);
-    let mut options = ManifestOptions::default().path(dir.to_string()).sha256(sha256);
+    let mut options = ManifestOptions::default()
+        .path(dir.to_string())
+        .sha256(sha256);
     for vcs in [".git", ".hg", ".svn"] {
         options = options.exclude(vcs);
     }
@@ -62,16 +81,25 @@ async fn manifest(remote: &dyn Remote, dir: &str, sha256: bool) -> Result<Manife
 
 /// SHA-256 (lowercase hex) of `paths` under `dir`; a path that is gone is simply absent.
 /// Uses `sha256sum` on just those files; a guest without it gets the hashing manifest.
-pub(super) async fn hashes(remote: &dyn Remote, dir: &str, paths: &[String]) -> Result<BTreeMap<String, String>> {
+pub(super) async fn hashes(
+    remote: &dyn Remote,
+    dir: &str,
+    paths: &[String],
+) -> Result<BTreeMap<String, String>> {
     let mut list = Vec::new();
     for path in paths {
         list.extend_from_slice(path.as_bytes());
         list.push(0);
     }
-    let out = remote.run_sh(HASH_LISTED, vec![dir.to_string()], list).await?;
+    let out = remote
+        .run_sh(HASH_LISTED, vec![dir.to_string()], list)
+        .await?;
     let wanted: BTreeSet<&String> = paths.iter().collect();
     if out.success() {
-        return Ok(parse_sha256sum(&out.stdout).into_iter().filter(|(p, _)| wanted.contains(p)).collect());
+        return Ok(parse_sha256sum(&out.stdout)
+            .into_iter()
+            .filter(|(p, _)| wanted.contains(p))
+            .collect());
     }
     if out.exit_code != 127 {
         return Err(out.failure("hashing files"));
@@ -95,13 +123,22 @@ fn parse_sha256sum(text: &str) -> BTreeMap<String, String> {
             Some(rest) => (true, rest),
             None => (false, line),
         };
-        let Some((hash, name)) = line.split_once(' ') else { continue };
+        let Some((hash, name)) = line.split_once(' ') else {
+            continue;
+        };
         // binary mode marks the name with `*`, text mode with a space
-        let name = name.strip_prefix(' ').or_else(|| name.strip_prefix('*')).unwrap_or(name);
+        let name = name
+            .strip_prefix(' ')
+            .or_else(|| name.strip_prefix('*'))
+            .unwrap_or(name);
         if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
             continue;
         }
-        let name = if escaped { unescape(name) } else { name.to_string() };
+        let name = if escaped {
+            unescape(name)
+        } else {
+            name.to_string()
+        };
         out.insert(name, hash.to_ascii_lowercase());
     }
     out
@@ -132,7 +169,9 @@ mod tests {
     fn sha256sum_output_is_parsed() {
         let a = "a".repeat(64);
         let b = "B".repeat(64);
-        let text = format!("{a}  plain name.txt\n\\{b}  back\\\\slash\\nnewline\nnot a line\n{a} *binary\n");
+        let text = format!(
+            "{a}  plain name.txt\n\\{b}  back\\\\slash\\nnewline\nnot a line\n{a} *binary\n"
+        );
         let parsed = parse_sha256sum(&text);
         assert_eq!(parsed.get("plain name.txt"), Some(&a));
         assert_eq!(parsed.get("back\\slash\nnewline"), Some(&"b".repeat(64)));

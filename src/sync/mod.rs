@@ -102,7 +102,10 @@ impl FromStr for SyncMode {
             "one-way" => Ok(SyncMode::OneWay),
             "mirror" => Ok(SyncMode::Mirror),
             "two-way" => Ok(SyncMode::TwoWay),
-            other => Err(Error::invalid("mode", format!("{other:?} is not one of once, one-way, mirror, two-way"))),
+            other => Err(Error::invalid(
+                "mode",
+                format!("{other:?} is not one of once, one-way, mirror, two-way"),
+            )),
         }
     }
 }
@@ -143,7 +146,15 @@ impl fmt::Debug for SyncOptions {
 impl SyncOptions {
     /// Defaults for `mode`: no excludes, no force, Git listing when available.
     pub fn new(mode: SyncMode) -> Self {
-        SyncOptions { mode, excludes: Vec::new(), force: false, home_dir: None, state_dir: None, git: GitMode::Auto, progress: None }
+        SyncOptions {
+            mode,
+            excludes: Vec::new(),
+            force: false,
+            home_dir: None,
+            state_dir: None,
+            git: GitMode::Auto,
+            progress: None,
+        }
     }
 
     /// Add an exclude.

@@ -33,8 +33,13 @@ pub(crate) fn hash_candidates(
         .iter()
         .filter_map(|(path, l)| {
             let r = remote.get(path)?;
-            let differs = l.link.is_none() && r.link.is_none() && l.size == r.size && l.mtime_ns != r.mtime_ns;
-            let settled = base.and_then(|b| b.get(path)).is_some_and(|b| &b.local == l && &b.remote == r);
+            let differs = l.link.is_none()
+                && r.link.is_none()
+                && l.size == r.size
+                && l.mtime_ns != r.mtime_ns;
+            let settled = base
+                .and_then(|b| b.get(path))
+                .is_some_and(|b| &b.local == l && &b.remote == r);
             (differs && !settled).then(|| path.clone())
         })
         .collect()
@@ -60,12 +65,19 @@ pub(crate) fn plan(
     let mut plan = Plan::default();
     if mode != SyncMode::TwoWay {
         for (path, l) in local {
-            if remote.get(path).is_none_or(|r| !same(path, l, r, equal_hash)) {
+            if remote
+                .get(path)
+                .is_none_or(|r| !same(path, l, r, equal_hash))
+            {
                 plan.push.push(path.clone());
             }
         }
         if mode == SyncMode::Mirror {
-            plan.delete_remote = remote.keys().filter(|p| !local.contains_key(*p)).cloned().collect();
+            plan.delete_remote = remote
+                .keys()
+                .filter(|p| !local.contains_key(*p))
+                .cloned()
+                .collect();
         }
         return plan;
     }
@@ -108,11 +120,18 @@ mod tests {
     use super::*;
 
     fn m(size: u64, mtime_ns: i64) -> Meta {
-        Meta { size, mtime_ns, link: None }
+        Meta {
+            size,
+            mtime_ns,
+            link: None,
+        }
     }
 
     fn map(items: &[(&str, Meta)]) -> BTreeMap<String, Meta> {
-        items.iter().map(|(p, m)| (p.to_string(), m.clone())).collect()
+        items
+            .iter()
+            .map(|(p, m)| (p.to_string(), m.clone()))
+            .collect()
     }
 
     #[test]
@@ -132,11 +151,39 @@ mod tests {
     fn two_way_cases() {
         let base: BTreeMap<String, Synced> = ["lc", "rc", "both", "ldel", "rdel", "same"]
             .iter()
-            .map(|p| (p.to_string(), Synced { local: m(1, 1), remote: m(1, 1) }))
+            .map(|p| {
+                (
+                    p.to_string(),
+                    Synced {
+                        local: m(1, 1),
+                        remote: m(1, 1),
+                    },
+                )
+            })
             .collect();
-        let local = map(&[("lc", m(2, 2)), ("rc", m(1, 1)), ("both", m(2, 2)), ("rdel", m(1, 1)), ("same", m(1, 1)), ("newl", m(1, 1))]);
-        let remote = map(&[("lc", m(1, 1)), ("rc", m(3, 3)), ("both", m(3, 3)), ("ldel", m(1, 1)), ("same", m(1, 1)), ("newr", m(1, 1))]);
-        let p = plan(SyncMode::TwoWay, &local, &remote, Some(&base), &BTreeSet::new());
+        let local = map(&[
+            ("lc", m(2, 2)),
+            ("rc", m(1, 1)),
+            ("both", m(2, 2)),
+            ("rdel", m(1, 1)),
+            ("same", m(1, 1)),
+            ("newl", m(1, 1)),
+        ]);
+        let remote = map(&[
+            ("lc", m(1, 1)),
+            ("rc", m(3, 3)),
+            ("both", m(3, 3)),
+            ("ldel", m(1, 1)),
+            ("same", m(1, 1)),
+            ("newr", m(1, 1)),
+        ]);
+        let p = plan(
+            SyncMode::TwoWay,
+            &local,
+            &remote,
+            Some(&base),
+            &BTreeSet::new(),
+        );
         assert_eq!(p.push, ["lc", "newl"]);
         assert_eq!(p.pull, ["newr", "rc"]);
         assert_eq!(p.conflicts, ["both"]);
@@ -144,11 +191,21 @@ mod tests {
         assert_eq!(p.delete_remote, ["ldel"]);
         // in step at the last sync (their mtimes differ, as after a pull) and unchanged since:
         // nothing to do, nothing to hash
-        let settled: BTreeMap<String, Synced> = [("p".to_string(), Synced { local: m(1, 1), remote: m(1, 5) })].into();
+        let settled: BTreeMap<String, Synced> = [(
+            "p".to_string(),
+            Synced {
+                local: m(1, 1),
+                remote: m(1, 5),
+            },
+        )]
+        .into();
         let (l, r) = (map(&[("p", m(1, 1))]), map(&[("p", m(1, 5))]));
         assert!(hash_candidates(&l, &r, Some(&settled)).is_empty());
         assert_eq!(hash_candidates(&l, &r, None), ["p"]);
-        assert_eq!(plan(SyncMode::TwoWay, &l, &r, Some(&settled), &BTreeSet::new()), Plan::default());
+        assert_eq!(
+            plan(SyncMode::TwoWay, &l, &r, Some(&settled), &BTreeSet::new()),
+            Plan::default()
+        );
         // first sync: differing files on both sides conflict, nothing is deleted
         let p = plan(SyncMode::TwoWay, &local, &remote, None, &BTreeSet::new());
         assert_eq!(p.conflicts, ["both", "lc", "rc"]);

@@ -38,7 +38,10 @@ pub(super) async fn push_files(
         async move { transfer::put_tar_rebuilt(remote, dest, archive, None, progress).await }
     });
     // the first failure drops the other streams (each cleans up after itself)
-    Ok(futures::future::try_join_all(sends).await?.into_iter().sum())
+    Ok(futures::future::try_join_all(sends)
+        .await?
+        .into_iter()
+        .sum())
 }
 
 /// A progress callback for stream `slot` that reports the bytes of all streams together.
@@ -71,7 +74,11 @@ mod tests {
 
     #[test]
     fn small_sets_stay_one_stream_and_large_ones_split_evenly() {
-        let names = |n: usize| (0..n).map(|i| format!("d{:03}/f{i:05}", i / 100)).collect::<Vec<_>>();
+        let names = |n: usize| {
+            (0..n)
+                .map(|i| format!("d{:03}/f{i:05}", i / 100))
+                .collect::<Vec<_>>()
+        };
         assert_eq!(split(names(10)).len(), 1);
         assert_eq!(split(Vec::new()).len(), 1);
         let parts = split(names(20_000));
@@ -88,9 +95,13 @@ mod tests {
     fn progress_is_summed_over_streams() {
         let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
         let sink = Arc::clone(&seen);
-        let report: ProgressFn = Arc::new(move |bytes, total| sink.lock().unwrap().push((bytes, total)));
+        let report: ProgressFn =
+            Arc::new(move |bytes, total| sink.lock().unwrap().push((bytes, total)));
         let done = Arc::new(vec![AtomicU64::new(0), AtomicU64::new(0)]);
-        let (a, b) = (summed(Arc::clone(&report), Arc::clone(&done), 0), summed(report, done, 1));
+        let (a, b) = (
+            summed(Arc::clone(&report), Arc::clone(&done), 0),
+            summed(report, done, 1),
+        );
         a(10, Some(100));
         b(5, Some(50));
         a(20, Some(100));

@@ -52,7 +52,9 @@ pub struct SyncState {
 /// The default directory of state files: `<state dir>/createos-sandbox/sync` (the XDG state
 /// directory on Linux, the local data directory elsewhere).
 pub fn default_state_dir() -> Option<PathBuf> {
-    dirs::state_dir().or_else(dirs::data_local_dir).map(|d| d.join("createos-sandbox").join("sync"))
+    dirs::state_dir()
+        .or_else(dirs::data_local_dir)
+        .map(|d| d.join("createos-sandbox").join("sync"))
 }
 
 /// The state file of one (sandbox, local, remote) triple inside `dir`.
@@ -71,8 +73,15 @@ pub fn state_file(dir: &Path, sandbox: &str, local: &Path, remote: &str) -> Path
 /// Read a state file; a missing one, or one of another format version, is `None` (a first
 /// sync: only paths whose content differs are conflicts), a damaged one an error.
 pub fn load(path: &Path) -> Result<Option<SyncState>> {
-    let damaged =
-        |e: serde_json::Error| Error::invalid("sync state", format!("{} is damaged ({e}); delete it to start over", path.display()));
+    let damaged = |e: serde_json::Error| {
+        Error::invalid(
+            "sync state",
+            format!(
+                "{} is damaged ({e}); delete it to start over",
+                path.display()
+            ),
+        )
+    };
     let bytes = match std::fs::read(path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -90,15 +99,18 @@ pub fn load(path: &Path) -> Result<Option<SyncState>> {
 /// Write a state file atomically (temp file + rename), creating its directory (0700).
 pub fn save(path: &Path, state: &SyncState) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
         let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
     }
-    let bytes = serde_json::to_vec_pretty(state).map_err(|e| Error::invalid("sync state", e.to_string()))?;
+    let bytes = serde_json::to_vec_pretty(state)
+        .map_err(|e| Error::invalid("sync state", e.to_string()))?;
     let temp = dir.join(format!(".{:016x}.tmp", rand::random::<u64>()));
-    std::fs::write(&temp, bytes).map_err(|e| Error::io(format!("writing {}", temp.display()), e))?;
+    std::fs::write(&temp, bytes)
+        .map_err(|e| Error::io(format!("writing {}", temp.display()), e))?;
     std::fs::rename(&temp, path).map_err(|e| {
         let _ = std::fs::remove_file(&temp);
         Error::io(format!("writing {}", path.display()), e)

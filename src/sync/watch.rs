@@ -7,7 +7,7 @@ use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{Syncer, SyncReport};
+use super::{SyncReport, Syncer};
 use crate::error::{Error, Result};
 
 /// Quiet time after the last file-system event before a sync starts.
@@ -25,15 +25,26 @@ impl Syncer {
         mut on_report: impl FnMut(Result<SyncReport>) + Send,
     ) -> Result<()> {
         let (tx, mut events) = mpsc::unbounded_channel::<()>();
-        let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-            if event.is_ok() {
-                let _ = tx.send(());
-            }
-        })
-        .map_err(|e| Error::io("starting the file watcher", std::io::Error::other(e.to_string())))?;
+        let mut watcher =
+            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+                if event.is_ok() {
+                    let _ = tx.send(());
+                }
+            })
+            .map_err(|e| {
+                Error::io(
+                    "starting the file watcher",
+                    std::io::Error::other(e.to_string()),
+                )
+            })?;
         watcher
             .watch(self.local(), RecursiveMode::Recursive)
-            .map_err(|e| Error::io(format!("watching {}", self.local().display()), std::io::Error::other(e.to_string())))?;
+            .map_err(|e| {
+                Error::io(
+                    format!("watching {}", self.local().display()),
+                    std::io::Error::other(e.to_string()),
+                )
+            })?;
 
         on_report(self.run().await);
         let mut ticker = poll.map(|every| {

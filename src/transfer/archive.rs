@@ -22,12 +22,14 @@ pub fn tar_of(root: PathBuf, mut names: Vec<String>) -> TarReader {
     let (tx, writer, stream) = crate::snapshot::stream::channel();
     let reader: TarReader = Box::pin(stream.into_async_read());
     let failed = tx.clone();
-    let spawned = std::thread::Builder::new().name("transfer-tar".into()).spawn(move || {
-        if let Err(e) = write_tar(&root, &names, writer) {
-            // nobody listening any more is not worth reporting
-            let _ = tx.blocking_send(Err(e));
-        }
-    });
+    let spawned = std::thread::Builder::new()
+        .name("transfer-tar".into())
+        .spawn(move || {
+            if let Err(e) = write_tar(&root, &names, writer) {
+                // nobody listening any more is not worth reporting
+                let _ = tx.blocking_send(Err(e));
+            }
+        });
     if let Err(e) = spawned {
         let _ = failed.try_send(Err(e));
     }
@@ -62,14 +64,22 @@ fn write_tar(root: &Path, names: &[String], out: ChannelWriter) -> io::Result<()
             let opened = file.metadata()?;
             // the name must still be the file that was looked at (not swapped for a link)
             if opened.ino() != meta.ino() || opened.dev() != meta.dev() || !opened.is_file() {
-                return Err(io::Error::other(format!("{name} changed while being archived")));
+                return Err(io::Error::other(format!(
+                    "{name} changed while being archived"
+                )));
             }
             let len = opened.len();
             let mut header = header_for(&opened, EntryType::Regular, len);
-            let reader = Exact { inner: file.take(len), left: len, name };
+            let reader = Exact {
+                inner: file.take(len),
+                left: len,
+                name,
+            };
             builder.append_data(&mut header, name, reader)?;
         } else {
-            return Err(io::Error::other(format!("{name} is not a regular file or symlink")));
+            return Err(io::Error::other(format!(
+                "{name} is not a regular file or symlink"
+            )));
         }
     }
     let mut out = builder.into_inner()?;
@@ -91,7 +101,10 @@ fn parent_dirs(names: &[String]) -> Vec<String> {
 /// A PAX extended header (`x`) giving the next entry's mtime to the nanosecond: the plain
 /// header holds whole seconds, and an incremental sync compares mtimes exactly. GNU tar (and
 /// any POSIX tar) applies it on extraction; others fall back to the whole seconds.
-fn append_exact_mtime<W: Write>(builder: &mut tar::Builder<W>, meta: &std::fs::Metadata) -> io::Result<()> {
+fn append_exact_mtime<W: Write>(
+    builder: &mut tar::Builder<W>,
+    meta: &std::fs::Metadata,
+) -> io::Result<()> {
     let (secs, nanos) = (meta.mtime(), meta.mtime_nsec());
     if nanos == 0 || secs < 0 {
         return Ok(());
@@ -143,7 +156,10 @@ impl<R: Read> Read for Exact<'_, R> {
         }
         let n = self.inner.read(buf)?;
         if n == 0 {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, format!("{} shrank while being archived", self.name)));
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("{} shrank while being archived", self.name),
+            ));
         }
         self.left -= n as u64;
         Ok(n)
@@ -156,7 +172,12 @@ mod tests {
 
     #[test]
     fn directories_come_first_parents_before_children() {
-        let names = ["b/c/d.txt".to_string(), "a.txt".to_string(), "b/e.txt".to_string(), "f/g.txt".to_string()];
+        let names = [
+            "b/c/d.txt".to_string(),
+            "a.txt".to_string(),
+            "b/e.txt".to_string(),
+            "f/g.txt".to_string(),
+        ];
         assert_eq!(parent_dirs(&names), ["b", "f", "b/c"]);
         let dir = tempfile::tempdir().unwrap();
         for name in &names {
@@ -164,15 +185,38 @@ mod tests {
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             std::fs::write(&path, name).unwrap();
         }
-        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
-        let mut bytes = Vec::new();
-        rt.block_on(tokio::io::AsyncReadExt::read_to_end(&mut tar_of(dir.path().to_path_buf(), names.to_vec()), &mut bytes))
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
             .unwrap();
+        let mut bytes = Vec::new();
+        rt.block_on(tokio::io::AsyncReadExt::read_to_end(
+            &mut tar_of(dir.path().to_path_buf(), names.to_vec()),
+            &mut bytes,
+        ))
+        .unwrap();
         let mut archive = tar::Archive::new(&bytes[..]);
-        let order: Vec<String> =
-            archive.entries().unwrap().map(|e| e.unwrap().path().unwrap().to_string_lossy().into_owned()).collect();
-        let order: Vec<&str> = order.iter().map(String::as_str).filter(|p| !p.starts_with("PaxHeaders")).collect();
-        assert_eq!(order, ["b/", "f/", "b/c/", "a.txt", "b/c/d.txt", "b/e.txt", "f/g.txt"]);
+        let order: Vec<String> = archive
+            .entries()
+            .unwrap()
+            .map(|e| e.unwrap().path().unwrap().to_string_lossy().into_owned())
+            .collect();
+        let order: Vec<&str> = order
+            .iter()
+            .map(String::as_str)
+            .filter(|p| !p.starts_with("PaxHeaders"))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                "b/",
+                "f/",
+                "b/c/",
+                "a.txt",
+                "b/c/d.txt",
+                "b/e.txt",
+                "f/g.txt"
+            ]
+        );
     }
 
     #[test]
@@ -183,7 +227,10 @@ mod tests {
         assert_eq!(long.len(), 30);
         // 9 + 1 digits: the length itself grows a digit
         let edge = pax_record("k", "1234");
-        assert_eq!(edge.len(), edge.split(' ').next().unwrap().parse::<usize>().unwrap());
+        assert_eq!(
+            edge.len(),
+            edge.split(' ').next().unwrap().parse::<usize>().unwrap()
+        );
     }
 
     #[test]
@@ -193,7 +240,12 @@ mod tests {
         std::fs::write(&file, "x").unwrap();
         // a time with nanoseconds, whatever the file system's clock granularity
         let when = std::time::UNIX_EPOCH + std::time::Duration::new(1_700_000_000, 123_456_789);
-        std::fs::File::options().write(true).open(&file).unwrap().set_modified(when).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&file)
+            .unwrap()
+            .set_modified(when)
+            .unwrap();
         let meta = std::fs::metadata(&file).unwrap();
         assert_eq!(meta.mtime_nsec(), 123_456_789);
         let mut out = Vec::new();
@@ -201,7 +253,9 @@ mod tests {
         let mut builder = tar::Builder::new(builder_out);
         append_exact_mtime(&mut builder, &meta).unwrap();
         let mut header = header_for(&meta, EntryType::Regular, 1);
-        builder.append_data(&mut header, "a.txt", &b"x"[..]).unwrap();
+        builder
+            .append_data(&mut header, "a.txt", &b"x"[..])
+            .unwrap();
         builder.into_inner().unwrap();
         let mut archive = tar::Archive::new(&out[..]);
         let mut entries = archive.entries().unwrap();
@@ -214,6 +268,12 @@ mod tests {
             .map(|e| e.unwrap())
             .map(|e| (e.key().unwrap().to_string(), e.value().unwrap().to_string()))
             .collect();
-        assert_eq!(pax, [("mtime".to_string(), format!("{}.{:09}", meta.mtime(), meta.mtime_nsec()))]);
+        assert_eq!(
+            pax,
+            [(
+                "mtime".to_string(),
+                format!("{}.{:09}", meta.mtime(), meta.mtime_nsec())
+            )]
+        );
     }
 }

@@ -37,9 +37,13 @@ pub(crate) struct Dir {
 fn c_name(name: &OsStr) -> io::Result<CString> {
     let bytes = name.as_bytes();
     if bytes.is_empty() || bytes == b"." || bytes == b".." || bytes.contains(&b'/') {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{name:?} is not a single file name")));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{name:?} is not a single file name"),
+        ));
     }
-    CString::new(bytes).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL byte in a file name"))
+    CString::new(bytes)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL byte in a file name"))
 }
 
 fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
@@ -55,7 +59,8 @@ fn owned(fd: libc::c_int) -> io::Result<OwnedFd> {
     check(fd).map(|fd| unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-const DIR_FLAGS: libc::c_int = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+const DIR_FLAGS: libc::c_int =
+    libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
 
 impl Dir {
     /// Open the directory at `path` (chosen by the user: the kernel resolves it, links and
@@ -64,13 +69,20 @@ impl Dir {
         let c = CString::new(path.as_os_str().as_bytes())
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL byte in a path"))?;
         // SAFETY: a valid C string; the result is checked.
-        let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+        let fd = unsafe {
+            libc::open(
+                c.as_ptr(),
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            )
+        };
         Ok(Dir { fd: owned(fd)? })
     }
 
     /// Another handle to the same directory.
     pub(crate) fn try_clone(&self) -> io::Result<Dir> {
-        Ok(Dir { fd: self.fd.try_clone()? })
+        Ok(Dir {
+            fd: self.fd.try_clone()?,
+        })
     }
 
     fn raw(&self) -> RawFd {
@@ -92,7 +104,12 @@ impl Dir {
             match part {
                 Component::Normal(p) => parts.push(p),
                 Component::CurDir => {}
-                _ => return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{} leaves the directory", path.display()))),
+                _ => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!("{} leaves the directory", path.display()),
+                    ))
+                }
             }
         }
         if parts.is_empty() {
@@ -127,7 +144,8 @@ impl Dir {
         // SAFETY: open_how is plain data; zero is the documented default of every field.
         let mut how: libc::open_how = unsafe { std::mem::zeroed() };
         how.flags = (libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) as u64;
-        how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
+        how.resolve =
+            libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
         // SAFETY: valid descriptor, C string and open_how of the size passed.
         let fd = unsafe {
             libc::syscall(
@@ -141,7 +159,9 @@ impl Dir {
         if fd < 0 {
             let err = io::Error::last_os_error();
             return match err.raw_os_error() {
-                Some(libc::ENOSYS) | Some(libc::EPERM) | Some(libc::E2BIG) | Some(libc::EINVAL) => None,
+                Some(libc::ENOSYS) | Some(libc::EPERM) | Some(libc::E2BIG) | Some(libc::EINVAL) => {
+                    None
+                }
                 _ => Some(Err(err)),
             };
         }
@@ -154,10 +174,15 @@ impl Dir {
         // SAFETY: stat is plain data filled in by the kernel.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         // SAFETY: valid descriptor, C string and out pointer.
-        let ret = unsafe { libc::fstatat(self.raw(), c.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
+        let ret =
+            unsafe { libc::fstatat(self.raw(), c.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
         if ret < 0 {
             let err = io::Error::last_os_error();
-            return if err.kind() == io::ErrorKind::NotFound { Ok(None) } else { Err(err) };
+            return if err.kind() == io::ErrorKind::NotFound {
+                Ok(None)
+            } else {
+                Err(err)
+            };
         }
         Ok(Some(stat_of(&st)))
     }
@@ -181,7 +206,8 @@ impl Dir {
     /// symlink there is not followed).
     pub(crate) fn create_new(&self, name: &OsStr, mode: u32) -> io::Result<File> {
         let c = c_name(name)?;
-        let flags = libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        let flags =
+            libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
         // SAFETY: valid descriptor and C string; the result is checked.
         let fd = unsafe { libc::openat(self.raw(), c.as_ptr(), flags, mode as libc::c_uint) };
         Ok(File::from(owned(fd)?))
@@ -196,7 +222,10 @@ impl Dir {
         let fd = unsafe { libc::openat(self.raw(), c.as_ptr(), flags) };
         let file = File::from(owned(fd)?);
         if !file.metadata()?.is_file() {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{name:?} is not a regular file")));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{name:?} is not a regular file"),
+            ));
         }
         Ok(file)
     }
@@ -204,7 +233,8 @@ impl Dir {
     /// Create the symlink `name` → `target` (the target text is stored, not resolved).
     pub(crate) fn symlink(&self, target: &OsStr, name: &OsStr) -> io::Result<()> {
         let c = c_name(name)?;
-        let t = CString::new(target.as_bytes()).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in a link target"))?;
+        let t = CString::new(target.as_bytes())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in a link target"))?;
         // SAFETY: valid descriptor and C strings.
         check(unsafe { libc::symlinkat(t.as_ptr(), self.raw(), c.as_ptr()) }).map(drop)
     }
@@ -215,7 +245,9 @@ impl Dir {
         let mut buf = vec![0u8; 4096];
         loop {
             // SAFETY: valid descriptor, C string and buffer of the length passed.
-            let n = unsafe { libc::readlinkat(self.raw(), c.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+            let n = unsafe {
+                libc::readlinkat(self.raw(), c.as_ptr(), buf.as_mut_ptr().cast(), buf.len())
+            };
             if n < 0 {
                 return Err(io::Error::last_os_error());
             }
@@ -247,16 +279,28 @@ impl Dir {
     pub(crate) fn rename(&self, name: &OsStr, to: &Dir, to_name: &OsStr) -> io::Result<()> {
         let (from, dest) = (c_name(name)?, c_name(to_name)?);
         // SAFETY: valid descriptors and C strings.
-        check(unsafe { libc::renameat(self.raw(), from.as_ptr(), to.raw(), dest.as_ptr()) }).map(drop)
+        check(unsafe { libc::renameat(self.raw(), from.as_ptr(), to.raw(), dest.as_ptr()) })
+            .map(drop)
     }
 
     /// Set the access and modification times of the symlink `name` itself.
     pub(crate) fn set_link_mtime(&self, name: &OsStr, secs: i64, nanos: u32) -> io::Result<()> {
         let c = c_name(name)?;
-        let time = libc::timespec { tv_sec: secs as libc::time_t, tv_nsec: nanos as _ };
+        let time = libc::timespec {
+            tv_sec: secs as libc::time_t,
+            tv_nsec: nanos as _,
+        };
         let times = [time, time];
         // SAFETY: valid descriptor, C string and two timespecs.
-        check(unsafe { libc::utimensat(self.raw(), c.as_ptr(), times.as_ptr(), libc::AT_SYMLINK_NOFOLLOW) }).map(drop)
+        check(unsafe {
+            libc::utimensat(
+                self.raw(),
+                c.as_ptr(),
+                times.as_ptr(),
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        })
+        .map(drop)
     }
 
     /// Remove everything below this directory, never following a symlink (each is removed as
@@ -337,14 +381,24 @@ mod tests {
         assert!(dir.create_new(OsStr::new("link"), 0o644).is_err());
         assert!(dir.open_file(OsStr::new("link")).is_err());
         assert!(dir.sub(OsStr::new("a/b")).is_err(), "one name at a time");
-        assert_eq!(dir.stat(OsStr::new("link")).unwrap().unwrap().kind, Kind::Symlink);
-        assert_eq!(dir.read_link(OsStr::new("link")).unwrap(), outside.as_os_str());
+        assert_eq!(
+            dir.stat(OsStr::new("link")).unwrap().unwrap().kind,
+            Kind::Symlink
+        );
+        assert_eq!(
+            dir.read_link(OsStr::new("link")).unwrap(),
+            outside.as_os_str()
+        );
         dir.remove_file(OsStr::new("link")).unwrap();
         assert!(outside.exists(), "removing a link leaves its target");
         std::fs::write(outside.join("keep"), "x").unwrap();
         std::os::unix::fs::symlink(&outside, root.join("a/out")).unwrap();
         dir.clear();
         assert_eq!(std::fs::read_dir(&root).unwrap().count(), 0);
-        assert_eq!(std::fs::read_to_string(outside.join("keep")).unwrap(), "x", "clearing never follows a link");
+        assert_eq!(
+            std::fs::read_to_string(outside.join("keep")).unwrap(),
+            "x",
+            "clearing never follows a link"
+        );
     }
 }

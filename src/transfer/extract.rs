@@ -36,13 +36,23 @@ impl Staging {
     fn next_to(parent: &Dir, dest_name: &OsStr) -> Result<Staging> {
         let mut tries = 0;
         loop {
-            let name = OsString::from(format!(".{}.cos-incoming-{:016x}", dest_name.to_string_lossy(), rand::random::<u64>()));
-            let made = parent.stat(&name).map_err(|e| Error::io("creating a staging directory", e))?;
+            let name = OsString::from(format!(
+                ".{}.cos-incoming-{:016x}",
+                dest_name.to_string_lossy(),
+                rand::random::<u64>()
+            ));
+            let made = parent
+                .stat(&name)
+                .map_err(|e| Error::io("creating a staging directory", e))?;
             if made.is_none() {
-                let parent = parent.try_clone().map_err(|e| Error::io("creating a staging directory", e))?;
+                let parent = parent
+                    .try_clone()
+                    .map_err(|e| Error::io("creating a staging directory", e))?;
                 match parent.ensure_dir(&name, 0o700) {
                     Ok(dir) => return Ok(Staging { parent, name, dir }),
-                    Err(e) if tries >= 8 => return Err(Error::io("creating a staging directory", e)),
+                    Err(e) if tries >= 8 => {
+                        return Err(Error::io("creating a staging directory", e))
+                    }
                     Err(_) => {}
                 }
             }
@@ -83,20 +93,37 @@ impl Extraction {
     pub(crate) fn prepare(dest: &Path) -> Result<Extraction> {
         protect::check_dir_target(dest)?;
         let dest = if dest.file_name().is_none() {
-            std::fs::canonicalize(dest).map_err(|e| Error::io(format!("resolving {}", dest.display()), e))?
+            std::fs::canonicalize(dest)
+                .map_err(|e| Error::io(format!("resolving {}", dest.display()), e))?
         } else {
             dest.to_path_buf()
         };
-        let leaf = dest.file_name().map(OsStr::to_os_string).ok_or_else(|| Error::invalid("destination", "names no directory"))?;
+        let leaf = dest
+            .file_name()
+            .map(OsStr::to_os_string)
+            .ok_or_else(|| Error::invalid("destination", "names no directory"))?;
         let parent_path = match dest.parent() {
             Some(p) if !p.as_os_str().is_empty() => p,
             _ => Path::new("."),
         };
-        let parent = Dir::open(parent_path).map_err(|e| Error::io(format!("opening {}", parent_path.display()), e))?;
-        let not_dir = || Error::invalid("destination", format!("{} exists and is not a directory", dest.display()));
-        let existing = match parent.stat(&leaf).map_err(|e| Error::io(format!("reading {}", dest.display()), e))? {
+        let parent = Dir::open(parent_path)
+            .map_err(|e| Error::io(format!("opening {}", parent_path.display()), e))?;
+        let not_dir = || {
+            Error::invalid(
+                "destination",
+                format!("{} exists and is not a directory", dest.display()),
+            )
+        };
+        let existing = match parent
+            .stat(&leaf)
+            .map_err(|e| Error::io(format!("reading {}", dest.display()), e))?
+        {
             None => None,
-            Some(st) if st.kind == Kind::Dir => Some(parent.sub(&leaf).map_err(|e| Error::io(format!("opening {}", dest.display()), e))?),
+            Some(st) if st.kind == Kind::Dir => Some(
+                parent
+                    .sub(&leaf)
+                    .map_err(|e| Error::io(format!("opening {}", dest.display()), e))?,
+            ),
             // the destination itself may be a link the user chose; below it nothing is followed
             Some(st) if st.kind == Kind::Symlink => match Dir::open(&dest) {
                 Ok(dir) => Some(dir),
@@ -105,13 +132,25 @@ impl Extraction {
             Some(_) => return Err(not_dir()),
         };
         let staging = Staging::next_to(&parent, &leaf)?;
-        let content = staging.dir.ensure_dir(OsStr::new("content"), 0o777).map_err(|e| Error::io("creating a staging directory", e))?;
-        Ok(Extraction { parent, leaf, existing, staging, content })
+        let content = staging
+            .dir
+            .ensure_dir(OsStr::new("content"), 0o777)
+            .map_err(|e| Error::io("creating a staging directory", e))?;
+        Ok(Extraction {
+            parent,
+            leaf,
+            existing,
+            staging,
+            content,
+        })
     }
 
     /// A new file in the staging directory to download the archive into.
     pub(crate) fn archive_file(&self) -> Result<File> {
-        self.staging.dir.create_new(OsStr::new("archive.tar"), 0o600).map_err(|e| Error::io("creating the archive file", e))
+        self.staging
+            .dir
+            .create_new(OsStr::new("archive.tar"), 0o600)
+            .map_err(|e| Error::io("creating the archive file", e))
     }
 
     /// Stage the tar read from `archive` as `request` allows, then place it. Blocking.
@@ -126,8 +165,14 @@ impl Extraction {
                 self.staging
                     .dir
                     .rename(OsStr::new("content"), &self.parent, &self.leaf)
-                    .map_err(|e| Error::io(format!("moving into {}", self.leaf.to_string_lossy()), e))?;
-                staged.into_iter().filter(|(_, k)| *k != Kind::Dir).map(|(p, _)| p).collect()
+                    .map_err(|e| {
+                        Error::io(format!("moving into {}", self.leaf.to_string_lossy()), e)
+                    })?;
+                staged
+                    .into_iter()
+                    .filter(|(_, k)| *k != Kind::Dir)
+                    .map(|(p, _)| p)
+                    .collect()
             }
             Some(dest) => merge(&self.content, dest, &staged, &mut unpacked)?,
         };
@@ -139,7 +184,9 @@ impl Extraction {
 /// merged into when it exists), writing only what `request` asks for; see the module docs.
 /// Blocking.
 pub fn extract(archive: impl Read, dest: &Path, request: &Request) -> Result<Unpacked> {
-    Ok(Extraction::prepare(dest)?.finish(archive, request)?.unpacked)
+    Ok(Extraction::prepare(dest)?
+        .finish(archive, request)?
+        .unpacked)
 }
 
 /// What placing does with one staged path.
@@ -156,28 +203,43 @@ enum Step {
 
 /// Merge the staged tree `content` into the existing directory `dest`: every step is decided
 /// first, then carried out. Returns the files and symlinks placed.
-fn merge(content: &Dir, dest: &Dir, staged: &BTreeMap<PathBuf, Kind>, done: &mut Unpacked) -> Result<Vec<PathBuf>> {
+fn merge(
+    content: &Dir,
+    dest: &Dir,
+    staged: &BTreeMap<PathBuf, Kind>,
+    done: &mut Unpacked,
+) -> Result<Vec<PathBuf>> {
     // how each staged directory stands in the destination
     let mut dirs: HashMap<&Path, Step> = HashMap::new();
     dirs.insert(Path::new(""), Step::Enter);
     let mut steps: Vec<(&Path, Kind, Step)> = Vec::with_capacity(staged.len());
     let mut lookup = Handles::default();
     for (path, kind) in staged {
-        let (parent, leaf) = (path.parent().unwrap_or(Path::new("")), path.file_name().unwrap_or_default());
+        let (parent, leaf) = (
+            path.parent().unwrap_or(Path::new("")),
+            path.file_name().unwrap_or_default(),
+        );
         let shown = path.display();
         let step = match dirs.get(parent) {
             Some(Step::Refuse(why)) => Step::Refuse(why.clone()),
             Some(Step::Move) | Some(Step::Carried) => Step::Carried,
             Some(Step::Enter) => {
-                let found = lookup.dest(dest, parent).and_then(|d| d.stat(leaf)).map_err(|e| Error::io(format!("reading {shown}"), e))?;
+                let found = lookup
+                    .dest(dest, parent)
+                    .and_then(|d| d.stat(leaf))
+                    .map_err(|e| Error::io(format!("reading {shown}"), e))?;
                 match (kind, found.map(|s| s.kind)) {
                     (_, None) => Step::Move,
                     (Kind::Dir, Some(Kind::Dir)) => Step::Enter,
-                    (Kind::Dir, Some(Kind::Symlink)) => {
-                        Step::Refuse(format!("{shown} is a symlink here, not a directory; links are never followed"))
-                    }
-                    (Kind::Dir, Some(_)) => Step::Refuse(format!("{shown} is a file here, not a directory; not replacing it")),
-                    (_, Some(Kind::Dir)) => Step::Refuse(format!("{shown} is a directory here; not replacing it with a file")),
+                    (Kind::Dir, Some(Kind::Symlink)) => Step::Refuse(format!(
+                        "{shown} is a symlink here, not a directory; links are never followed"
+                    )),
+                    (Kind::Dir, Some(_)) => Step::Refuse(format!(
+                        "{shown} is a file here, not a directory; not replacing it"
+                    )),
+                    (_, Some(Kind::Dir)) => Step::Refuse(format!(
+                        "{shown} is a directory here; not replacing it with a file"
+                    )),
                     (_, Some(_)) => Step::Move,
                 }
             }
@@ -206,7 +268,10 @@ fn merge(content: &Dir, dest: &Dir, staged: &BTreeMap<PathBuf, Kind>, done: &mut
             Step::Refuse(found) => {
                 if kind != Kind::Dir {
                     done.skipped += 1;
-                    done.refused.push(Refused::new(path.as_os_str().as_encoded_bytes(), RefuseReason::Conflict { found }));
+                    done.refused.push(Refused::new(
+                        path.as_os_str().as_encoded_bytes(),
+                        RefuseReason::Conflict { found },
+                    ));
                     match kind {
                         Kind::Symlink => done.symlinks -= 1,
                         _ => done.files -= 1,
@@ -214,7 +279,10 @@ fn merge(content: &Dir, dest: &Dir, staged: &BTreeMap<PathBuf, Kind>, done: &mut
                 }
             }
             Step::Move => {
-                let (parent, leaf) = (path.parent().unwrap_or(Path::new("")), path.file_name().unwrap_or_default());
+                let (parent, leaf) = (
+                    path.parent().unwrap_or(Path::new("")),
+                    path.file_name().unwrap_or_default(),
+                );
                 let moved = (|| {
                     let from = lookup.content(content, parent)?;
                     let to = lookup.dest(dest, parent)?;
@@ -275,14 +343,19 @@ mod tests {
                 builder.append_link(&mut header, name, data).unwrap();
             } else {
                 header.set_size(data.len() as u64);
-                builder.append_data(&mut header, name, data.as_bytes()).unwrap();
+                builder
+                    .append_data(&mut header, name, data.as_bytes())
+                    .unwrap();
             }
         }
         builder.into_inner().unwrap()
     }
 
     fn codes(done: &Unpacked) -> Vec<(String, &'static str)> {
-        done.refused.iter().map(|r| (r.path.clone(), r.reason.code())).collect()
+        done.refused
+            .iter()
+            .map(|r| (r.path.clone(), r.reason.code()))
+            .collect()
     }
 
     #[test]
@@ -301,14 +374,21 @@ mod tests {
         let done = extract(&archive[..], &into, &Request::all()).unwrap();
         assert_eq!(
             codes(&done),
-            [("link".into(), "symlink-leaves"), ("link/evil".into(), "through-symlink"), ("copied.txt".into(), "hard-link")]
+            [
+                ("link".into(), "symlink-leaves"),
+                ("link/evil".into(), "through-symlink"),
+                ("copied.txt".into(), "hard-link")
+            ]
         );
         assert!(!outside.join("evil").exists());
         assert!(!into.join("copied.txt").exists());
         assert_eq!(fs::read_to_string(into.join("ok")).unwrap(), "fine");
         // a later file replaces a link of the same archive instead of writing through it
         let into2 = tmp.path().join("in2");
-        let archive = tar_with(&[("f", EntryType::Symlink, "g"), ("f", EntryType::Regular, "new")]);
+        let archive = tar_with(&[
+            ("f", EntryType::Symlink, "g"),
+            ("f", EntryType::Regular, "new"),
+        ]);
         extract(&archive[..], &into2, &Request::all()).unwrap();
         assert_eq!(fs::read_to_string(into2.join("f")).unwrap(), "new");
         assert!(!into2.join("g").exists());
@@ -337,9 +417,18 @@ mod tests {
         assert_eq!(fs::read_to_string(dest.join("fresh/deep/x")).unwrap(), "x");
         assert!(dest.join("keepdir").is_dir());
         assert_eq!(fs::read_to_string(dest.join("plain")).unwrap(), "a file");
-        assert_eq!(codes(&done), [("keepdir".into(), "conflict"), ("plain/under".into(), "conflict")]);
+        assert_eq!(
+            codes(&done),
+            [
+                ("keepdir".into(), "conflict"),
+                ("plain/under".into(), "conflict")
+            ]
+        );
         assert_eq!(done.files, 3);
-        let left: Vec<_> = fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let left: Vec<_> = fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(left, ["dest"], "the staging directory is gone");
     }
 
@@ -351,9 +440,18 @@ mod tests {
         let dest = tmp.path().join("dest");
         fs::create_dir(&dest).unwrap();
         std::os::unix::fs::symlink(&outside, dest.join("out")).unwrap();
-        let archive = tar_with(&[("out/x", EntryType::Regular, "x"), ("via", EntryType::Symlink, "out/../../etc")]);
+        let archive = tar_with(&[
+            ("out/x", EntryType::Regular, "x"),
+            ("via", EntryType::Symlink, "out/../../etc"),
+        ]);
         let done = extract(&archive[..], &dest, &Request::all()).unwrap();
-        assert_eq!(codes(&done), [("via".into(), "symlink-leaves"), ("out/x".into(), "conflict")]);
+        assert_eq!(
+            codes(&done),
+            [
+                ("via".into(), "symlink-leaves"),
+                ("out/x".into(), "conflict")
+            ]
+        );
         assert_eq!(fs::read_dir(&outside).unwrap().count(), 0);
     }
 
@@ -370,10 +468,17 @@ mod tests {
             ("fine", EntryType::Symlink, "d/../b"),
         ]);
         let done = extract(&archive[..], &dest, &Request::all()).unwrap();
-        let loops = [("a".into(), "symlink-leaves"), ("loop1".into(), "symlink-leaves"), ("loop2".into(), "symlink-leaves")];
+        let loops = [
+            ("a".into(), "symlink-leaves"),
+            ("loop1".into(), "symlink-leaves"),
+            ("loop2".into(), "symlink-leaves"),
+        ];
         assert_eq!(codes(&done), loops);
         assert_eq!(fs::read_link(dest.join("b")).unwrap(), Path::new("d/.."));
-        assert!(fs::symlink_metadata(dest.join("a")).is_err() && fs::symlink_metadata(dest.join("loop1")).is_err());
+        assert!(
+            fs::symlink_metadata(dest.join("a")).is_err()
+                && fs::symlink_metadata(dest.join("loop1")).is_err()
+        );
         assert_eq!(done.symlinks, 2);
     }
 
@@ -386,17 +491,31 @@ mod tests {
             ("a/extra.txt", EntryType::Regular, "e"),
             ("b/", EntryType::Directory, ""),
             ("c.txt", EntryType::Regular, "guest side"),
-            (".git/config", EntryType::Regular, "[core]\nfsmonitor = evil\n"),
+            (
+                ".git/config",
+                EntryType::Regular,
+                "[core]\nfsmonitor = evil\n",
+            ),
         ]);
-        let request = Request::only(["a/wanted.txt", "c.txt"]).rename("c.txt", "c.txt.remote-conflict-1");
+        let request =
+            Request::only(["a/wanted.txt", "c.txt"]).rename("c.txt", "c.txt.remote-conflict-1");
         let done = extract(&archive[..], &dest, &request).unwrap();
         assert_eq!(
             codes(&done),
-            [("a/extra.txt".into(), "not-requested"), ("b/".into(), "not-requested"), (".git/config".into(), "protected")]
+            [
+                ("a/extra.txt".into(), "not-requested"),
+                ("b/".into(), "not-requested"),
+                (".git/config".into(), "protected")
+            ]
         );
         assert_eq!(fs::read_to_string(dest.join("a/wanted.txt")).unwrap(), "w");
-        assert_eq!(fs::read_to_string(dest.join("c.txt.remote-conflict-1")).unwrap(), "guest side");
-        assert!(!dest.join("c.txt").exists() && !dest.join(".git").exists() && !dest.join("b").exists());
+        assert_eq!(
+            fs::read_to_string(dest.join("c.txt.remote-conflict-1")).unwrap(),
+            "guest side"
+        );
+        assert!(
+            !dest.join("c.txt").exists() && !dest.join(".git").exists() && !dest.join("b").exists()
+        );
     }
 
     #[test]
@@ -409,7 +528,9 @@ mod tests {
             let mut header = tar::Header::new_gnu();
             header.set_mode(0o644);
             header.set_size(data.len() as u64);
-            builder.append_data(&mut header, name, data.as_bytes()).unwrap();
+            builder
+                .append_data(&mut header, name, data.as_bytes())
+                .unwrap();
         }
         let done = extract(&builder.into_inner().unwrap()[..], &dest, &Request::all()).unwrap();
         assert_eq!(done.refused.len(), 1);
@@ -421,7 +542,12 @@ mod tests {
     fn a_protected_destination_is_refused_before_anything() {
         let tmp = tempfile::TempDir::new().unwrap();
         let git = tmp.path().join("repo/.git/hooks");
-        let err = extract(&tar_with(&[("x", EntryType::Regular, "x")])[..], &git, &Request::all()).unwrap_err();
+        let err = extract(
+            &tar_with(&[("x", EntryType::Regular, "x")])[..],
+            &git,
+            &Request::all(),
+        )
+        .unwrap_err();
         assert!(matches!(err, Error::Refused { .. }), "{err}");
         assert!(!tmp.path().join("repo").exists());
     }

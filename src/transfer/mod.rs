@@ -40,8 +40,8 @@ pub use archive::tar_of;
 pub use extract::extract;
 pub(crate) use extract::{Extracted, Extraction};
 pub use refused::{summary as refused_summary, RefuseReason, Refused};
-pub use remote::{ApiRemote, Remote, ScriptOutput, SshRemote, TarReader, TarWriter};
 pub use remote::TempCleanup;
+pub use remote::{ApiRemote, Remote, ScriptOutput, SshRemote, TarReader, TarWriter};
 pub use unpack::{safe_name, Request, Unpacked};
 
 use crate::api::endpoints;
@@ -84,9 +84,14 @@ pub async fn upload_snapshot(
 ) -> Result<UploadedDir> {
     validate::guest_path("destination", dest)?;
     let length = snapshot.exact_size();
-    let archive = || -> TarReader { Box::pin(snapshot.tar_stream(Compression::None).into_async_read()) };
+    let archive =
+        || -> TarReader { Box::pin(snapshot.tar_stream(Compression::None).into_async_read()) };
     let bytes = put_tar_rebuilt(remote, dest, archive, Some(length), progress).await?;
-    Ok(UploadedDir { dest: dest.to_string(), files: snapshot.files().len() as u64, bytes })
+    Ok(UploadedDir {
+        dest: dest.to_string(),
+        files: snapshot.files().len() as u64,
+        bytes,
+    })
 }
 
 /// Send the archive `archive` builds into the guest directory `dest`, building and sending it
@@ -103,11 +108,18 @@ pub(crate) async fn put_tar_rebuilt(
     let policy = remote.sandbox().client.transport.retry.clone();
     let mut attempt = 0;
     loop {
-        let outcome = remote.put_tar(dest, archive(), length, progress.clone()).await;
+        let outcome = remote
+            .put_tar(dest, archive(), length, progress.clone())
+            .await;
         match retry::judge(&outcome, &endpoints::UPLOAD_FILE, true, attempt, &policy) {
             Verdict::GiveUp => return outcome,
             Verdict::Retry(delay) => {
-                tracing::debug!(attempt, ?delay, dest, "archive transfer refused; building and sending it again");
+                tracing::debug!(
+                    attempt,
+                    ?delay,
+                    dest,
+                    "archive transfer refused; building and sending it again"
+                );
                 tokio::time::sleep(delay).await;
                 attempt += 1;
             }
@@ -127,7 +139,11 @@ pub async fn download_dir(
 ) -> Result<DownloadedDir> {
     validate::guest_path("remote directory", dir)?;
     let (done, bytes) = fetch_into(remote, dir, None, dest, progress, Request::all()).await?;
-    Ok(DownloadedDir { dest: dest.to_path_buf(), unpacked: done.unpacked, bytes })
+    Ok(DownloadedDir {
+        dest: dest.to_path_buf(),
+        unpacked: done.unpacked,
+        bytes,
+    })
 }
 
 /// Fetch a tar of `names` (or all) of guest `dir` into a staging directory next to `dest`,
@@ -144,17 +160,28 @@ pub(crate) async fn fetch_into(
         let dest = dest.to_path_buf();
         tokio::task::spawn_blocking(move || Extraction::prepare(&dest))
             .await
-            .map_err(|e| Error::io("the unpacking thread failed", std::io::Error::other(e.to_string())))??
+            .map_err(|e| {
+                Error::io(
+                    "the unpacking thread failed",
+                    std::io::Error::other(e.to_string()),
+                )
+            })??
     };
     let mut file = tokio::fs::File::from_std(prepared.archive_file()?);
     let bytes = remote.get_tar(dir, names, &mut file, progress).await?;
     let mut file = file.into_std().await;
     let done = tokio::task::spawn_blocking(move || -> Result<Extracted> {
         use std::io::Seek;
-        file.seek(std::io::SeekFrom::Start(0)).map_err(|e| Error::io("reading the downloaded archive", e))?;
+        file.seek(std::io::SeekFrom::Start(0))
+            .map_err(|e| Error::io("reading the downloaded archive", e))?;
         prepared.finish(std::io::BufReader::new(file), &request)
     })
     .await
-    .map_err(|e| Error::io("the unpacking thread failed", std::io::Error::other(e.to_string())))??;
+    .map_err(|e| {
+        Error::io(
+            "the unpacking thread failed",
+            std::io::Error::other(e.to_string()),
+        )
+    })??;
     Ok((done, bytes))
 }

@@ -44,10 +44,19 @@ pub fn parse(patch: &[u8]) -> Option<Vec<PatchFile>> {
                 files.push(file);
             }
             let (old, new) = header_names(rest).unwrap_or((None, None));
-            current = Some((PatchFile { old, new, ..PatchFile::default() }, true));
+            current = Some((
+                PatchFile {
+                    old,
+                    new,
+                    ..PatchFile::default()
+                },
+                true,
+            ));
             continue;
         }
-        let Some((file, in_header)) = current.as_mut() else { continue };
+        let Some((file, in_header)) = current.as_mut() else {
+            continue;
+        };
         if *in_header {
             if line.starts_with(b"@@ ") {
                 *in_header = false;
@@ -120,7 +129,11 @@ fn header_names(rest: &[u8]) -> Option<Names> {
     if rest.starts_with(b"\"") {
         let (first, after) = quoted_prefix(rest)?;
         let second = after.strip_prefix(b" ")?;
-        let second = if second.starts_with(b"\"") { quoted_prefix(second)?.0 } else { second.to_vec() };
+        let second = if second.starts_with(b"\"") {
+            quoted_prefix(second)?.0
+        } else {
+            second.to_vec()
+        };
         return Some((drop_first(first), drop_first(second)));
     }
     let n = rest.len().checked_sub(1)? / 2;
@@ -202,13 +215,19 @@ pub fn numstat_paths(out: &[u8]) -> BTreeSet<Vec<u8>> {
 
 /// Every path `files` name (both names of a rename or copy).
 pub fn paths(files: &[PatchFile]) -> BTreeSet<Vec<u8>> {
-    files.iter().flat_map(|f| f.old.iter().chain(f.new.iter()).cloned()).collect()
+    files
+        .iter()
+        .flat_map(|f| f.old.iter().chain(f.new.iter()).cloned())
+        .collect()
 }
 
 /// The name Git reports for each file (`--numstat`: the new name, or the old one of a
 /// deletion).
 pub fn primary_paths(files: &[PatchFile]) -> BTreeSet<Vec<u8>> {
-    files.iter().filter_map(|f| f.new.clone().or_else(|| f.old.clone())).collect()
+    files
+        .iter()
+        .filter_map(|f| f.new.clone().or_else(|| f.old.clone()))
+        .collect()
 }
 
 /// What may not be applied to the worktree at `root` (see the module docs). `git_paths`
@@ -219,7 +238,17 @@ pub fn vet(root: &Path, files: &[PatchFile], git_paths: &BTreeSet<Vec<u8>>) -> V
     if !git_paths.is_subset(&ours) || !primary_paths(files).is_subset(git_paths) {
         let all: BTreeSet<&Vec<u8>> = ours.iter().chain(git_paths).collect();
         let found = "the patch reads differently here and to Git; it cannot be checked".to_string();
-        return all.into_iter().map(|p| Refused::new(p, RefuseReason::Conflict { found: found.clone() })).collect();
+        return all
+            .into_iter()
+            .map(|p| {
+                Refused::new(
+                    p,
+                    RefuseReason::Conflict {
+                        found: found.clone(),
+                    },
+                )
+            })
+            .collect();
     }
     let worktree = Dir::open(root).ok();
     // the symlinks the patch itself leaves, and the files it turns into non-links
@@ -263,11 +292,17 @@ pub fn vet(root: &Path, files: &[PatchFile], git_paths: &BTreeSet<Vec<u8>>) -> V
         let Some(new) = &file.new else { continue };
         let reason = match file.mode {
             None | Some(0o100644) | Some(0o100755) => None,
-            Some(0o160000) => Some(RefuseReason::Special { kind: "a submodule (gitlink)" }),
+            Some(0o160000) => Some(RefuseReason::Special {
+                kind: "a submodule (gitlink)",
+            }),
             Some(0o120000) if file.binary || file.added.len() != 1 => {
-                Some(RefuseReason::LinkLeaves { target: "(a target this client cannot read from the patch)".into() })
+                Some(RefuseReason::LinkLeaves {
+                    target: "(a target this client cannot read from the patch)".into(),
+                })
             }
-            Some(0o120000) => judge_link(Path::new(OsStr::from_bytes(new)), &file.added[0], link_at).err(),
+            Some(0o120000) => {
+                judge_link(Path::new(OsStr::from_bytes(new)), &file.added[0], link_at).err()
+            }
             Some(mode) => Some(RefuseReason::SetId { mode }),
         };
         if let Some(reason) = reason {
@@ -294,7 +329,9 @@ fn judge_name(worktree: Option<&Dir>, raw: &[u8]) -> Option<RefuseReason> {
     for part in split(&rel).0.components() {
         at.push(part);
         if existing_link(worktree, &at).is_some() {
-            return Some(RefuseReason::ThroughLink { link: shown(at.as_os_str().as_bytes()) });
+            return Some(RefuseReason::ThroughLink {
+                link: shown(at.as_os_str().as_bytes()),
+            });
         }
     }
     None
@@ -343,7 +380,10 @@ new file mode 100755
     fn a_patch_is_read_as_git_reads_it() {
         let files = parse(PATCH).unwrap();
         type Pair<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
-        let names: Vec<Pair<'_>> = files.iter().map(|f| (f.old.as_deref(), f.new.as_deref())).collect();
+        let names: Vec<Pair<'_>> = files
+            .iter()
+            .map(|f| (f.old.as_deref(), f.new.as_deref()))
+            .collect();
         assert_eq!(
             names,
             [
@@ -359,24 +399,47 @@ new file mode 100755
         assert_eq!(files[4].added, [b"../../etc/passwd".to_vec()]);
         let tmp = tempfile::tempdir().unwrap();
         let git: BTreeSet<Vec<u8>> = primary_paths(&files);
-        let refused: Vec<(String, &str)> = vet(tmp.path(), &files, &git).iter().map(|r| (r.path.clone(), r.reason.code())).collect();
-        assert_eq!(refused, [("link".into(), "symlink-leaves"), (".git/hooks/post-commit".into(), "protected")]);
+        let refused: Vec<(String, &str)> = vet(tmp.path(), &files, &git)
+            .iter()
+            .map(|r| (r.path.clone(), r.reason.code()))
+            .collect();
+        assert_eq!(
+            refused,
+            [
+                ("link".into(), "symlink-leaves"),
+                (".git/hooks/post-commit".into(), "protected")
+            ]
+        );
         // Git reading other paths than this parser: nothing can be vouched for
         let mut other = git.clone();
         other.insert(b"elsewhere".to_vec());
-        assert_eq!(vet(tmp.path(), &files, &other).len(), paths(&files).len() + 1);
+        assert_eq!(
+            vet(tmp.path(), &files, &other).len(),
+            paths(&files).len() + 1
+        );
     }
 
     #[test]
     fn numstat_output_is_read() {
         let out = b"1\t0\tREADME.md\x000\t0\t\x00old.txt\x00new.txt\x00-\t-\tbin\nary\x00";
         let got: Vec<Vec<u8>> = numstat_paths(out).into_iter().collect();
-        assert_eq!(got, [b"README.md".to_vec(), b"bin\nary".to_vec(), b"new.txt".to_vec(), b"old.txt".to_vec()]);
+        assert_eq!(
+            got,
+            [
+                b"README.md".to_vec(),
+                b"bin\nary".to_vec(),
+                b"new.txt".to_vec(),
+                b"old.txt".to_vec()
+            ]
+        );
     }
 
     #[test]
     fn quoting() {
-        assert_eq!(unquote(b"\"a\\\\b\\\"c\\303\\251\"").unwrap(), "a\\b\"c\u{e9}".as_bytes());
+        assert_eq!(
+            unquote(b"\"a\\\\b\\\"c\\303\\251\"").unwrap(),
+            "a\\b\"c\u{e9}".as_bytes()
+        );
         assert_eq!(unquote(b"plain name").unwrap(), b"plain name");
         assert!(unquote(b"\"unterminated").is_none());
     }

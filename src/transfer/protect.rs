@@ -24,8 +24,17 @@ use crate::snapshot::rules;
 
 /// Folders directly under the home directory that hold credentials or account configuration:
 /// a sync or snapshot root inside one is refused unless the caller insists.
-pub const SENSITIVE_HOME_DIRS: [&str; 9] =
-    [".ssh", ".gnupg", ".aws", ".config", ".docker", ".kube", ".gcloud", ".azure", ".createos"];
+pub const SENSITIVE_HOME_DIRS: [&str; 9] = [
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".config",
+    ".docker",
+    ".kube",
+    ".gcloud",
+    ".azure",
+    ".createos",
+];
 
 /// Of [`SENSITIVE_HOME_DIRS`], those refused even when the caller insists: this client's own
 /// credentials.
@@ -45,11 +54,16 @@ pub enum Protection {
 impl fmt::Display for Protection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Protection::Vcs(dir) => write!(f, "version-control metadata ({dir}) is never written from a sandbox"),
+            Protection::Vcs(dir) => write!(
+                f,
+                "version-control metadata ({dir}) is never written from a sandbox"
+            ),
             Protection::DenyList(rule) => {
                 write!(f, "it matches the credential deny-list ({rule}); such paths are never written from a sandbox")
             }
-            Protection::CosHome => f.write_str("~/.createos holds your CreateOS credentials; nothing from a sandbox goes there"),
+            Protection::CosHome => f.write_str(
+                "~/.createos holds your CreateOS credentials; nothing from a sandbox goes there",
+            ),
         }
     }
 }
@@ -62,7 +76,11 @@ pub fn protected(rel: &[u8]) -> Option<Protection> {
     if rel.is_empty() {
         return None;
     }
-    vcs(rel).or_else(|| rules::denied_by(rel).or_else(|| rules::denied_dir(rel)).map(Protection::DenyList))
+    vcs(rel).or_else(|| {
+        rules::denied_by(rel)
+            .or_else(|| rules::denied_dir(rel))
+            .map(Protection::DenyList)
+    })
 }
 
 /// Why nothing may be written from a sandbox below the directory `rel` (or create it), if
@@ -78,7 +96,11 @@ pub fn protected_dir(rel: &[u8]) -> Option<Protection> {
 
 fn vcs(rel: &[u8]) -> Option<Protection> {
     rel.split(|b| *b == b'/')
-        .find_map(|c| rules::VCS_DIRS.iter().find(|v| c.eq_ignore_ascii_case(v.as_bytes())))
+        .find_map(|c| {
+            rules::VCS_DIRS
+                .iter()
+                .find(|v| c.eq_ignore_ascii_case(v.as_bytes()))
+        })
         .map(|dir| Protection::Vcs(dir))
 }
 
@@ -104,7 +126,9 @@ pub fn protected_path(path: &Path) -> Option<Protection> {
 
 /// `~/.createos`, resolved through symlinks when it exists (`home` `None`: the current user's).
 fn cos_home(home: Option<&Path>) -> Vec<PathBuf> {
-    let Some(home) = home.map(Path::to_path_buf).or_else(dirs::home_dir) else { return Vec::new() };
+    let Some(home) = home.map(Path::to_path_buf).or_else(dirs::home_dir) else {
+        return Vec::new();
+    };
     let mut found = Vec::new();
     for home in [home.clone(), std::fs::canonicalize(&home).unwrap_or(home)] {
         let dir = home.join(".createos");
@@ -120,7 +144,9 @@ pub(crate) fn resolved(path: &Path) -> PathBuf {
     let absolute = if path.is_absolute() {
         path.to_path_buf()
     } else {
-        std::env::current_dir().map(|d| d.join(path)).unwrap_or_else(|_| path.to_path_buf())
+        std::env::current_dir()
+            .map(|d| d.join(path))
+            .unwrap_or_else(|_| path.to_path_buf())
     };
     let mut missing = Vec::new();
     let mut at = absolute.as_path();
@@ -147,17 +173,24 @@ pub(crate) fn resolved(path: &Path) -> PathBuf {
 /// a place inside `~/.createos`. `home` `None` means the current user's home directory.
 pub fn protection_of(path: &Path, home: Option<&Path>) -> Option<Protection> {
     let real = resolved(path);
-    protected_path(path).or_else(|| protected_path(&real)).or_else(|| in_cos_home(&real, home))
+    protected_path(path)
+        .or_else(|| protected_path(&real))
+        .or_else(|| in_cos_home(&real, home))
 }
 
 /// [`protection_of`] for a directory that receives entries ([`protected_dir`] rules).
 pub fn dir_protection_of(path: &Path, home: Option<&Path>) -> Option<Protection> {
     let real = resolved(path);
-    protected_dir(&joined(path)).or_else(|| protected_dir(&joined(&real))).or_else(|| in_cos_home(&real, home))
+    protected_dir(&joined(path))
+        .or_else(|| protected_dir(&joined(&real)))
+        .or_else(|| in_cos_home(&real, home))
 }
 
 fn in_cos_home(real: &Path, home: Option<&Path>) -> Option<Protection> {
-    cos_home(home).iter().any(|dir| real.starts_with(dir)).then_some(Protection::CosHome)
+    cos_home(home)
+        .iter()
+        .any(|dir| real.starts_with(dir))
+        .then_some(Protection::CosHome)
 }
 
 /// Refuse (with [`Error::Refused`]) writing a file from a sandbox to the local `path`; see
@@ -195,7 +228,10 @@ mod tests {
             ("app/.env.local", Some(Protection::DenyList(".env.*"))),
             (".ssh", Some(Protection::DenyList(".ssh/"))),
             (".ssh/authorized_keys", Some(Protection::DenyList(".ssh/"))),
-            ("conf/credentials.json", Some(Protection::DenyList("credentials.json"))),
+            (
+                "conf/credentials.json",
+                Some(Protection::DenyList("credentials.json")),
+            ),
             ("tls/server.key", Some(Protection::DenyList("*.key"))),
             (".createos/.token", Some(Protection::DenyList(".createos/"))),
             (".createos", Some(Protection::DenyList(".createos/"))),
@@ -207,14 +243,26 @@ mod tests {
         ] {
             assert_eq!(protected(path.as_bytes()), want, "{path}");
         }
-        assert_eq!(protected_path(Path::new("/home/u/proj/.git/hooks")), Some(Protection::Vcs(".git")));
+        assert_eq!(
+            protected_path(Path::new("/home/u/proj/.git/hooks")),
+            Some(Protection::Vcs(".git"))
+        );
         assert_eq!(protected_path(Path::new("/home/u/proj/out")), None);
         // directories: only VCS metadata and deny-listed directories
         assert_eq!(protected_dir(b"src/credentials"), None);
         assert_eq!(protected_dir(b"certs.key"), None);
-        assert_eq!(protected_dir(b"a/.ssh"), Some(Protection::DenyList(".ssh/")));
-        assert_eq!(protected_dir(b"a/.git/hooks"), Some(Protection::Vcs(".git")));
-        assert_eq!(protected(b"src/credentials"), Some(Protection::DenyList("credentials")));
+        assert_eq!(
+            protected_dir(b"a/.ssh"),
+            Some(Protection::DenyList(".ssh/"))
+        );
+        assert_eq!(
+            protected_dir(b"a/.git/hooks"),
+            Some(Protection::Vcs(".git"))
+        );
+        assert_eq!(
+            protected(b"src/credentials"),
+            Some(Protection::DenyList("credentials"))
+        );
     }
 
     #[test]
@@ -225,10 +273,25 @@ mod tests {
         std::fs::create_dir_all(&home).unwrap();
         std::fs::create_dir_all(&real).unwrap();
         std::os::unix::fs::symlink(&real, home.join(".createos")).unwrap();
-        assert_eq!(protection_of(&real.join("x"), Some(&home)), Some(Protection::CosHome));
-        assert_eq!(protection_of(&home.join(".createos/.token"), Some(&home)), Some(Protection::DenyList(".createos/")));
-        assert_eq!(protection_of(&home.join("project/out.txt"), Some(&home)), None);
-        assert_eq!(dir_protection_of(&real, Some(&home)), Some(Protection::CosHome));
-        assert_eq!(dir_protection_of(&home.join("credentials"), Some(&home)), None);
+        assert_eq!(
+            protection_of(&real.join("x"), Some(&home)),
+            Some(Protection::CosHome)
+        );
+        assert_eq!(
+            protection_of(&home.join(".createos/.token"), Some(&home)),
+            Some(Protection::DenyList(".createos/"))
+        );
+        assert_eq!(
+            protection_of(&home.join("project/out.txt"), Some(&home)),
+            None
+        );
+        assert_eq!(
+            dir_protection_of(&real, Some(&home)),
+            Some(Protection::CosHome)
+        );
+        assert_eq!(
+            dir_protection_of(&home.join("credentials"), Some(&home)),
+            None
+        );
     }
 }

@@ -20,7 +20,10 @@ pub struct Refused {
 
 impl Refused {
     pub(crate) fn new(raw: &[u8], reason: RefuseReason) -> Self {
-        Refused { path: shown(raw), reason }
+        Refused {
+            path: shown(raw),
+            reason,
+        }
     }
 }
 
@@ -123,16 +126,25 @@ impl fmt::Display for RefuseReason {
             RefuseReason::BadName => f.write_str("NUL byte in the name"),
             RefuseReason::Protected(why) => write!(f, "{why}"),
             RefuseReason::NotRequested => f.write_str("not among the paths asked for"),
-            RefuseReason::ThroughLink { link } => write!(f, "would be written through the symlink {link}"),
+            RefuseReason::ThroughLink { link } => {
+                write!(f, "would be written through the symlink {link}")
+            }
             RefuseReason::LinkLeaves { target } => {
                 write!(f, "symlink to {target}, which leads outside the destination (or round a loop of links)")
             }
-            RefuseReason::LinkToProtected { target, protection } => write!(f, "symlink to {target}: {protection}"),
+            RefuseReason::LinkToProtected { target, protection } => {
+                write!(f, "symlink to {target}: {protection}")
+            }
             RefuseReason::HardLink { target } => {
                 write!(f, "hard link to {target}, which is not a regular file unpacked earlier from this archive")
             }
-            RefuseReason::Special { kind } => write!(f, "{kind}; only files, directories and symlinks are unpacked"),
-            RefuseReason::SetId { mode } => write!(f, "mode {mode:o} has setuid, setgid or sticky bits"),
+            RefuseReason::Special { kind } => write!(
+                f,
+                "{kind}; only files, directories and symlinks are unpacked"
+            ),
+            RefuseReason::SetId { mode } => {
+                write!(f, "mode {mode:o} has setuid, setgid or sticky bits")
+            }
             RefuseReason::Conflict { found } => write!(f, "{found}"),
         }
     }
@@ -145,9 +157,16 @@ pub(crate) fn shown(raw: &[u8]) -> String {
 
 /// Up to `limit` refusals as lines (`refused <path>: <why>`), then how many more there were.
 pub fn summary(refused: &[Refused], limit: usize) -> Vec<String> {
-    let mut lines: Vec<String> = refused.iter().take(limit).map(|r| format!("refused {r}")).collect();
+    let mut lines: Vec<String> = refused
+        .iter()
+        .take(limit)
+        .map(|r| format!("refused {r}"))
+        .collect();
     if refused.len() > limit {
-        lines.push(format!("… and {} more refused entries (see -o json)", refused.len() - limit));
+        lines.push(format!(
+            "… and {} more refused entries (see -o json)",
+            refused.len() - limit
+        ));
     }
     lines
 }

@@ -47,8 +47,15 @@ impl ScriptOutput {
 
     /// An error saying `what` failed, with the script's stderr.
     pub fn failure(&self, what: &str) -> Error {
-        let why = if self.stderr.trim().is_empty() { self.stdout.trim() } else { self.stderr.trim() };
-        Error::io(format!("{what} in the sandbox failed (exit {})", self.exit_code), io::Error::other(why.to_string()))
+        let why = if self.stderr.trim().is_empty() {
+            self.stdout.trim()
+        } else {
+            self.stderr.trim()
+        };
+        Error::io(
+            format!("{what} in the sandbox failed (exit {})", self.exit_code),
+            io::Error::other(why.to_string()),
+        )
     }
 }
 
@@ -78,7 +85,12 @@ pub trait Remote: Send + Sync {
     ) -> BoxFuture<'a, Result<u64>>;
 
     /// Run `sh -c script sh args…` with `stdin`.
-    fn run_sh<'a>(&'a self, script: &'a str, args: Vec<String>, stdin: Vec<u8>) -> BoxFuture<'a, Result<ScriptOutput>>;
+    fn run_sh<'a>(
+        &'a self,
+        script: &'a str,
+        args: Vec<String>,
+        stdin: Vec<u8>,
+    ) -> BoxFuture<'a, Result<ScriptOutput>>;
 
     /// File operations in the sandbox over this remote's channel (the sync engine reads the
     /// guest manifest through it). The default is [`Sandbox::guest`] ([`GuestChannel::Auto`]).
@@ -88,7 +100,8 @@ pub trait Remote: Send + Sync {
 }
 
 /// Unpack `$2` (an archive file) into `$1`, then always remove `$2`.
-const EXTRACT_FILE: &str = r#"mkdir -p -- "$1" && tar -x -f "$2" -C "$1"; s=$?; rm -f -- "$2"; exit $s"#;
+const EXTRACT_FILE: &str =
+    r#"mkdir -p -- "$1" && tar -x -f "$2" -C "$1"; s=$?; rm -f -- "$2"; exit $s"#;
 /// Archive `$1` as a whole into `$2`.
 const CREATE_ALL_FILE: &str = r#"tar -c -f "$2" -C "$1" ."#;
 /// Archive the NUL-separated names read from stdin, relative to `$1`, into `$2`.
@@ -128,12 +141,28 @@ impl ApiRemote {
         format!("/tmp/.cos-transfer-{:016x}.tar", rand::random::<u64>())
     }
 
-    async fn exec_sh(&self, script: &str, args: &[&str], stdin: Vec<u8>, limit: Duration) -> Result<ScriptOutput> {
-        let text = (!stdin.contains(&0)).then(|| String::from_utf8(stdin.clone()).ok()).flatten();
+    async fn exec_sh(
+        &self,
+        script: &str,
+        args: &[&str],
+        stdin: Vec<u8>,
+        limit: Duration,
+    ) -> Result<ScriptOutput> {
+        let text = (!stdin.contains(&0))
+            .then(|| String::from_utf8(stdin.clone()).ok())
+            .flatten();
         let request = match text {
             Some(text) => {
-                let request = ExecRequest::new("sh").arg("-c").arg(script).arg("sh").args(args.iter().copied());
-                if text.is_empty() { request } else { request.stdin(text) }
+                let request = ExecRequest::new("sh")
+                    .arg("-c")
+                    .arg(script)
+                    .arg("sh")
+                    .args(args.iter().copied());
+                if text.is_empty() {
+                    request
+                } else {
+                    request.stdin(text)
+                }
             }
             // exec's stdin is text without NUL: send binary input (NUL-separated name lists)
             // as base64 and decode it in front of the script
@@ -148,17 +177,30 @@ impl ApiRemote {
         };
         let request = request.timeout(limit);
         let out = self.sandbox.exec_with(request).await?;
-        Ok(ScriptOutput { stdout: out.stdout, stderr: out.stderr, exit_code: out.exit_code })
+        Ok(ScriptOutput {
+            stdout: out.stdout,
+            stderr: out.stderr,
+            exit_code: out.exit_code,
+        })
     }
 
-    async fn put(&self, dest: &str, archive: TarReader, length: Option<u64>, progress: Option<ProgressFn>) -> Result<u64> {
+    async fn put(
+        &self,
+        dest: &str,
+        archive: TarReader,
+        length: Option<u64>,
+        progress: Option<ProgressFn>,
+    ) -> Result<u64> {
         let temp = Self::temp_archive();
         let mut cleanup = TempCleanup::new(self.sandbox.clone(), temp.clone());
         let mut options = UploadOptions::new().allow_large(true);
         if let Some(report) = progress {
             options = options.progress(move |done, total| report(done, total));
         }
-        let uploaded = self.sandbox.upload_with(&temp, UploadBody::reader(archive, length), options).await;
+        let uploaded = self
+            .sandbox
+            .upload_with(&temp, UploadBody::reader(archive, length), options)
+            .await;
         let sent = match uploaded {
             Ok(up) => up.bytes,
             Err(err) => {
@@ -167,7 +209,10 @@ impl ApiRemote {
             }
         };
         // the script removes the archive whatever tar did
-        match self.exec_sh(EXTRACT_FILE, &[dest, &temp], Vec::new(), TAR_TIMEOUT).await {
+        match self
+            .exec_sh(EXTRACT_FILE, &[dest, &temp], Vec::new(), TAR_TIMEOUT)
+            .await
+        {
             Ok(out) if out.success() => {
                 cleanup.disarm();
                 Ok(sent)
@@ -183,13 +228,30 @@ impl ApiRemote {
         }
     }
 
-    async fn get(&self, dir: &str, names: Option<Vec<String>>, out: TarWriter<'_>, progress: Option<ProgressFn>) -> Result<u64> {
+    async fn get(
+        &self,
+        dir: &str,
+        names: Option<Vec<String>>,
+        out: TarWriter<'_>,
+        progress: Option<ProgressFn>,
+    ) -> Result<u64> {
         let temp = Self::temp_archive();
         let mut cleanup = TempCleanup::new(self.sandbox.clone(), temp.clone());
         let result = async {
             let packed = match &names {
-                None => self.exec_sh(CREATE_ALL_FILE, &[dir, &temp], Vec::new(), TAR_TIMEOUT).await?,
-                Some(names) => self.exec_sh(CREATE_LISTED_FILE, &[dir, &temp], nul_list(names), TAR_TIMEOUT).await?,
+                None => {
+                    self.exec_sh(CREATE_ALL_FILE, &[dir, &temp], Vec::new(), TAR_TIMEOUT)
+                        .await?
+                }
+                Some(names) => {
+                    self.exec_sh(
+                        CREATE_LISTED_FILE,
+                        &[dir, &temp],
+                        nul_list(names),
+                        TAR_TIMEOUT,
+                    )
+                    .await?
+                }
             };
             if !packed.success() {
                 return Err(packed.failure("packing the archive"));
@@ -203,9 +265,13 @@ impl ApiRemote {
             while let Some(chunk) = chunks.next().await {
                 let chunk = chunk?;
                 received += chunk.len() as u64;
-                out.write_all(&chunk).await.map_err(|e| Error::io("writing the downloaded archive", e))?;
+                out.write_all(&chunk)
+                    .await
+                    .map_err(|e| Error::io("writing the downloaded archive", e))?;
             }
-            out.flush().await.map_err(|e| Error::io("writing the downloaded archive", e))?;
+            out.flush()
+                .await
+                .map_err(|e| Error::io("writing the downloaded archive", e))?;
             Ok(received)
         }
         .await;
@@ -239,7 +305,12 @@ impl Remote for ApiRemote {
         Box::pin(self.get(dir, names, out, progress))
     }
 
-    fn run_sh<'a>(&'a self, script: &'a str, args: Vec<String>, stdin: Vec<u8>) -> BoxFuture<'a, Result<ScriptOutput>> {
+    fn run_sh<'a>(
+        &'a self,
+        script: &'a str,
+        args: Vec<String>,
+        stdin: Vec<u8>,
+    ) -> BoxFuture<'a, Result<ScriptOutput>> {
         Box::pin(async move {
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
             self.exec_sh(script, &args, stdin, SCRIPT_TIMEOUT).await
@@ -257,7 +328,10 @@ pub struct TempCleanup {
 impl TempCleanup {
     /// Removes `path` (in `sandbox`) when dropped, unless [`TempCleanup::now`] ran first.
     pub fn new(sandbox: Sandbox, path: String) -> Self {
-        TempCleanup { sandbox, path: Some(path) }
+        TempCleanup {
+            sandbox,
+            path: Some(path),
+        }
     }
 
     /// Removes the file now and waits for it.
@@ -273,11 +347,17 @@ impl TempCleanup {
 }
 
 async fn remove_temp(sandbox: &Sandbox, path: &str) {
-    let request = ExecRequest::new("rm").args(["-f", "--", path]).timeout(SCRIPT_TIMEOUT);
+    let request = ExecRequest::new("rm")
+        .args(["-f", "--", path])
+        .timeout(SCRIPT_TIMEOUT);
     match sandbox.exec_with(request).await {
         Ok(out) if out.success() => {}
-        Ok(out) => tracing::warn!(%path, stderr = %out.stderr, "could not remove a temporary archive in the sandbox"),
-        Err(err) => tracing::warn!(%path, error = %err, "could not remove a temporary archive in the sandbox"),
+        Ok(out) => {
+            tracing::warn!(%path, stderr = %out.stderr, "could not remove a temporary archive in the sandbox")
+        }
+        Err(err) => {
+            tracing::warn!(%path, error = %err, "could not remove a temporary archive in the sandbox")
+        }
     }
 }
 
@@ -289,7 +369,9 @@ impl Drop for TempCleanup {
             Ok(handle) => {
                 handle.spawn(async move { remove_temp(&sandbox, &path).await });
             }
-            Err(_) => tracing::warn!(%path, "temporary archive left in the sandbox (no runtime to remove it)"),
+            Err(_) => {
+                tracing::warn!(%path, "temporary archive left in the sandbox (no runtime to remove it)")
+            }
         }
     }
 }
@@ -304,18 +386,26 @@ pub struct SshRemote {
 
 impl std::fmt::Debug for SshRemote {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SshRemote").field("sandbox", &self.sandbox.id()).finish_non_exhaustive()
+        f.debug_struct("SshRemote")
+            .field("sandbox", &self.sandbox.id())
+            .finish_non_exhaustive()
     }
 }
 
 impl SshRemote {
     /// Transfers over `ssh` (a session to `ssh.sandbox()`).
     pub fn new(ssh: SshSession) -> Self {
-        SshRemote { sandbox: ssh.sandbox().clone(), ssh }
+        SshRemote {
+            sandbox: ssh.sandbox().clone(),
+            ssh,
+        }
     }
 
     fn command(script: &str, args: &[&str]) -> String {
-        command_line("sh", ["-c", script, "sh"].into_iter().chain(args.iter().copied()))
+        command_line(
+            "sh",
+            ["-c", script, "sh"].into_iter().chain(args.iter().copied()),
+        )
     }
 }
 
@@ -333,7 +423,10 @@ impl Remote for SshRemote {
     ) -> BoxFuture<'a, Result<u64>> {
         Box::pin(async move {
             let mut counted = ProgressReader::new(archive, length, progress);
-            let out = self.ssh.exec_with_stdin_stream(&Self::command(EXTRACT_STDIN, &[dest]), &mut counted).await?;
+            let out = self
+                .ssh
+                .exec_with_stdin_stream(&Self::command(EXTRACT_STDIN, &[dest]), &mut counted)
+                .await?;
             if !out.success() {
                 return Err(ScriptOutput {
                     stdout: out.stdout_text().into_owned(),
@@ -354,13 +447,23 @@ impl Remote for SshRemote {
         progress: Option<ProgressFn>,
     ) -> BoxFuture<'a, Result<u64>> {
         Box::pin(async move {
-            let mut counting = CountingWriter { inner: out, done: 0, progress };
+            let mut counting = CountingWriter {
+                inner: out,
+                done: 0,
+                progress,
+            };
             let exit = match names {
-                None => self.ssh.exec_to_writer(&Self::command(CREATE_ALL_STDOUT, &[dir]), &mut counting).await?,
+                None => {
+                    self.ssh
+                        .exec_to_writer(&Self::command(CREATE_ALL_STDOUT, &[dir]), &mut counting)
+                        .await?
+                }
                 Some(names) => {
                     let list = std::io::Cursor::new(nul_list(&names));
                     let command = Self::command(CREATE_LISTED_STDOUT, &[dir, "-"]);
-                    self.ssh.exec_streaming(&command, list, &mut counting).await?
+                    self.ssh
+                        .exec_streaming(&command, list, &mut counting)
+                        .await?
                 }
             };
             if !exit.success() {
@@ -371,20 +474,33 @@ impl Remote for SshRemote {
                 }
                 .failure("packing the archive"));
             }
-            counting.flush().await.map_err(|e| Error::io("writing the downloaded archive", e))?;
+            counting
+                .flush()
+                .await
+                .map_err(|e| Error::io("writing the downloaded archive", e))?;
             Ok(counting.done)
         })
     }
 
     fn guest(&self, paths: PathMap) -> Guest {
-        let options = GuestOptions::new().channel(GuestChannel::Ssh).ssh_session(self.ssh.clone());
+        let options = GuestOptions::new()
+            .channel(GuestChannel::Ssh)
+            .ssh_session(self.ssh.clone());
         Guest::new(self.sandbox.clone(), paths, options)
     }
 
-    fn run_sh<'a>(&'a self, script: &'a str, args: Vec<String>, stdin: Vec<u8>) -> BoxFuture<'a, Result<ScriptOutput>> {
+    fn run_sh<'a>(
+        &'a self,
+        script: &'a str,
+        args: Vec<String>,
+        stdin: Vec<u8>,
+    ) -> BoxFuture<'a, Result<ScriptOutput>> {
         Box::pin(async move {
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            let out = self.ssh.exec_with_stdin(&Self::command(script, &args), stdin).await?;
+            let out = self
+                .ssh
+                .exec_with_stdin(&Self::command(script, &args), stdin)
+                .await?;
             Ok(ScriptOutput {
                 stdout: out.stdout_text().into_owned(),
                 stderr: out.stderr_text().into_owned(),
@@ -418,11 +534,17 @@ impl AsyncWrite for CountingWriter<'_> {
         polled
     }
 
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<io::Result<()>> {
+    fn poll_flush(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
         Pin::new(&mut *self.inner).poll_flush(cx)
     }
 
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<io::Result<()>> {
+    fn poll_shutdown(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
         Pin::new(&mut *self.inner).poll_shutdown(cx)
     }
 }

@@ -61,9 +61,21 @@ impl Request {
         I: IntoIterator<Item = S>,
         S: AsRef<Path>,
     {
-        let wanted: BTreeSet<PathBuf> = names.into_iter().map(|n| n.as_ref().to_path_buf()).collect();
-        let dirs = wanted.iter().flat_map(|w| w.ancestors().skip(1)).filter(|a| !a.as_os_str().is_empty()).map(Path::to_path_buf).collect();
-        Request { wanted: Some(wanted), dirs, renames: BTreeMap::new() }
+        let wanted: BTreeSet<PathBuf> = names
+            .into_iter()
+            .map(|n| n.as_ref().to_path_buf())
+            .collect();
+        let dirs = wanted
+            .iter()
+            .flat_map(|w| w.ancestors().skip(1))
+            .filter(|a| !a.as_os_str().is_empty())
+            .map(Path::to_path_buf)
+            .collect();
+        Request {
+            wanted: Some(wanted),
+            dirs,
+            renames: BTreeMap::new(),
+        }
     }
 
     /// Write the entry `from` as `to` (a sibling name, e.g. a conflict copy).
@@ -107,7 +119,10 @@ pub(crate) fn bytes(path: &Path) -> &[u8] {
 
 /// Splits `rel` into its parent and its last name.
 pub(crate) fn split(rel: &Path) -> (&Path, &OsStr) {
-    (rel.parent().unwrap_or(Path::new("")), rel.file_name().unwrap_or_default())
+    (
+        rel.parent().unwrap_or(Path::new("")),
+        rel.file_name().unwrap_or_default(),
+    )
 }
 
 /// The staged tree: what was written where, for the placing and for judging later entries.
@@ -163,7 +178,9 @@ impl<'a> Stager<'a> {
     /// Stage every entry of the tar read from `archive`. Blocking.
     pub(crate) fn stage(&mut self, archive: impl Read) -> Result<()> {
         let mut tar = tar::Archive::new(archive);
-        let entries = tar.entries().map_err(|e| Error::io("reading the archive", e))?;
+        let entries = tar
+            .entries()
+            .map_err(|e| Error::io("reading the archive", e))?;
         for entry in entries {
             let mut entry = entry.map_err(|e| Error::io("reading the archive", e))?;
             let raw = entry.path_bytes().into_owned();
@@ -185,18 +202,24 @@ impl<'a> Stager<'a> {
             names.sort();
             let bad: Vec<(PathBuf, RefuseReason)> = names
                 .into_iter()
-                .filter_map(|name| match self.check_link(&name, self.links[&name].as_bytes()) {
-                    Err(Fail::Refuse(reason)) => Some((name, reason)),
-                    _ => None,
-                })
+                .filter_map(
+                    |name| match self.check_link(&name, self.links[&name].as_bytes()) {
+                        Err(Fail::Refuse(reason)) => Some((name, reason)),
+                        _ => None,
+                    },
+                )
                 .collect();
             if bad.is_empty() {
                 return Ok(());
             }
             for (name, reason) in bad {
                 let (parent, leaf) = split(&name);
-                let dir = self.root.beneath(parent).map_err(|e| Error::io(format!("unpacking {}", shown(bytes(&name))), e))?;
-                dir.remove_file(leaf).map_err(|e| Error::io(format!("unpacking {}", shown(bytes(&name))), e))?;
+                let dir = self
+                    .root
+                    .beneath(parent)
+                    .map_err(|e| Error::io(format!("unpacking {}", shown(bytes(&name))), e))?;
+                dir.remove_file(leaf)
+                    .map_err(|e| Error::io(format!("unpacking {}", shown(bytes(&name))), e))?;
                 self.links.remove(&name);
                 self.staged.remove(&name);
                 self.done.symlinks -= 1;
@@ -211,30 +234,60 @@ impl<'a> Stager<'a> {
         self.done.refused.push(Refused::new(raw, reason));
     }
 
-    fn entry<R: Read>(&mut self, raw: &[u8], entry: &mut tar::Entry<'_, R>) -> std::result::Result<(), Fail> {
+    fn entry<R: Read>(
+        &mut self,
+        raw: &[u8],
+        entry: &mut tar::Entry<'_, R>,
+    ) -> std::result::Result<(), Fail> {
         let kind = entry.header().entry_type();
-        if matches!(kind, EntryType::XGlobalHeader | EntryType::XHeader | EntryType::GNULongName | EntryType::GNULongLink) {
+        if matches!(
+            kind,
+            EntryType::XGlobalHeader
+                | EntryType::XHeader
+                | EntryType::GNULongName
+                | EntryType::GNULongLink
+        ) {
             return Ok(());
         }
-        let Some(rel) = safe_name(raw)? else { return Ok(()) };
+        let Some(rel) = safe_name(raw)? else {
+            return Ok(());
+        };
         if kind == EntryType::Symlink {
             // whatever becomes of it, nothing may be written below it
             self.link_names.insert(rel.clone());
         }
-        let name = self.request.renames.get(&rel).cloned().unwrap_or_else(|| rel.clone());
-        let protection =
-            if kind == EntryType::Directory { protect::protected_dir(bytes(&name)) } else { protect::protected(bytes(&name)) };
+        let name = self
+            .request
+            .renames
+            .get(&rel)
+            .cloned()
+            .unwrap_or_else(|| rel.clone());
+        let protection = if kind == EntryType::Directory {
+            protect::protected_dir(bytes(&name))
+        } else {
+            protect::protected(bytes(&name))
+        };
         if let Some(why) = protection {
             return Err(RefuseReason::Protected(why).into());
         }
         if !self.request.allows(&rel, kind == EntryType::Directory) {
             return Err(RefuseReason::NotRequested.into());
         }
-        if let Some(link) = rel.ancestors().skip(1).find(|a| self.link_names.contains(*a)) {
-            return Err(RefuseReason::ThroughLink { link: shown(bytes(link)) }.into());
+        if let Some(link) = rel
+            .ancestors()
+            .skip(1)
+            .find(|a| self.link_names.contains(*a))
+        {
+            return Err(RefuseReason::ThroughLink {
+                link: shown(bytes(link)),
+            }
+            .into());
         }
         if kind != EntryType::Symlink {
-            let mode = entry.header().mode().map_err(|_| conflict("the entry's mode cannot be read".into()))?;
+            let mode = entry
+                .header()
+                .mode()
+                .map_err(|_| conflict("the entry's mode cannot be read".into()))?;
             if mode & 0o7000 != 0 {
                 return Err(RefuseReason::SetId { mode }.into());
             }
@@ -245,51 +298,93 @@ impl<'a> Stager<'a> {
                 let mode = entry.header().mode().unwrap_or(0o644) & 0o777;
                 let mtime = mtime_of(entry);
                 let (parent, leaf) = self.spot(&name)?;
-                let mut file = parent.create_new(leaf, 0o600).map_err(|e| io_fail(&name, e))?;
+                let mut file = parent
+                    .create_new(leaf, 0o600)
+                    .map_err(|e| io_fail(&name, e))?;
                 io::copy(entry, &mut file).map_err(|e| io_fail(&name, e))?;
                 self.finish_file(&rel, &name, &file, mode, mtime)
             }
             EntryType::Link => self.hard_link(&rel, &name, entry),
             EntryType::Symlink => {
-                let target = entry.link_name_bytes().map(|t| t.into_owned()).unwrap_or_default();
+                let target = entry
+                    .link_name_bytes()
+                    .map(|t| t.into_owned())
+                    .unwrap_or_default();
                 self.check_link(&name, &target)?;
                 let mtime = mtime_of(entry);
                 let (parent, leaf) = self.spot(&name)?;
-                parent.symlink(OsStr::from_bytes(&target), leaf).map_err(|e| io_fail(&name, e))?;
+                parent
+                    .symlink(OsStr::from_bytes(&target), leaf)
+                    .map_err(|e| io_fail(&name, e))?;
                 if let Some((secs, nanos)) = mtime {
                     let _ = parent.set_link_mtime(leaf, secs, nanos);
                 }
-                self.links.insert(name.clone(), OsStr::from_bytes(&target).to_os_string());
+                self.links
+                    .insert(name.clone(), OsStr::from_bytes(&target).to_os_string());
                 self.staged.insert(name, Kind::Symlink);
                 self.done.symlinks += 1;
                 Ok(())
             }
-            EntryType::Char => Err(RefuseReason::Special { kind: "a character device" }.into()),
-            EntryType::Block => Err(RefuseReason::Special { kind: "a block device" }.into()),
+            EntryType::Char => Err(RefuseReason::Special {
+                kind: "a character device",
+            }
+            .into()),
+            EntryType::Block => Err(RefuseReason::Special {
+                kind: "a block device",
+            }
+            .into()),
             EntryType::Fifo => Err(RefuseReason::Special { kind: "a FIFO" }.into()),
-            _ => Err(RefuseReason::Special { kind: "an entry of an unknown type" }.into()),
+            _ => Err(RefuseReason::Special {
+                kind: "an entry of an unknown type",
+            }
+            .into()),
         }
     }
 
-    fn finish_file(&mut self, rel: &Path, name: &Path, file: &std::fs::File, mode: u32, mtime: Option<(i64, u32)>) -> std::result::Result<(), Fail> {
+    fn finish_file(
+        &mut self,
+        rel: &Path,
+        name: &Path,
+        file: &std::fs::File,
+        mode: u32,
+        mtime: Option<(i64, u32)>,
+    ) -> std::result::Result<(), Fail> {
         use std::os::unix::fs::PermissionsExt;
-        file.set_permissions(std::fs::Permissions::from_mode(mode)).map_err(|e| io_fail(name, e))?;
+        file.set_permissions(std::fs::Permissions::from_mode(mode))
+            .map_err(|e| io_fail(name, e))?;
         if let Some((secs, nanos)) = mtime {
             if secs >= 0 {
                 let when = UNIX_EPOCH + Duration::new(secs as u64, nanos);
-                let _ = file.set_times(std::fs::FileTimes::new().set_accessed(when).set_modified(when));
+                let _ = file.set_times(
+                    std::fs::FileTimes::new()
+                        .set_accessed(when)
+                        .set_modified(when),
+                );
             }
         }
         let (dev, ino) = identity(file).map_err(|e| io_fail(name, e))?;
-        self.files.insert(rel.to_path_buf(), (name.to_path_buf(), dev, ino));
+        self.files
+            .insert(rel.to_path_buf(), (name.to_path_buf(), dev, ino));
         self.staged.insert(name.to_path_buf(), Kind::File);
         self.done.files += 1;
         Ok(())
     }
 
-    fn hard_link<R: Read>(&mut self, rel: &Path, name: &Path, entry: &tar::Entry<'_, R>) -> std::result::Result<(), Fail> {
-        let raw = entry.link_name_bytes().map(|t| t.into_owned()).unwrap_or_default();
-        let refuse = || Fail::Refuse(RefuseReason::HardLink { target: shown(&raw) });
+    fn hard_link<R: Read>(
+        &mut self,
+        rel: &Path,
+        name: &Path,
+        entry: &tar::Entry<'_, R>,
+    ) -> std::result::Result<(), Fail> {
+        let raw = entry
+            .link_name_bytes()
+            .map(|t| t.into_owned())
+            .unwrap_or_default();
+        let refuse = || {
+            Fail::Refuse(RefuseReason::HardLink {
+                target: shown(&raw),
+            })
+        };
         let source = safe_name(&raw).ok().flatten().ok_or_else(refuse)?;
         let (staged, dev, ino) = self.files.get(&source).cloned().ok_or_else(refuse)?;
         let (from_dir, from_leaf) = split(&staged);
@@ -300,7 +395,9 @@ impl<'a> Stager<'a> {
         }
         let meta = from.metadata().map_err(|e| io_fail(&staged, e))?;
         let (parent, leaf) = self.spot(name)?;
-        let mut file = parent.create_new(leaf, 0o600).map_err(|e| io_fail(name, e))?;
+        let mut file = parent
+            .create_new(leaf, 0o600)
+            .map_err(|e| io_fail(name, e))?;
         io::copy(&mut from, &mut file).map_err(|e| io_fail(name, e))?;
         use std::os::unix::fs::{MetadataExt, PermissionsExt};
         let mtime = Some((meta.mtime(), meta.mtime_nsec() as u32));
@@ -311,10 +408,15 @@ impl<'a> Stager<'a> {
     fn dir(&mut self, name: &Path) -> std::result::Result<(), Fail> {
         let (parent, leaf) = split(name);
         let parent = self.parent_dir(parent)?;
-        parent.ensure_dir(leaf, 0o777).map_err(|e| match e.raw_os_error() {
-            Some(libc::ENOTDIR) | Some(libc::ELOOP) => conflict(format!("{} is already a file or symlink in this archive", shown(bytes(name)))),
-            _ => io_fail(name, e),
-        })?;
+        parent
+            .ensure_dir(leaf, 0o777)
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::ENOTDIR) | Some(libc::ELOOP) => conflict(format!(
+                    "{} is already a file or symlink in this archive",
+                    shown(bytes(name))
+                )),
+                _ => io_fail(name, e),
+            })?;
         self.staged.insert(name.to_path_buf(), Kind::Dir);
         Ok(())
     }
@@ -328,7 +430,10 @@ impl<'a> Stager<'a> {
         match dir.stat(leaf).map_err(|e| io_fail(name, e))? {
             None => {}
             Some(st) if st.kind == Kind::Dir => {
-                return Err(conflict(format!("{} is already a directory in this archive", shown(bytes(name)))))
+                return Err(conflict(format!(
+                    "{} is already a directory in this archive",
+                    shown(bytes(name))
+                )))
             }
             Some(_) => {
                 dir.remove_file(leaf).map_err(|e| io_fail(name, e))?;
@@ -354,22 +459,38 @@ impl<'a> Stager<'a> {
                 let mut path = PathBuf::new();
                 for part in rel.components() {
                     path.push(part);
-                    at = at.ensure_dir(part.as_os_str(), 0o777).map_err(|e| match e.raw_os_error() {
-                        Some(libc::ENOTDIR) | Some(libc::ELOOP) | Some(libc::EEXIST) => {
-                            conflict(format!("{} is a file or symlink in this archive, not a directory", shown(bytes(&path))))
+                    at = at.ensure_dir(part.as_os_str(), 0o777).map_err(|e| {
+                        match e.raw_os_error() {
+                            Some(libc::ENOTDIR) | Some(libc::ELOOP) | Some(libc::EEXIST) => {
+                                conflict(format!(
+                                    "{} is a file or symlink in this archive, not a directory",
+                                    shown(bytes(&path))
+                                ))
+                            }
+                            _ => io_fail(&path, e),
                         }
-                        _ => io_fail(&path, e),
                     })?;
                     self.staged.entry(path.clone()).or_insert(Kind::Dir);
                 }
                 at
             }
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTDIR) | Some(libc::ELOOP) | Some(libc::EXDEV)) => {
-                return Err(conflict(format!("{} is a file or symlink in this archive, not a directory", shown(bytes(rel)))))
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::ENOTDIR) | Some(libc::ELOOP) | Some(libc::EXDEV)
+                ) =>
+            {
+                return Err(conflict(format!(
+                    "{} is a file or symlink in this archive, not a directory",
+                    shown(bytes(rel))
+                )))
             }
             Err(e) => return Err(io_fail(rel, e)),
         };
-        self.cache = Some((rel.to_path_buf(), dir.try_clone().map_err(|e| io_fail(rel, e))?));
+        self.cache = Some((
+            rel.to_path_buf(),
+            dir.try_clone().map_err(|e| io_fail(rel, e))?,
+        ));
         Ok(dir)
     }
 
@@ -412,11 +533,18 @@ pub(crate) fn judge_link(
     target: &[u8],
     link_at: impl Fn(&Path) -> Option<OsString>,
 ) -> std::result::Result<(), RefuseReason> {
-    let leaves = || RefuseReason::LinkLeaves { target: shown(target) };
+    let leaves = || RefuseReason::LinkLeaves {
+        target: shown(target),
+    };
     if target.is_empty() || target.contains(&0) || target.starts_with(b"/") {
         return Err(leaves());
     }
-    let parts = |t: &[u8]| -> Vec<OsString> { t.split(|b| *b == b'/').rev().map(|c| OsStr::from_bytes(c).to_os_string()).collect() };
+    let parts = |t: &[u8]| -> Vec<OsString> {
+        t.split(|b| *b == b'/')
+            .rev()
+            .map(|c| OsStr::from_bytes(c).to_os_string())
+            .collect()
+    };
     let mut stack: Vec<OsString> = split(name).0.iter().map(OsStr::to_os_string).collect();
     let mut pending = parts(target);
     let mut hops = 0;
@@ -442,7 +570,10 @@ pub(crate) fn judge_link(
     }
     let at: PathBuf = stack.iter().collect();
     match protect::protected(bytes(&at)) {
-        Some(protection) => Err(RefuseReason::LinkToProtected { target: shown(target), protection }),
+        Some(protection) => Err(RefuseReason::LinkToProtected {
+            target: shown(target),
+            protection,
+        }),
         None => Ok(()),
     }
 }
@@ -451,7 +582,9 @@ pub(crate) fn judge_link(
 /// else (a full disk, …) ends the unpacking.
 fn io_fail(name: &Path, e: io::Error) -> Fail {
     match e.raw_os_error() {
-        Some(libc::ENAMETOOLONG) | Some(libc::EILSEQ) => conflict(format!("this file system cannot hold the name ({e})")),
+        Some(libc::ENAMETOOLONG) | Some(libc::EILSEQ) => {
+            conflict(format!("this file system cannot hold the name ({e})"))
+        }
         _ => Fail::Io(Error::io(format!("unpacking {}", shown(bytes(name))), e)),
     }
 }
@@ -468,7 +601,12 @@ fn mtime_of<R: Read>(entry: &mut tar::Entry<'_, R>) -> Option<(i64, u32)> {
             }
         }
     }
-    entry.header().mtime().ok().and_then(|s| i64::try_from(s).ok()).map(|s| (s, 0))
+    entry
+        .header()
+        .mtime()
+        .ok()
+        .and_then(|s| i64::try_from(s).ok())
+        .map(|s| (s, 0))
 }
 
 /// `"<secs>[.<fraction>]"`.
@@ -497,7 +635,10 @@ mod tests {
 
     #[test]
     fn pax_times() {
-        assert_eq!(parse_pax_time("1700000000.5"), Some((1_700_000_000, 500_000_000)));
+        assert_eq!(
+            parse_pax_time("1700000000.5"),
+            Some((1_700_000_000, 500_000_000))
+        );
         assert_eq!(parse_pax_time("12"), Some((12, 0)));
         assert_eq!(parse_pax_time("1.1234567899"), Some((1, 123_456_789)));
         assert_eq!(parse_pax_time("x"), None);

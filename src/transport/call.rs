@@ -11,7 +11,11 @@ use crate::error::{Error, Result};
 
 /// Characters left as they are in a path segment (RFC 3986 unreserved); everything else,
 /// `/` included, is percent-encoded so a parameter can never add a path segment.
-const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~');
+const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
 
 /// The body of a request.
 pub enum CallBody {
@@ -130,10 +134,16 @@ impl Call {
         let mut rest = template;
         while let Some(open) = rest.find('{') {
             out.push_str(&rest[..open]);
-            let close = rest[open..].find('}').map(|c| open + c).expect("path templates are well formed");
+            let close = rest[open..]
+                .find('}')
+                .map(|c| open + c)
+                .expect("path templates are well formed");
             let name = &rest[open + 1..close];
             let value = params.next().ok_or_else(|| {
-                Error::invalid(name, format!("missing path parameter for {}", self.endpoint.label()))
+                Error::invalid(
+                    name,
+                    format!("missing path parameter for {}", self.endpoint.label()),
+                )
             })?;
             if value.is_empty() {
                 return Err(Error::invalid(name, "must not be empty"));
@@ -155,7 +165,9 @@ mod tests {
     fn path_parameters_are_encoded_as_one_segment() {
         let call = Call::new(&endpoints::GET_SANDBOX).param("sb-1/../x y");
         assert_eq!(call.path().unwrap(), "/v1/sandboxes/sb-1%2F..%2Fx%20y");
-        let call = Call::new(&endpoints::DETACH_DISK).param("sb-1").param("disk_01");
+        let call = Call::new(&endpoints::DETACH_DISK)
+            .param("sb-1")
+            .param("disk_01");
         assert_eq!(call.path().unwrap(), "/v1/sandboxes/sb-1/disks/disk_01");
     }
 

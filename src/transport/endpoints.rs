@@ -33,8 +33,10 @@ impl Endpoint {
     /// that set a state rather than add to it (closing stdin again is a no-op; a resize to the
     /// same size changes nothing).
     pub fn idempotent(&self) -> bool {
-        matches!(self.method, Method::GET | Method::HEAD | Method::PUT | Method::DELETE)
-            || IDEMPOTENT_POSTS.contains(&self.operation_id)
+        matches!(
+            self.method,
+            Method::GET | Method::HEAD | Method::PUT | Method::DELETE
+        ) || IDEMPOTENT_POSTS.contains(&self.operation_id)
     }
 }
 

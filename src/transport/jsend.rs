@@ -18,7 +18,10 @@ pub fn decode_success<T: DeserializeOwned>(endpoint: &str, status: u16, body: &[
             return serde_json::from_value(Value::Null)
                 .map_err(|e| Error::decode(endpoint, format!("empty {status} answer: {e}")));
         }
-        return Err(Error::decode(endpoint, format!("empty body with HTTP {status}")));
+        return Err(Error::decode(
+            endpoint,
+            format!("empty body with HTTP {status}"),
+        ));
     }
     let envelope: Value = serde_json::from_slice(body)
         .map_err(|e| Error::decode(endpoint, format!("answer is not JSON: {e}")))?;
@@ -67,7 +70,11 @@ pub fn error_from_answer(endpoint: &str, status: u16, headers: &HeaderMap, body:
 fn fill_from_envelope(api: &mut ApiError, envelope: &Value) {
     match envelope.get("status").and_then(Value::as_str) {
         Some("error") => {
-            api.message = envelope.get("message").and_then(Value::as_str).unwrap_or_default().to_string();
+            api.message = envelope
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
             if let Some(code) = envelope.get("code") {
                 api.code = match code {
                     Value::String(s) => Some(s.clone()),
@@ -123,14 +130,21 @@ fn default_message(status: u16) -> &'static str {
 
 /// `X-Request-Id`, else `X-Fc-Request-Id`.
 pub fn request_id(headers: &HeaderMap) -> Option<String> {
-    ["x-request-id", "x-fc-request-id"]
-        .iter()
-        .find_map(|h| headers.get(*h).and_then(|v| v.to_str().ok()).map(str::to_string))
+    ["x-request-id", "x-fc-request-id"].iter().find_map(|h| {
+        headers
+            .get(*h)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    })
 }
 
 /// `Retry-After` as delta-seconds or an HTTP date.
 pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let raw = headers.get(http::header::RETRY_AFTER)?.to_str().ok()?.trim();
+    let raw = headers
+        .get(http::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim();
     if let Ok(secs) = raw.parse::<u64>() {
         return Some(Duration::from_secs(secs));
     }
@@ -141,7 +155,10 @@ pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
         }
     }
     let when = httpdate::parse_http_date(raw).ok()?;
-    Some(when.duration_since(std::time::SystemTime::now()).unwrap_or(Duration::ZERO))
+    Some(
+        when.duration_since(std::time::SystemTime::now())
+            .unwrap_or(Duration::ZERO),
+    )
 }
 
 #[cfg(test)]
@@ -150,7 +167,8 @@ mod tests {
 
     #[test]
     fn success_data() {
-        let v: serde_json::Value = decode_success("GET /x", 200, br#"{"status":"success","data":{"a":1}}"#).unwrap();
+        let v: serde_json::Value =
+            decode_success("GET /x", 200, br#"{"status":"success","data":{"a":1}}"#).unwrap();
         assert_eq!(v["a"], 1);
     }
 
@@ -162,7 +180,8 @@ mod tests {
 
     #[test]
     fn non_success_envelope_on_2xx_is_an_error() {
-        let e = decode_success::<Value>("GET /x", 200, br#"{"status":"fail","data":null}"#).unwrap_err();
+        let e = decode_success::<Value>("GET /x", 200, br#"{"status":"fail","data":null}"#)
+            .unwrap_err();
         assert!(matches!(e, Error::Decode { .. }));
     }
 
@@ -176,7 +195,9 @@ mod tests {
             &h,
             br#"{"status":"fail","data":{"shape":"unknown shape: s-bad","code":"BAD_SHAPE"}}"#,
         );
-        let Error::Validation(api) = &e else { panic!("{e:?}") };
+        let Error::Validation(api) = &e else {
+            panic!("{e:?}")
+        };
         assert_eq!(api.fields["shape"], "unknown shape: s-bad");
         assert_eq!(api.code.as_deref(), Some("BAD_SHAPE"));
         assert_eq!(api.request_id.as_deref(), Some("req-1"));
@@ -186,7 +207,12 @@ mod tests {
     #[test]
     fn error_envelope_and_plain_text() {
         let h = HeaderMap::new();
-        let e = error_from_answer("GET /x", 500, &h, br#"{"status":"error","message":"internal error","code":500}"#);
+        let e = error_from_answer(
+            "GET /x",
+            500,
+            &h,
+            br#"{"status":"error","message":"internal error","code":500}"#,
+        );
         assert!(matches!(&e, Error::Server(a) if a.message == "internal error"));
         let e = error_from_answer("GET /x", 502, &h, b"bad gateway from proxy");
         assert!(matches!(&e, Error::Server(a) if a.message == "bad gateway from proxy"));
@@ -200,10 +226,24 @@ mod tests {
         h.insert("retry-after", "3".parse().unwrap());
         assert_eq!(retry_after(&h), Some(Duration::from_secs(3)));
         let later = std::time::SystemTime::now() + Duration::from_secs(30);
-        h.insert("retry-after", httpdate::fmt_http_date(later).parse().unwrap());
+        h.insert(
+            "retry-after",
+            httpdate::fmt_http_date(later).parse().unwrap(),
+        );
         let d = retry_after(&h).unwrap();
         assert!(d <= Duration::from_secs(30) && d >= Duration::from_secs(28));
-        let e = error_from_answer("GET /x", 429, &h, br#"{"status":"fail","data":{"rate":"rate limited"}}"#);
-        assert!(matches!(e, Error::RateLimited { retry_after: Some(_), .. }));
+        let e = error_from_answer(
+            "GET /x",
+            429,
+            &h,
+            br#"{"status":"fail","data":{"rate":"rate limited"}}"#,
+        );
+        assert!(matches!(
+            e,
+            Error::RateLimited {
+                retry_after: Some(_),
+                ..
+            }
+        ));
     }
 }

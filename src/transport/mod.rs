@@ -69,13 +69,17 @@ impl Transport {
         let prefix = url.path().trim_end_matches('/').to_string();
         url.set_path(&format!("{prefix}{path}"));
         if !query.is_empty() {
-            url.query_pairs_mut().extend_pairs(query.iter().map(|(k, v)| (*k, v.as_str())));
+            url.query_pairs_mut()
+                .extend_pairs(query.iter().map(|(k, v)| (*k, v.as_str())));
         }
         Ok(url)
     }
 
     /// Header carrying the credential for `call`, if the route needs one.
-    pub(crate) async fn auth_header(&self, auth: bool) -> Result<Option<(http::HeaderName, HeaderValue)>> {
+    pub(crate) async fn auth_header(
+        &self,
+        auth: bool,
+    ) -> Result<Option<(http::HeaderName, HeaderValue)>> {
         if !auth {
             return Ok(None);
         }
@@ -100,9 +104,16 @@ impl Transport {
             async move {
                 let status = resp.status();
                 let headers = resp.headers().clone();
-                let body = resp.bytes().await.map_err(|e| connection_error(&label, e))?;
+                let body = resp
+                    .bytes()
+                    .await
+                    .map_err(|e| connection_error(&label, e))?;
                 let data = jsend::decode_success(&label, status.as_u16(), &body)?;
-                Ok(Answer { status, headers, data })
+                Ok(Answer {
+                    status,
+                    headers,
+                    data,
+                })
             }
         })
         .await
@@ -115,7 +126,10 @@ impl Transport {
             let label = label.clone();
             async move {
                 let headers = resp.headers().clone();
-                let body = resp.bytes().await.map_err(|e| connection_error(&label, e))?;
+                let body = resp
+                    .bytes()
+                    .await
+                    .map_err(|e| connection_error(&label, e))?;
                 Ok((headers, body))
             }
         })
@@ -125,7 +139,8 @@ impl Transport {
     /// Send `call` and hand back the success response unread (downloads, NDJSON streams).
     /// The timeout covers the wait for the headers.
     pub async fn response(&self, call: Call) -> Result<reqwest::Response> {
-        self.execute(call.streaming(), |resp| async move { Ok(resp) }).await
+        self.execute(call.streaming(), |resp| async move { Ok(resp) })
+            .await
     }
 
     /// The retry loop. `read` turns a success response into the result; a connection failure while
@@ -146,14 +161,18 @@ impl Transport {
             let auth = self.auth_header(call.endpoint.auth).await?;
             let sent_credential = auth.as_ref().map(|(_, v)| v.clone());
             let request = self.build(&call, url.clone(), auth)?;
-            let outcome = self.attempt(&label, request, timeout, &read, call.streaming).await;
+            let outcome = self
+                .attempt(&label, request, timeout, &read, call.streaming)
+                .await;
             let verdict = retry::judge(&outcome, call.endpoint, replayable, attempt, &self.retry);
             match (outcome, verdict) {
                 (Ok(value), _) => return Ok(value),
                 (Err(Error::Auth(api)), _) if !refreshed && replayable => {
                     // One transparent refresh for OAuth sessions, as the CLI does.
                     let retry_with_new = match (&self.credentials, &sent_credential) {
-                        (Some(c), Some(sent)) => c.refresh_after_unauthorized(&self.http, sent).await?,
+                        (Some(c), Some(sent)) => {
+                            c.refresh_after_unauthorized(&self.http, sent).await?
+                        }
                         _ => false,
                     };
                     if !retry_with_new {
@@ -184,7 +203,11 @@ impl Transport {
         Fut: std::future::Future<Output = Result<T>>,
     {
         let work = async {
-            let resp = self.http.execute(request).await.map_err(|e| connection_error(label, e))?;
+            let resp = self
+                .http
+                .execute(request)
+                .await
+                .map_err(|e| connection_error(label, e))?;
             let status = resp.status();
             if status.is_redirection() {
                 return Err(Error::decode(
@@ -195,22 +218,34 @@ impl Transport {
             if !status.is_success() {
                 let headers = resp.headers().clone();
                 let body = read_capped(resp, MAX_ERROR_BODY).await;
-                return Err(jsend::error_from_answer(label, status.as_u16(), &headers, &body));
+                return Err(jsend::error_from_answer(
+                    label,
+                    status.as_u16(),
+                    &headers,
+                    &body,
+                ));
             }
             Ok(resp)
         };
         match timeout {
             Some(limit) => {
-                let resp = tokio::time::timeout(limit, work)
-                    .await
-                    .map_err(|_| Error::Timeout { endpoint: label.to_string(), after: limit })??;
+                let resp =
+                    tokio::time::timeout(limit, work)
+                        .await
+                        .map_err(|_| Error::Timeout {
+                            endpoint: label.to_string(),
+                            after: limit,
+                        })??;
                 if streaming {
                     return read(resp).await;
                 }
                 // The budget covers reading the body too, but restarts nothing: one deadline.
                 tokio::time::timeout(limit, read(resp))
                     .await
-                    .map_err(|_| Error::Timeout { endpoint: label.to_string(), after: limit })?
+                    .map_err(|_| Error::Timeout {
+                        endpoint: label.to_string(),
+                        after: limit,
+                    })?
             }
             None => read(work.await?).await,
         }
@@ -226,23 +261,35 @@ impl Transport {
         let mut req = reqwest::Request::new(method.clone(), url);
         let headers = req.headers_mut();
         headers.insert(header::USER_AGENT, self.user_agent.clone());
-        headers.insert(header::ACCEPT, HeaderValue::from_static(call.accept.unwrap_or("application/json")));
+        headers.insert(
+            header::ACCEPT,
+            HeaderValue::from_static(call.accept.unwrap_or("application/json")),
+        );
         if let Some((name, value)) = auth {
             headers.insert(name, value);
         }
         match &call.body {
             CallBody::Empty => {
                 if method == Method::POST || method == Method::PUT || method == Method::PATCH {
-                    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+                    headers.insert(
+                        header::CONTENT_TYPE,
+                        HeaderValue::from_static("application/json"),
+                    );
                     headers.insert(header::CONTENT_LENGTH, HeaderValue::from_static("0"));
                     *req.body_mut() = Some(reqwest::Body::from(Bytes::new()));
                 }
             }
             CallBody::Json(bytes) => {
-                headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+                headers.insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                );
                 *req.body_mut() = Some(reqwest::Body::from(bytes.clone()));
             }
-            CallBody::Bytes { bytes, content_type } => {
+            CallBody::Bytes {
+                bytes,
+                content_type,
+            } => {
                 headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
                 *req.body_mut() = Some(reqwest::Body::from(bytes.clone()));
             }
@@ -262,8 +309,11 @@ impl Transport {
         let timeout = call.timeout.unwrap_or(self.timeouts.request);
         let auth = self.auth_header(call.endpoint.auth).await?;
         let mut request = self.build(&call, url, auth)?;
-        if let CallBody::Stream { body, length, content_type } =
-            std::mem::replace(&mut call.body, CallBody::Empty)
+        if let CallBody::Stream {
+            body,
+            length,
+            content_type,
+        } = std::mem::replace(&mut call.body, CallBody::Empty)
         {
             let headers = request.headers_mut();
             headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
@@ -274,16 +324,24 @@ impl Transport {
         }
         // An upload may legitimately take longer than the per-request budget; the caller bounds it.
         let _ = timeout;
-        self.attempt(&label, request, None, &|resp| async move { Ok(resp) }, true).await.map_err(|e| e.at_path(&path))
+        self.attempt(&label, request, None, &|resp| async move { Ok(resp) }, true)
+            .await
+            .map_err(|e| e.at_path(&path))
     }
 }
 
 /// Map a reqwest failure to a typed error (never exposing the URL's query or headers).
 pub(crate) fn connection_error(label: &str, err: reqwest::Error) -> Error {
     if err.is_timeout() {
-        return Error::Timeout { endpoint: label.to_string(), after: Duration::ZERO };
+        return Error::Timeout {
+            endpoint: label.to_string(),
+            after: Duration::ZERO,
+        };
     }
-    Error::Connection { endpoint: label.to_string(), source: tls::explain(Box::new(err.without_url())) }
+    Error::Connection {
+        endpoint: label.to_string(),
+        source: tls::explain(Box::new(err.without_url())),
+    }
 }
 
 /// Read at most `cap` bytes of a body; errors yield what was read so far.

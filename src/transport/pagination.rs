@@ -22,7 +22,16 @@ use crate::error::{Error, Result};
 pub const MAX_PAGE: u32 = 500;
 
 /// Legacy wrapper keys still accepted around a list.
-const LEGACY_KEYS: &[&str] = &["templates", "disks", "shapes", "sandboxes", "networks", "devices", "hosts", "items"];
+const LEGACY_KEYS: &[&str] = &[
+    "templates",
+    "disks",
+    "shapes",
+    "sandboxes",
+    "networks",
+    "devices",
+    "hosts",
+    "items",
+];
 
 /// `pagination` of a list answer.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,22 +69,36 @@ pub fn extract_page<T: DeserializeOwned>(endpoint: &str, data: Value) -> Result<
                     None => None,
                 };
                 (items, info)
-            } else if let Some(key) = LEGACY_KEYS.iter().find(|k| matches!(map.get(**k), Some(Value::Array(_)))) {
+            } else if let Some(key) = LEGACY_KEYS
+                .iter()
+                .find(|k| matches!(map.get(**k), Some(Value::Array(_))))
+            {
                 match map.remove(*key) {
                     Some(Value::Array(items)) => (items, None),
                     _ => unreachable!("checked above"),
                 }
             } else {
                 let keys: Vec<_> = map.keys().cloned().collect();
-                return Err(Error::decode(endpoint, format!("unrecognised list shape with keys {keys:?}")));
+                return Err(Error::decode(
+                    endpoint,
+                    format!("unrecognised list shape with keys {keys:?}"),
+                ));
             }
         }
         Value::Null => (Vec::new(), None),
-        other => return Err(Error::decode(endpoint, format!("unrecognised list shape: {other}"))),
+        other => {
+            return Err(Error::decode(
+                endpoint,
+                format!("unrecognised list shape: {other}"),
+            ))
+        }
     };
     let items = items
         .into_iter()
-        .map(|v| serde_json::from_value(v).map_err(|e| Error::decode(endpoint, format!("bad list item: {e}"))))
+        .map(|v| {
+            serde_json::from_value(v)
+                .map_err(|e| Error::decode(endpoint, format!("bad list item: {e}")))
+        })
         .collect::<Result<Vec<T>>>()?;
     Ok(Page { items, info })
 }
@@ -102,7 +125,10 @@ struct Cursor<T> {
 
 impl<T: DeserializeOwned + Send + 'static> Paginated<T> {
     /// Page through a list route; `build` makes the call (endpoint, path params, filters) for each page.
-    pub(crate) fn new(transport: Arc<Transport>, build: impl Fn() -> Call + Send + Sync + 'static) -> Self {
+    pub(crate) fn new(
+        transport: Arc<Transport>,
+        build: impl Fn() -> Call + Send + Sync + 'static,
+    ) -> Self {
         Self::with_page_size(transport, build, MAX_PAGE)
     }
 
@@ -127,7 +153,9 @@ impl<T: DeserializeOwned + Send + 'static> Paginated<T> {
                 if c.done {
                     return Ok(None);
                 }
-                let call = (c.build)().query("limit", c.page_size).query("offset", c.offset);
+                let call = (c.build)()
+                    .query("limit", c.page_size)
+                    .query("offset", c.offset);
                 let label = call.endpoint.label();
                 let data: Value = c.transport.json(call).await?;
                 let page = extract_page::<T>(&label, data)?;
@@ -142,7 +170,9 @@ impl<T: DeserializeOwned + Send + 'static> Paginated<T> {
                 c.buffered.extend(page.items);
             }
         });
-        Paginated { inner: Box::pin(inner) }
+        Paginated {
+            inner: Box::pin(inner),
+        }
     }
 
     /// Every row, in order.

@@ -25,13 +25,17 @@ pub(crate) fn judge<T>(
     attempt: u32,
     policy: &RetryPolicy,
 ) -> Verdict {
-    let Err(err) = outcome else { return Verdict::GiveUp };
+    let Err(err) = outcome else {
+        return Verdict::GiveUp;
+    };
     if !replayable || attempt >= policy.max_retries {
         return Verdict::GiveUp;
     }
     let idempotent = endpoint.idempotent();
     let retryable = match err {
-        Error::Connection { source, .. } if source.is::<super::tls::UntrustedCertificate>() => false,
+        Error::Connection { source, .. } if source.is::<super::tls::UntrustedCertificate>() => {
+            false
+        }
         Error::Connection { source, .. } => {
             let before_send = source
                 .downcast_ref::<reqwest::Error>()
@@ -60,8 +64,8 @@ pub(crate) fn judge<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transport::endpoints;
     use crate::error::ApiError;
+    use crate::transport::endpoints;
 
     fn api(status: u16, retry_after: Option<Duration>) -> Error {
         Error::from_api(ApiError {
@@ -77,7 +81,11 @@ mod tests {
     }
 
     fn fast() -> RetryPolicy {
-        RetryPolicy { base_delay: Duration::from_millis(1), max_delay: Duration::from_millis(5), ..Default::default() }
+        RetryPolicy {
+            base_delay: Duration::from_millis(1),
+            max_delay: Duration::from_millis(5),
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -93,26 +101,59 @@ mod tests {
         assert!(matches!(r(api(408, None), get, true), Verdict::Retry(_)));
         assert_eq!(r(api(404, None), get, true), Verdict::GiveUp);
         assert_eq!(r(api(402, None), post, true), Verdict::GiveUp);
-        assert_eq!(r(api(503, None), &endpoints::UPLOAD_FILE, false), Verdict::GiveUp);
+        assert_eq!(
+            r(api(503, None), &endpoints::UPLOAD_FILE, false),
+            Verdict::GiveUp
+        );
         // POSTs that set a state are retried like idempotent methods; others are not.
-        assert!(matches!(r(api(502, None), &endpoints::CLOSE_PROCESS_STDIN, true), Verdict::Retry(_)));
-        assert!(matches!(r(api(502, None), &endpoints::RESIZE_PROCESS, true), Verdict::Retry(_)));
-        assert_eq!(r(api(502, None), &endpoints::SIGNAL_PROCESS, true), Verdict::GiveUp);
+        assert!(matches!(
+            r(api(502, None), &endpoints::CLOSE_PROCESS_STDIN, true),
+            Verdict::Retry(_)
+        ));
+        assert!(matches!(
+            r(api(502, None), &endpoints::RESIZE_PROCESS, true),
+            Verdict::Retry(_)
+        ));
+        assert_eq!(
+            r(api(502, None), &endpoints::SIGNAL_PROCESS, true),
+            Verdict::GiveUp
+        );
     }
 
     #[test]
     fn retry_after_overrides_and_is_bounded() {
         let p = fast();
-        let v = judge::<()>(&Err(api(429, Some(Duration::from_secs(2)))), &endpoints::EXEC, true, 0, &p);
+        let v = judge::<()>(
+            &Err(api(429, Some(Duration::from_secs(2)))),
+            &endpoints::EXEC,
+            true,
+            0,
+            &p,
+        );
         assert_eq!(v, Verdict::Retry(Duration::from_secs(2)));
-        let v = judge::<()>(&Err(api(429, Some(Duration::from_secs(3600)))), &endpoints::EXEC, true, 0, &p);
+        let v = judge::<()>(
+            &Err(api(429, Some(Duration::from_secs(3600)))),
+            &endpoints::EXEC,
+            true,
+            0,
+            &p,
+        );
         assert_eq!(v, Verdict::GiveUp);
     }
 
     #[test]
     fn budget_is_respected() {
-        let p = RetryPolicy { max_retries: 2, ..fast() };
-        assert!(matches!(judge::<()>(&Err(api(503, None)), &endpoints::GET_SANDBOX, true, 1, &p), Verdict::Retry(_)));
-        assert_eq!(judge::<()>(&Err(api(503, None)), &endpoints::GET_SANDBOX, true, 2, &p), Verdict::GiveUp);
+        let p = RetryPolicy {
+            max_retries: 2,
+            ..fast()
+        };
+        assert!(matches!(
+            judge::<()>(&Err(api(503, None)), &endpoints::GET_SANDBOX, true, 1, &p),
+            Verdict::Retry(_)
+        ));
+        assert_eq!(
+            judge::<()>(&Err(api(503, None)), &endpoints::GET_SANDBOX, true, 2, &p),
+            Verdict::GiveUp
+        );
     }
 }

@@ -51,9 +51,12 @@ pub fn root_store(files: &[PathBuf]) -> Result<rustls::RootCertStore> {
     roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
     for file in files {
         for cert in read_certificates(file)? {
-            roots
-                .add(cert)
-                .map_err(|e| Error::invalid("ca_file", format!("{}: not a usable CA certificate: {e}", file.display())))?;
+            roots.add(cert).map_err(|e| {
+                Error::invalid(
+                    "ca_file",
+                    format!("{}: not a usable CA certificate: {e}", file.display()),
+                )
+            })?;
         }
     }
     Ok(roots)
@@ -64,7 +67,10 @@ pub fn client_config(roots: rustls::RootCertStore, alpn: &[&[u8]]) -> Result<rus
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| Error::Connection { endpoint: "TLS setup".into(), source: Box::new(e) })?
+        .map_err(|e| Error::Connection {
+            endpoint: "TLS setup".into(),
+            source: Box::new(e),
+        })?
         .with_root_certificates(roots)
         .with_no_client_auth();
     config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
@@ -83,7 +89,8 @@ pub fn configs(files: &[PathBuf]) -> Result<(rustls::ClientConfig, Arc<rustls::C
 pub fn certificate_problem(err: &(dyn std::error::Error + 'static)) -> Option<String> {
     let mut next: Option<&(dyn std::error::Error + 'static)> = Some(err);
     while let Some(e) = next {
-        if let Some(rustls::Error::InvalidCertificate(problem)) = e.downcast_ref::<rustls::Error>() {
+        if let Some(rustls::Error::InvalidCertificate(problem)) = e.downcast_ref::<rustls::Error>()
+        {
             return Some(format!("{problem:?}"));
         }
         if let Some(io) = e.downcast_ref::<std::io::Error>() {
@@ -106,7 +113,11 @@ pub struct UntrustedCertificate {
 
 impl std::fmt::Display for UntrustedCertificate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "the server's TLS certificate is not trusted (invalid certificate: {}); {ADD_CA_HINT}", self.problem)
+        write!(
+            f,
+            "the server's TLS certificate is not trusted (invalid certificate: {}); {ADD_CA_HINT}",
+            self.problem
+        )
     }
 }
 
@@ -114,7 +125,9 @@ impl std::error::Error for UntrustedCertificate {}
 
 /// The error to report for a failed connection: a certificate problem is named, with how
 /// to trust a private CA.
-pub fn explain(err: Box<dyn std::error::Error + Send + Sync>) -> Box<dyn std::error::Error + Send + Sync> {
+pub fn explain(
+    err: Box<dyn std::error::Error + Send + Sync>,
+) -> Box<dyn std::error::Error + Send + Sync> {
     match certificate_problem(err.as_ref()) {
         Some(problem) => Box::new(UntrustedCertificate { problem }),
         None => err,
@@ -132,15 +145,30 @@ mod tests {
             "SSL_CERT_FILE" => Some("/b.pem".to_string()),
             _ => None,
         };
-        let files = ca_files(&[PathBuf::from("/given.pem"), PathBuf::from("/a.pem")], &env);
-        assert_eq!(files, vec![PathBuf::from("/given.pem"), PathBuf::from("/a.pem"), PathBuf::from("/b.pem")]);
+        let files = ca_files(
+            &[PathBuf::from("/given.pem"), PathBuf::from("/a.pem")],
+            &env,
+        );
+        assert_eq!(
+            files,
+            vec![
+                PathBuf::from("/given.pem"),
+                PathBuf::from("/a.pem"),
+                PathBuf::from("/b.pem")
+            ]
+        );
         assert!(ca_files(&[], &|_| None).is_empty());
     }
 
     #[test]
     fn unreadable_or_empty_ca_files_are_refused() {
-        let err = root_store(&[PathBuf::from("/nonexistent/ca.pem")]).unwrap_err().to_string();
-        assert!(err.contains("/nonexistent/ca.pem") && err.contains("cannot read"), "{err}");
+        let err = root_store(&[PathBuf::from("/nonexistent/ca.pem")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("/nonexistent/ca.pem") && err.contains("cannot read"),
+            "{err}"
+        );
         let dir = tempfile::tempdir().unwrap();
         let empty = dir.path().join("empty.pem");
         std::fs::write(&empty, "no certificate here\n").unwrap();

@@ -52,7 +52,11 @@ pub(crate) enum Conn {
 }
 
 impl AsyncRead for Conn {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Conn::Plain(s) => Pin::new(s).poll_read(cx, buf),
             Conn::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
@@ -61,7 +65,11 @@ impl AsyncRead for Conn {
 }
 
 impl AsyncWrite for Conn {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             Conn::Plain(s) => Pin::new(s).poll_write(cx, buf),
             Conn::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
@@ -103,15 +111,25 @@ impl AsyncWrite for Conn {
 }
 
 fn io_failure(label: &str, err: io::Error) -> Error {
-    Error::Connection { endpoint: label.to_string(), source: super::tls::explain(Box::new(err)) }
+    Error::Connection {
+        endpoint: label.to_string(),
+        source: super::tls::explain(Box::new(err)),
+    }
 }
 
 /// Open a TCP (http) or TLS (https) connection to the host of `url`.
-pub(crate) async fn dial(url: &Url, tls: &Arc<rustls::ClientConfig>, connect_timeout: Duration, label: &str) -> Result<Conn> {
+pub(crate) async fn dial(
+    url: &Url,
+    tls: &Arc<rustls::ClientConfig>,
+    connect_timeout: Duration,
+    label: &str,
+) -> Result<Conn> {
     let port = url
         .port_or_known_default()
         .ok_or_else(|| Error::invalid("base_url", format!("{} has no port", url.scheme())))?;
-    let host = url.host().ok_or_else(|| Error::invalid("base_url", "has no host"))?;
+    let host = url
+        .host()
+        .ok_or_else(|| Error::invalid("base_url", "has no host"))?;
     let connect = async {
         match &host {
             Host::Domain(d) => TcpStream::connect((*d, port)).await,
@@ -121,7 +139,10 @@ pub(crate) async fn dial(url: &Url, tls: &Arc<rustls::ClientConfig>, connect_tim
     };
     let tcp = tokio::time::timeout(connect_timeout, connect)
         .await
-        .map_err(|_| Error::Timeout { endpoint: label.to_string(), after: connect_timeout })?
+        .map_err(|_| Error::Timeout {
+            endpoint: label.to_string(),
+            after: connect_timeout,
+        })?
         .map_err(|e| io_failure(label, e))?;
     // Interactive traffic: keystrokes must not wait for Nagle.
     let _ = tcp.set_nodelay(true);
@@ -129,19 +150,32 @@ pub(crate) async fn dial(url: &Url, tls: &Arc<rustls::ClientConfig>, connect_tim
         "http" | "ws" => Ok(Conn::Plain(tcp)),
         "https" | "wss" => {
             let name = match host {
-                Host::Domain(d) => rustls::pki_types::ServerName::try_from(d.to_string())
-                    .map_err(|e| Error::invalid("base_url", format!("{d:?} is not a TLS server name: {e}")))?,
-                Host::Ipv4(ip) => rustls::pki_types::ServerName::IpAddress(std::net::IpAddr::V4(ip).into()),
-                Host::Ipv6(ip) => rustls::pki_types::ServerName::IpAddress(std::net::IpAddr::V6(ip).into()),
+                Host::Domain(d) => {
+                    rustls::pki_types::ServerName::try_from(d.to_string()).map_err(|e| {
+                        Error::invalid("base_url", format!("{d:?} is not a TLS server name: {e}"))
+                    })?
+                }
+                Host::Ipv4(ip) => {
+                    rustls::pki_types::ServerName::IpAddress(std::net::IpAddr::V4(ip).into())
+                }
+                Host::Ipv6(ip) => {
+                    rustls::pki_types::ServerName::IpAddress(std::net::IpAddr::V6(ip).into())
+                }
             };
             let connector = tokio_rustls::TlsConnector::from(Arc::clone(tls));
             let tls = tokio::time::timeout(connect_timeout, connector.connect(name, tcp))
                 .await
-                .map_err(|_| Error::Timeout { endpoint: label.to_string(), after: connect_timeout })?
+                .map_err(|_| Error::Timeout {
+                    endpoint: label.to_string(),
+                    after: connect_timeout,
+                })?
                 .map_err(|e| io_failure(label, e))?;
             Ok(Conn::Tls(Box::new(tls)))
         }
-        other => Err(Error::invalid("base_url", format!("scheme {other:?} cannot carry an upgrade (http or https)"))),
+        other => Err(Error::invalid(
+            "base_url",
+            format!("scheme {other:?} cannot carry an upgrade (http or https)"),
+        )),
     }
 }
 
@@ -154,14 +188,21 @@ pub(crate) struct Failure {
 
 impl From<Error> for Failure {
     fn from(error: Error) -> Self {
-        Failure { error, before_send: false }
+        Failure {
+            error,
+            before_send: false,
+        }
     }
 }
 
 /// Run `attempt` (given the credential header) with the client's retry policy for upgrades:
 /// retried when nothing was sent or the server refused with 429/503 (it did not act); a 401
 /// on a refreshable session is retried once with the new token.
-pub(crate) async fn with_retries<T, F, Fut>(transport: &Transport, needs_auth: bool, mut attempt: F) -> Result<T>
+pub(crate) async fn with_retries<T, F, Fut>(
+    transport: &Transport,
+    needs_auth: bool,
+    mut attempt: F,
+) -> Result<T>
 where
     F: FnMut(Option<(HeaderName, HeaderValue)>) -> Fut,
     Fut: Future<Output = std::result::Result<T, Failure>>,
@@ -177,7 +218,9 @@ where
         };
         if let (Error::Auth(_), false) = (&failure.error, refreshed) {
             let renewed = match (&transport.credentials, &sent_credential) {
-                (Some(c), Some(sent)) => c.refresh_after_unauthorized(&transport.http, sent).await?,
+                (Some(c), Some(sent)) => {
+                    c.refresh_after_unauthorized(&transport.http, sent).await?
+                }
                 _ => false,
             };
             if !renewed {
@@ -186,7 +229,8 @@ where
             refreshed = true;
             continue;
         }
-        let retryable = failure.before_send || matches!(failure.error.status(), Some(429) | Some(503));
+        let retryable =
+            failure.before_send || matches!(failure.error.status(), Some(429) | Some(503));
         if !retryable || retries >= transport.retry.max_retries {
             return Err(failure.error);
         }
@@ -202,7 +246,11 @@ where
 }
 
 /// Send `call` as an HTTP/1.1 Upgrade to `protocol` and return the switched connection.
-pub(crate) async fn upgrade(transport: &Transport, call: Call, protocol: &'static str) -> Result<Upgraded> {
+pub(crate) async fn upgrade(
+    transport: &Transport,
+    call: Call,
+    protocol: &'static str,
+) -> Result<Upgraded> {
     let label = call.endpoint.label();
     let path = call.path()?;
     let url = transport.url(&path, &call.query)?;
@@ -212,19 +260,34 @@ pub(crate) async fn upgrade(transport: &Transport, call: Call, protocol: &'stati
     with_retries(transport, call.endpoint.auth, |auth| {
         let (url, label, user_agent) = (&url, &label, &user_agent);
         async move {
-            let mut conn = dial(url, &transport.upgrade_tls, transport.timeouts.connect, label)
-                .await
-                .map_err(|error| Failure { error, before_send: true })?;
+            let mut conn = dial(
+                url,
+                &transport.upgrade_tls,
+                transport.timeouts.connect,
+                label,
+            )
+            .await
+            .map_err(|error| Failure {
+                error,
+                before_send: true,
+            })?;
             let head = request_head(method, url, auth.as_ref(), user_agent, protocol);
             let exchange = async {
-                conn.write_all(&head).await.map_err(|e| io_failure(label, e))?;
+                conn.write_all(&head)
+                    .await
+                    .map_err(|e| io_failure(label, e))?;
                 conn.flush().await.map_err(|e| io_failure(label, e))?;
                 read_answer(conn, label).await
             };
             let answer = match head_timeout {
-                Some(limit) => tokio::time::timeout(limit, exchange)
-                    .await
-                    .map_err(|_| Error::Timeout { endpoint: label.clone(), after: limit })?,
+                Some(limit) => {
+                    tokio::time::timeout(limit, exchange)
+                        .await
+                        .map_err(|_| Error::Timeout {
+                            endpoint: label.clone(),
+                            after: limit,
+                        })?
+                }
                 None => exchange.await,
             };
             answer.map_err(Failure::from)
@@ -262,7 +325,10 @@ fn request_head(
         head.extend_from_slice(value.as_bytes());
         head.extend_from_slice(b"\r\n");
     }
-    head.extend_from_slice(format!("Connection: Upgrade\r\nUpgrade: {protocol}\r\nContent-Length: 0\r\n\r\n").as_bytes());
+    head.extend_from_slice(
+        format!("Connection: Upgrade\r\nUpgrade: {protocol}\r\nContent-Length: 0\r\n\r\n")
+            .as_bytes(),
+    );
     head
 }
 
@@ -284,17 +350,30 @@ fn parse_head(head: &[u8]) -> std::result::Result<(u16, HeaderMap), String> {
     let mut parts = status_line.splitn(3, ' ');
     let version = parts.next().unwrap_or_default();
     if !version.starts_with("HTTP/1.") {
-        return Err(format!("not an HTTP/1.x answer: {:?}", status_line.chars().take(64).collect::<String>()));
+        return Err(format!(
+            "not an HTTP/1.x answer: {:?}",
+            status_line.chars().take(64).collect::<String>()
+        ));
     }
     let status = parts
         .next()
         .and_then(|s| s.parse::<u16>().ok())
         .filter(|s| (100..1000).contains(s))
-        .ok_or_else(|| format!("bad status line {:?}", status_line.chars().take(64).collect::<String>()))?;
+        .ok_or_else(|| {
+            format!(
+                "bad status line {:?}",
+                status_line.chars().take(64).collect::<String>()
+            )
+        })?;
     let mut headers = HeaderMap::new();
     for line in lines {
-        let Some((name, value)) = line.split_once(':') else { continue };
-        if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(name.trim().as_bytes()), HeaderValue::from_str(value.trim())) {
+        let Some((name, value)) = line.split_once(':') else {
+            continue;
+        };
+        if let (Ok(n), Ok(v)) = (
+            HeaderName::from_bytes(name.trim().as_bytes()),
+            HeaderValue::from_str(value.trim()),
+        ) {
             headers.append(n, v);
         }
     }
@@ -310,19 +389,35 @@ async fn read_answer(mut conn: Conn, label: &str) -> Result<Upgraded> {
                 break end;
             }
             if buf.len() >= MAX_RESPONSE_HEAD {
-                return Err(Error::decode(label, format!("the upgrade answer's head is larger than {MAX_RESPONSE_HEAD} bytes")));
+                return Err(Error::decode(
+                    label,
+                    format!("the upgrade answer's head is larger than {MAX_RESPONSE_HEAD} bytes"),
+                ));
             }
-            if conn.read_buf(&mut buf).await.map_err(|e| io_failure(label, e))? == 0 {
+            if conn
+                .read_buf(&mut buf)
+                .await
+                .map_err(|e| io_failure(label, e))?
+                == 0
+            {
                 return Err(io_failure(
                     label,
-                    io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed before the upgrade was answered"),
+                    io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "connection closed before the upgrade was answered",
+                    ),
                 ));
             }
         };
         let head = buf.split_to(end);
         let (status, headers) = parse_head(&head).map_err(|m| Error::decode(label, m))?;
         match status {
-            101 => return Ok(Upgraded { conn, prefix: buf.freeze() }),
+            101 => {
+                return Ok(Upgraded {
+                    conn,
+                    prefix: buf.freeze(),
+                })
+            }
             // Interim answers (100 Continue, 103 Early Hints) precede the real one.
             100..=199 => continue,
             _ => {
@@ -344,7 +439,9 @@ async fn refusal_body(conn: &mut Conn, mut buf: BytesMut, headers: &HeaderMap) -
         .get(http::header::TRANSFER_ENCODING)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
-    let want = declared.unwrap_or(usize::MAX).min(MAX_REFUSAL_BODY + if chunked { 64 } else { 0 });
+    let want = declared
+        .unwrap_or(usize::MAX)
+        .min(MAX_REFUSAL_BODY + if chunked { 64 } else { 0 });
     let read_more = async {
         while buf.len() < want {
             if chunked && buf.windows(5).any(|w| w == b"0\r\n\r\n") {
@@ -368,7 +465,10 @@ fn dechunk(mut raw: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     while let Some(line_end) = raw.windows(2).position(|w| w == b"\r\n") {
         let size_text = String::from_utf8_lossy(&raw[..line_end]);
-        let Ok(size) = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16) else { break };
+        let Ok(size) = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
+        else {
+            break;
+        };
         if size == 0 {
             break;
         }
@@ -394,7 +494,10 @@ pub struct Upgraded {
 
 impl std::fmt::Debug for Upgraded {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Upgraded").field("tls", &self.is_tls()).field("buffered", &self.prefix.len()).finish()
+        f.debug_struct("Upgraded")
+            .field("tls", &self.is_tls())
+            .field("buffered", &self.prefix.len())
+            .finish()
     }
 }
 
@@ -416,12 +519,19 @@ impl Upgraded {
     /// way bollard hands out attached containers (`output`, `input`).
     pub fn into_output_and_input(self) -> (UpgradedOutput, WriteHalf<Upgraded>) {
         let (read, write) = self.split();
-        (tokio_util::io::ReaderStream::with_capacity(read, 32 * 1024), write)
+        (
+            tokio_util::io::ReaderStream::with_capacity(read, 32 * 1024),
+            write,
+        )
     }
 }
 
 impl AsyncRead for Upgraded {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         if !this.prefix.is_empty() {
             let n = this.prefix.len().min(buf.remaining());
@@ -434,7 +544,11 @@ impl AsyncRead for Upgraded {
 }
 
 impl AsyncWrite for Upgraded {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         Pin::new(&mut self.get_mut().conn).poll_write(cx, buf)
     }
 
@@ -473,7 +587,8 @@ mod tests {
     #[test]
     fn heads_parse() {
         let (status, headers) =
-            parse_head(b"HTTP/1.1 404 Not Found\r\nX-Request-Id: r1\r\nContent-Length: 10\r\n\r\n").unwrap();
+            parse_head(b"HTTP/1.1 404 Not Found\r\nX-Request-Id: r1\r\nContent-Length: 10\r\n\r\n")
+                .unwrap();
         assert_eq!(status, 404);
         assert_eq!(headers["x-request-id"], "r1");
         assert!(parse_head(b"SSH-2.0-OpenSSH\r\n\r\n").is_err());
@@ -482,19 +597,33 @@ mod tests {
 
     #[test]
     fn chunked_bodies() {
-        assert_eq!(dechunk(b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"), b"hello world");
+        assert_eq!(
+            dechunk(b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"),
+            b"hello world"
+        );
         assert_eq!(dechunk(b"5\r\nhel"), b"hel");
     }
 
     #[test]
     fn request_head_shape() {
         let url = Url::parse("http://127.0.0.1:8080/v1/sandboxes/sb-1/tunnel/22").unwrap();
-        let auth = (HeaderName::from_static("x-api-key"), HeaderValue::from_static("k"));
-        let head = request_head("POST", &url, Some(&auth), &HeaderValue::from_static("ua"), TCP_TUNNEL);
+        let auth = (
+            HeaderName::from_static("x-api-key"),
+            HeaderValue::from_static("k"),
+        );
+        let head = request_head(
+            "POST",
+            &url,
+            Some(&auth),
+            &HeaderValue::from_static("ua"),
+            TCP_TUNNEL,
+        );
         let text = String::from_utf8(head).unwrap();
-        assert!(text.starts_with("POST /v1/sandboxes/sb-1/tunnel/22 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n"));
+        assert!(text
+            .starts_with("POST /v1/sandboxes/sb-1/tunnel/22 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n"));
         assert!(text.contains("x-api-key: k\r\n"));
-        assert!(text.ends_with("Connection: Upgrade\r\nUpgrade: tcp-tunnel\r\nContent-Length: 0\r\n\r\n"));
+        assert!(text
+            .ends_with("Connection: Upgrade\r\nUpgrade: tcp-tunnel\r\nContent-Length: 0\r\n\r\n"));
     }
 
     #[tokio::test]
@@ -508,14 +637,19 @@ mod tests {
             let mut buf = vec![0u8; 1024];
             let n = s.read(&mut buf).await.unwrap();
             assert!(String::from_utf8_lossy(&buf[..n]).contains("Upgrade: tcp-tunnel"));
-            s.write_all(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: tcp-tunnel\r\n\r\nearly").await.unwrap();
+            s.write_all(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: tcp-tunnel\r\n\r\nearly")
+                .await
+                .unwrap();
             let n = s.read(&mut buf).await.unwrap();
             s.write_all(&buf[..n]).await.unwrap();
             // Second connection: a JSend refusal.
             let (mut s, _) = listener.accept().await.unwrap();
             let _ = s.read(&mut buf).await.unwrap();
             let body = br#"{"status":"fail","data":{"sandbox":"sandbox is not running"}}"#;
-            let head = format!("HTTP/1.1 409 Conflict\r\nContent-Length: {}\r\nX-Request-Id: q1\r\n\r\n", body.len());
+            let head = format!(
+                "HTTP/1.1 409 Conflict\r\nContent-Length: {}\r\nX-Request-Id: q1\r\n\r\n",
+                body.len()
+            );
             s.write_all(head.as_bytes()).await.unwrap();
             s.write_all(body).await.unwrap();
         });
@@ -526,7 +660,9 @@ mod tests {
             .build()
             .unwrap();
         let call = || Call::new(&crate::api::endpoints::OPEN_SHELL).param("sb-1");
-        let mut up = upgrade(&client.transport, call(), TCP_TUNNEL).await.unwrap();
+        let mut up = upgrade(&client.transport, call(), TCP_TUNNEL)
+            .await
+            .unwrap();
         let mut early = [0u8; 5];
         up.read_exact(&mut early).await.unwrap();
         assert_eq!(&early, b"early");
@@ -534,8 +670,12 @@ mod tests {
         let mut echoed = [0u8; 4];
         up.read_exact(&mut echoed).await.unwrap();
         assert_eq!(&echoed, b"echo");
-        let err = upgrade(&client.transport, call(), TCP_TUNNEL).await.unwrap_err();
-        let Error::Conflict(api) = &err else { panic!("{err:?}") };
+        let err = upgrade(&client.transport, call(), TCP_TUNNEL)
+            .await
+            .unwrap_err();
+        let Error::Conflict(api) = &err else {
+            panic!("{err:?}")
+        };
         assert_eq!(api.fields["sandbox"], "sandbox is not running");
         assert_eq!(api.request_id.as_deref(), Some("q1"));
         server.await.unwrap();

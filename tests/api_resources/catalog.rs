@@ -8,7 +8,12 @@ use crate::common;
 #[tokio::test]
 async fn healthz_and_readyz_answer_without_credentials() {
     let env = common::start().await;
-    let anonymous = Client::builder().base_url(env.base_url()).anonymous().env(|_| None).build().unwrap();
+    let anonymous = Client::builder()
+        .base_url(env.base_url())
+        .anonymous()
+        .env(|_| None)
+        .build()
+        .unwrap();
     assert!(anonymous.healthz().await.unwrap().up);
     let ready = anonymous.readyz().await.unwrap();
     assert!(ready.ready);
@@ -22,7 +27,11 @@ async fn healthz_and_readyz_answer_without_credentials() {
 async fn readyz_503_is_a_verdict_sent_once() {
     let env = common::start().await;
     env.add_fault("GET /readyz status=503").await;
-    let verdict = env.client.readyz().await.expect("503 is a verdict, not an error");
+    let verdict = env
+        .client
+        .readyz()
+        .await
+        .expect("503 is a verdict, not an error");
     assert!(!verdict.ready);
     assert_eq!(verdict.reason.as_deref(), Some("service unavailable"));
     // A probe must not retry the answer it exists to report.
@@ -35,7 +44,10 @@ async fn readyz_other_statuses_are_errors() {
     let env = common::start().await;
     env.add_fault("GET /readyz status=500").await;
     let err = env.client.readyz().await.unwrap_err();
-    assert!(matches!(err, Error::Server(ref a) if a.status == 500), "{err:?}");
+    assert!(
+        matches!(err, Error::Server(ref a) if a.status == 500),
+        "{err:?}"
+    );
     env.shutdown().await;
 }
 
@@ -50,7 +62,15 @@ async fn whoami_counts_sandboxes() {
     paused.pause_and_wait().await.unwrap();
     let after = env.client.whoami().await.unwrap();
     assert_eq!(after.user_id, before.user_id);
-    assert_eq!((after.stats.running, after.stats.paused, after.stats.other, after.stats.total), (1, 1, 0, 2));
+    assert_eq!(
+        (
+            after.stats.running,
+            after.stats.paused,
+            after.stats.other,
+            after.stats.total
+        ),
+        (1, 1, 0, 2)
+    );
     sandbox.destroy().await.unwrap();
     paused.destroy().await.unwrap();
     env.shutdown().await;
@@ -60,9 +80,17 @@ async fn whoami_counts_sandboxes() {
 async fn shapes_rootfs_and_hosts() {
     let env = common::start().await;
     let shapes = env.client.list_shapes().collect_all().await.unwrap();
-    let small = shapes.iter().find(|s| s.id == "s-1vcpu-1gb").expect("s-1vcpu-1gb listed");
-    assert_eq!((small.vcpu, small.mem_mib, small.default_disk_mib), (1, 1024, 10240));
-    assert!(shapes.iter().all(|s| s.id.starts_with("s-") && s.vcpu > 0 && s.mem_mib > 0));
+    let small = shapes
+        .iter()
+        .find(|s| s.id == "s-1vcpu-1gb")
+        .expect("s-1vcpu-1gb listed");
+    assert_eq!(
+        (small.vcpu, small.mem_mib, small.default_disk_mib),
+        (1, 1024, 10240)
+    );
+    assert!(shapes
+        .iter()
+        .all(|s| s.id.starts_with("s-") && s.vcpu > 0 && s.mem_mib > 0));
     let mut ids: Vec<_> = shapes.iter().map(|s| s.id.clone()).collect();
     ids.dedup();
     assert_eq!(ids.len(), shapes.len(), "each shape once");
@@ -73,12 +101,17 @@ async fn shapes_rootfs_and_hosts() {
     let entry = catalog.entry("devbox:1").expect("entry for the default");
     assert!(!entry.deprecated);
     assert!(entry.description.as_deref().is_some_and(|d| !d.is_empty()));
-    assert!(catalog.entries.iter().all(|e| catalog.rootfs.contains(&e.name)));
+    assert!(catalog
+        .entries
+        .iter()
+        .all(|e| catalog.rootfs.contains(&e.name)));
 
     let hosts = env.client.list_hosts().collect_all().await.unwrap();
     assert!(!hosts.is_empty());
     assert!(hosts.iter().all(|h| !h.id.is_empty()));
-    assert!(hosts.iter().any(|h| h.status == HostStatus::Active && h.free_mib > 0));
+    assert!(hosts
+        .iter()
+        .any(|h| h.status == HostStatus::Active && h.free_mib > 0));
     env.shutdown().await;
 }
 

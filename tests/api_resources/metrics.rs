@@ -18,7 +18,12 @@ async fn sandbox_metrics_snapshot() {
     assert!(m.sampled_at.as_deref().is_some_and(|t| t.ends_with('Z')));
 
     let (_, other) = env.new_tenant(true).await;
-    let err = other.sandbox(sandbox.id()).unwrap().metrics().await.unwrap_err();
+    let err = other
+        .sandbox(sandbox.id())
+        .unwrap()
+        .metrics()
+        .await
+        .unwrap_err();
     assert!(err.is_not_found(), "{err:?}");
     env.shutdown().await;
 }
@@ -51,27 +56,58 @@ async fn timeseries_windows_and_defaults() {
     let env = common::start().await;
     let _sandbox = crate::running_sandbox(&env).await;
 
-    let default = env.client.usage_timeseries(TimeseriesQuery::new()).await.unwrap();
+    let default = env
+        .client
+        .usage_timeseries(TimeseriesQuery::new())
+        .await
+        .unwrap();
     assert_eq!(default.metric, UsageMetric::CpuSeconds);
     assert_eq!(default.step_seconds, 60);
-    assert!((60..=61).contains(&default.points.len()), "{} points in the default hour", default.points.len());
+    assert!(
+        (60..=61).contains(&default.points.len()),
+        "{} points in the default hour",
+        default.points.len()
+    );
 
     // The window reaches a minute past now, so its last bucket holds the live sample.
     let now = SystemTime::now();
     let to = now + Duration::from_secs(60);
     let from = to - Duration::from_secs(600);
-    let q = TimeseriesQuery::new().metric(UsageMetric::SandboxesRunning).from_time(from).to_time(to).step_seconds(60);
+    let q = TimeseriesQuery::new()
+        .metric(UsageMetric::SandboxesRunning)
+        .from_time(from)
+        .to_time(to)
+        .step_seconds(60);
     let series = env.client.usage_timeseries(q).await.unwrap();
     assert_eq!(series.metric, UsageMetric::SandboxesRunning);
     assert_eq!(series.step_seconds, 60);
-    assert!((10..=11).contains(&series.points.len()), "{}", series.points.len());
-    assert!(series.points.iter().all(|p| p.ts.ends_with('Z') && p.value >= 0.0));
-    assert!(series.points.windows(2).all(|w| w[0].ts < w[1].ts), "oldest first");
-    assert_eq!(series.points.last().unwrap().value, 1.0, "one sandbox running in the bucket holding now");
+    assert!(
+        (10..=11).contains(&series.points.len()),
+        "{}",
+        series.points.len()
+    );
+    assert!(series
+        .points
+        .iter()
+        .all(|p| p.ts.ends_with('Z') && p.value >= 0.0));
+    assert!(
+        series.points.windows(2).all(|w| w[0].ts < w[1].ts),
+        "oldest first"
+    );
+    assert_eq!(
+        series.points.last().unwrap().value,
+        1.0,
+        "one sandbox running in the bucket holding now"
+    );
 
     let exec = env
         .client
-        .usage_timeseries(TimeseriesQuery::new().metric(UsageMetric::ExecTotal).last(Duration::from_secs(3600)).step_seconds(600))
+        .usage_timeseries(
+            TimeseriesQuery::new()
+                .metric(UsageMetric::ExecTotal)
+                .last(Duration::from_secs(3600))
+                .step_seconds(600),
+        )
         .await
         .unwrap();
     assert_eq!(exec.step_seconds, 600);
@@ -87,12 +123,20 @@ async fn bad_windows_are_refused_before_sending() {
     let bad = [
         TimeseriesQuery::new().step_seconds(5),
         TimeseriesQuery::new().from("yesterday"),
-        TimeseriesQuery::new().from_time(now).to_time(now - Duration::from_secs(60)),
-        TimeseriesQuery::new().from_time(now - Duration::from_secs(86_400)).to_time(now).step_seconds(10),
+        TimeseriesQuery::new()
+            .from_time(now)
+            .to_time(now - Duration::from_secs(60)),
+        TimeseriesQuery::new()
+            .from_time(now - Duration::from_secs(86_400))
+            .to_time(now)
+            .step_seconds(10),
     ];
     for q in bad {
         let err = c.usage_timeseries(q.clone()).await.unwrap_err();
-        assert!(matches!(err, createos_sandbox::Error::InvalidInput { .. }), "{q:?}: {err:?}");
+        assert!(
+            matches!(err, createos_sandbox::Error::InvalidInput { .. }),
+            "{q:?}: {err:?}"
+        );
     }
     assert_eq!(env.requests("getUsageTimeseries").await, 0);
     // The server applies the same rule to what the client cannot see coming (raw request).

@@ -32,7 +32,10 @@ async fn create_get_list_delete() {
     assert!(env.client.delete_network(&net.id).await.unwrap().ok);
     let err = env.client.get_network(&net.id).await.unwrap_err();
     assert!(err.is_not_found(), "{err:?}");
-    assert_eq!(crate::fields(&err).get("network").map(String::as_str), Some("network not found"));
+    assert_eq!(
+        crate::fields(&err).get("network").map(String::as_str),
+        Some("network not found")
+    );
     env.shutdown().await;
 }
 
@@ -43,7 +46,15 @@ async fn duplicate_name_is_refused() {
     let err = env.client.create_network("dup").await.unwrap_err();
     assert!(matches!(err.status(), Some(400) | Some(409)), "{err:?}");
     assert!(crate::fields(&err).contains_key("name"), "{err:?}");
-    assert_eq!(env.client.list_networks().collect_all().await.unwrap().len(), 1);
+    assert_eq!(
+        env.client
+            .list_networks()
+            .collect_all()
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
     env.shutdown().await;
 }
 
@@ -65,7 +76,10 @@ async fn attach_and_detach_members() {
 
     // A network with members cannot be deleted.
     let err = env.client.delete_network("mesh").await.unwrap_err();
-    assert!(matches!(err, Error::Conflict(_) | Error::Validation(_)), "{err:?}");
+    assert!(
+        matches!(err, Error::Conflict(_) | Error::Validation(_)),
+        "{err:?}"
+    );
     assert!(crate::fields(&err).contains_key("network"), "{err:?}");
 
     assert!(sandbox.detach_network(&net.id).await.unwrap().ok);
@@ -87,16 +101,37 @@ async fn foreign_tenant_sees_nothing() {
     let (_, other) = env.new_tenant(true).await;
 
     assert!(other.get_network(&net.id).await.unwrap_err().is_not_found());
-    assert!(other.get_network("private").await.unwrap_err().is_not_found());
-    assert!(other.delete_network(&net.id).await.unwrap_err().is_not_found());
-    assert!(other.list_networks().collect_all().await.unwrap().is_empty());
+    assert!(other
+        .get_network("private")
+        .await
+        .unwrap_err()
+        .is_not_found());
+    assert!(other
+        .delete_network(&net.id)
+        .await
+        .unwrap_err()
+        .is_not_found());
+    assert!(other
+        .list_networks()
+        .collect_all()
+        .await
+        .unwrap()
+        .is_empty());
     // The other tenant's sandbox handle on our id, and our sandbox on their network.
     let theirs = other.create_network("theirs").await.unwrap();
     let err = sandbox.attach_network(&theirs.id).await.unwrap_err();
     assert!(err.is_not_found(), "{err:?}");
-    let err = other.sandbox(sandbox.id()).unwrap().attach_network(&theirs.id).await.unwrap_err();
+    let err = other
+        .sandbox(sandbox.id())
+        .unwrap()
+        .attach_network(&theirs.id)
+        .await
+        .unwrap_err();
     assert!(err.is_not_found(), "{err:?}");
-    assert!(env.client.get_network(&net.id).await.is_ok(), "still there for the owner");
+    assert!(
+        env.client.get_network(&net.id).await.is_ok(),
+        "still there for the owner"
+    );
     env.shutdown().await;
 }
 
@@ -109,7 +144,12 @@ async fn no_credit_means_402() {
     assert_eq!(err.api().unwrap().code.as_deref(), Some("PAYMENT_REQUIRED"));
     // 402 is never retried and nothing was created.
     assert_eq!(env.requests("createNetwork").await, 1);
-    assert!(broke.list_networks().collect_all().await.unwrap().is_empty());
+    assert!(broke
+        .list_networks()
+        .collect_all()
+        .await
+        .unwrap()
+        .is_empty());
     env.shutdown().await;
 }
 
@@ -120,11 +160,20 @@ async fn bad_input_is_refused_before_sending() {
     for bad in ["", "has space", "-lead", "a/b", &"n".repeat(64)] {
         crate::assert_invalid(&env.client.create_network(bad).await.unwrap_err(), "name");
     }
-    crate::assert_invalid(&env.client.get_network("../x").await.unwrap_err(), "network");
+    crate::assert_invalid(
+        &env.client.get_network("../x").await.unwrap_err(),
+        "network",
+    );
     crate::assert_invalid(&env.client.delete_network("").await.unwrap_err(), "network");
     crate::assert_invalid(&sandbox.attach_network("a b").await.unwrap_err(), "network");
     crate::assert_invalid(&sandbox.detach_network("x/y").await.unwrap_err(), "network");
-    for op in ["createNetwork", "getNetwork", "deleteNetwork", "attachNetwork", "detachNetwork"] {
+    for op in [
+        "createNetwork",
+        "getNetwork",
+        "deleteNetwork",
+        "attachNetwork",
+        "detachNetwork",
+    ] {
         assert_eq!(env.requests(op).await, 0, "{op} reached the server");
     }
     env.shutdown().await;
@@ -138,7 +187,12 @@ async fn listing_pages_through_every_network_once() {
     let created: Vec<String> = futures::stream::iter(0..N)
         .map(|i| {
             let client = env.client.clone();
-            async move { client.create_network(&format!("pg-{i:04}")).await.map(|n| n.id) }
+            async move {
+                client
+                    .create_network(&format!("pg-{i:04}"))
+                    .await
+                    .map(|n| n.id)
+            }
         })
         .buffer_unordered(16)
         .try_collect()

@@ -30,7 +30,9 @@ pub fn ok(out: Output) -> Value {
 /// from the environment, `HOME` (and the XDG directories) under `home`.
 pub fn clean_cos(home: &std::path::Path) -> std::process::Command {
     // Set for the `cos` package's tests only (the binary is theirs).
-    let Some(cos) = option_env!("CARGO_BIN_EXE_cos") else { panic!("clean_cos serves the cos package's tests only") };
+    let Some(cos) = option_env!("CARGO_BIN_EXE_cos") else {
+        panic!("clean_cos serves the cos package's tests only")
+    };
     let mut cmd = std::process::Command::new(cos);
     for name in createos_sandbox::auth::API_KEY_ENV_VARS {
         cmd.env_remove(name);
@@ -48,5 +50,8 @@ pub fn clean_cos(home: &std::path::Path) -> std::process::Command {
 
 /// stdout and stderr as text.
 pub fn texts(out: &Output) -> (String, String) {
-    (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }

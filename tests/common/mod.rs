@@ -40,11 +40,15 @@ pub async fn start_with(config: createos_mock::MockConfig) -> Env {
 /// it trusts the emulator's CA).
 pub fn mock_http(mock: &createos_mock::MockHandle) -> reqwest::Client {
     let mut headers = reqwest::header::HeaderMap::new();
-    headers.insert("x-api-key", reqwest::header::HeaderValue::from_str(&mock.api_key()).expect("key is a header value"));
+    headers.insert(
+        "x-api-key",
+        reqwest::header::HeaderValue::from_str(&mock.api_key()).expect("key is a header value"),
+    );
     let mut builder = reqwest::Client::builder().default_headers(headers);
     if let Some(ca) = mock.ca_file() {
         let pem = std::fs::read(ca).expect("the emulator's CA file");
-        builder = builder.add_root_certificate(reqwest::Certificate::from_pem(&pem).expect("a PEM CA"));
+        builder =
+            builder.add_root_certificate(reqwest::Certificate::from_pem(&pem).expect("a PEM CA"));
     }
     builder.build().expect("HTTP client builds")
 }
@@ -72,19 +76,25 @@ impl Env {
 
     /// Requests that reached the emulator for an operation id.
     pub async fn requests(&self, operation_id: &str) -> u64 {
-        self.stats().await["requests"][operation_id].as_u64().unwrap_or(0)
+        self.stats().await["requests"][operation_id]
+            .as_u64()
+            .unwrap_or(0)
     }
 
     /// Requests whose handler ran for an operation id.
     pub async fn handled(&self, operation_id: &str) -> u64 {
-        self.stats().await["handled"][operation_id].as_u64().unwrap_or(0)
+        self.stats().await["handled"][operation_id]
+            .as_u64()
+            .unwrap_or(0)
     }
 
     /// Live sandboxes once asynchronous reclaims settle (a destroy answers `destroying` first).
     pub async fn settled_live_sandboxes(&self) -> u64 {
         let mut live = u64::MAX;
         for _ in 0..200 {
-            live = self.stats().await["live_sandboxes"].as_u64().unwrap_or(u64::MAX);
+            live = self.stats().await["live_sandboxes"]
+                .as_u64()
+                .unwrap_or(u64::MAX);
             if live == 0 {
                 break;
             }
@@ -94,7 +104,13 @@ impl Env {
     }
 
     pub async fn reset_stats(&self) {
-        self.http.delete(format!("{}/_mock/stats", self.base_url())).send().await.unwrap().error_for_status().unwrap();
+        self.http
+            .delete(format!("{}/_mock/stats", self.base_url()))
+            .send()
+            .await
+            .unwrap()
+            .error_for_status()
+            .unwrap();
     }
 
     pub async fn add_fault(&self, rule: &str) {
@@ -109,7 +125,13 @@ impl Env {
     }
 
     pub async fn clear_faults(&self) {
-        self.http.delete(format!("{}/_mock/faults", self.base_url())).send().await.unwrap().error_for_status().unwrap();
+        self.http
+            .delete(format!("{}/_mock/faults", self.base_url()))
+            .send()
+            .await
+            .unwrap()
+            .error_for_status()
+            .unwrap();
     }
 
     /// A second tenant: (api key, client).
@@ -130,11 +152,26 @@ impl Env {
     }
 
     pub async fn mock_get(&self, path: &str) -> Value {
-        self.http.get(format!("{}{path}", self.base_url())).send().await.unwrap().json().await.unwrap()
+        self.http
+            .get(format!("{}{path}", self.base_url()))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
     }
 
     pub async fn mock_post(&self, path: &str, body: Value) -> Value {
-        self.http.post(format!("{}{path}", self.base_url())).json(&body).send().await.unwrap().json().await.unwrap()
+        self.http
+            .post(format!("{}{path}", self.base_url()))
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
     }
 
     pub async fn shutdown(self) {

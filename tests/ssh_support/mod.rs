@@ -61,15 +61,22 @@ macro_rules! each_guest {
 }
 
 pub fn options(dir: &tempfile::TempDir) -> SshOptions {
-    SshOptions::new().files(SshFiles::at(dir.path())).connect_timeout(Duration::from_secs(60))
+    SshOptions::new()
+        .files(SshFiles::at(dir.path()))
+        .connect_timeout(Duration::from_secs(60))
 }
 
 pub async fn sandbox(env: &common::Env) -> Sandbox {
-    env.client.create_sandbox(CreateSandbox::new("s-1vcpu-1gb")).await.expect("create sandbox")
+    env.client
+        .create_sandbox(CreateSandbox::new("s-1vcpu-1gb"))
+        .await
+        .expect("create sandbox")
 }
 
 pub async fn guarded<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(GUARD, fut).await.unwrap_or_else(|_| panic!("{what} did not finish within {GUARD:?}"))
+    tokio::time::timeout(GUARD, fut)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not finish within {GUARD:?}"))
 }
 
 /// Deterministic pseudo-random bytes (xorshift), so a mismatch is reproducible.
@@ -86,16 +93,29 @@ pub fn pattern(len: usize, mut seed: u64) -> Vec<u8> {
 }
 
 pub fn hex_sha256(data: &[u8]) -> String {
-    Sha256::digest(data).iter().map(|b| format!("{b:02x}")).collect()
+    Sha256::digest(data)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// Run a shell script in the sandbox through the exec API (not SSH).
 pub async fn api_sh(sb: &Sandbox, script: &str) -> String {
-    let out = sb.exec_with(ExecRequest::new("sh").args(["-c", script])).await.expect("exec API");
-    assert!(out.success(), "script failed ({}): {}\n{}", out.exit_code, out.stderr, script);
+    let out = sb
+        .exec_with(ExecRequest::new("sh").args(["-c", script]))
+        .await
+        .expect("exec API");
+    assert!(
+        out.success(),
+        "script failed ({}): {}\n{}",
+        out.exit_code,
+        out.stderr,
+        script
+    );
     out.stdout
 }
 
 pub fn ssh_error(err: &Error) -> &SshError {
-    err.ssh().unwrap_or_else(|| panic!("expected an SSH error, got {err:?}"))
+    err.ssh()
+        .unwrap_or_else(|| panic!("expected an SSH error, got {err:?}"))
 }

@@ -8,7 +8,10 @@ use sha2::{Digest, Sha256};
 
 /// SHA-256 as lowercase hex.
 pub fn hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// Write `files` under `dir`, plus a credential file (`.env`, which a snapshot must leave

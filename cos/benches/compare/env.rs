@@ -123,11 +123,23 @@ impl Tools {
                 bail!("`{program}` is needed by the benchmark but was not found on PATH");
             }
         }
-        if !tools.ts_dir.join("node_modules/@nodeops-createos/sandbox/package.json").is_file() {
-            bail!("the official TypeScript SDK is not installed in {}: {SETUP_HINT}", tools.ts_dir.display());
+        if !tools
+            .ts_dir
+            .join("node_modules/@nodeops-createos/sandbox/package.json")
+            .is_file()
+        {
+            bail!(
+                "the official TypeScript SDK is not installed in {}: {SETUP_HINT}",
+                tools.ts_dir.display()
+            );
         }
-        if !tools.python.is_file() || !runs(Command::new(&tools.python).args(["-c", "import createos"])) {
-            bail!("the official Python SDK is not importable from {}: {SETUP_HINT}", tools.python.display());
+        if !tools.python.is_file()
+            || !runs(Command::new(&tools.python).args(["-c", "import createos"]))
+        {
+            bail!(
+                "the official Python SDK is not importable from {}: {SETUP_HINT}",
+                tools.python.display()
+            );
         }
         if !tools.cos.is_file() {
             bail!("the `cos` binary was not built at {}", tools.cos.display());
@@ -143,10 +155,20 @@ impl Tools {
     /// built now in the profile `cos` was built in so it is never stale; `cargo build` returns at
     /// once when it is up to date.
     pub fn mock_binary(&self) -> anyhow::Result<PathBuf> {
-        let dir = self.cos.parent().context("the cos binary has no directory")?;
+        let dir = self
+            .cos
+            .parent()
+            .context("the cos binary has no directory")?;
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let mut build = Command::new(cargo);
-        build.current_dir(&self.root).args(["build", "--quiet", "-p", "createos-mock", "--bin", "createos-mock"]);
+        build.current_dir(&self.root).args([
+            "build",
+            "--quiet",
+            "-p",
+            "createos-mock",
+            "--bin",
+            "createos-mock",
+        ]);
         // What cargo set for this run (the bench's package name, manifest dir, …): build scripts
         // such as ring's rerun when those change, and every crate above them would rebuild, here
         // and again in the next `cargo bench`.
@@ -161,17 +183,29 @@ impl Tools {
             "CARGO_MAKEFLAGS",
         ];
         for (name, _) in std::env::vars_os() {
-            if name.to_str().is_some_and(|n| RUN_VARS.iter().any(|p| n.starts_with(p))) {
+            if name
+                .to_str()
+                .is_some_and(|n| RUN_VARS.iter().any(|p| n.starts_with(p)))
+            {
                 build.env_remove(&name);
             }
         }
         if dir.file_name().is_some_and(|name| name == "release") {
             build.arg("--release");
         }
-        let status = build.status().context("running cargo build -p createos-mock")?;
-        ensure!(status.success(), "cargo build -p createos-mock failed ({status})");
+        let status = build
+            .status()
+            .context("running cargo build -p createos-mock")?;
+        ensure!(
+            status.success(),
+            "cargo build -p createos-mock failed ({status})"
+        );
         let mock = dir.join("createos-mock");
-        ensure!(mock.is_file(), "cargo built createos-mock, but not at {}", mock.display());
+        ensure!(
+            mock.is_file(),
+            "cargo built createos-mock, but not at {}",
+            mock.display()
+        );
         Ok(mock)
     }
 }
@@ -236,15 +270,32 @@ pub struct Bench {
 }
 
 impl Bench {
-    pub async fn connect(sizes: Sizes, tools: Tools, base_url: String, api_key: String) -> anyhow::Result<Bench> {
+    pub async fn connect(
+        sizes: Sizes,
+        tools: Tools,
+        base_url: String,
+        api_key: String,
+    ) -> anyhow::Result<Bench> {
         let client = Client::builder()
             .base_url(&base_url)
             .api_key(&api_key)
             .env(|_| None)
             .build()
             .context("building the client")?;
-        let sandbox = client.create_sandbox(CreateSandbox::new("s-1vcpu-1gb")).await.context("creating the sandbox")?;
-        Ok(Bench { sizes, tools, sandbox, base_url, api_key, pending: Default::default(), requests: Default::default(), settings: Default::default() })
+        let sandbox = client
+            .create_sandbox(CreateSandbox::new("s-1vcpu-1gb"))
+            .await
+            .context("creating the sandbox")?;
+        Ok(Bench {
+            sizes,
+            tools,
+            sandbox,
+            base_url,
+            api_key,
+            pending: Default::default(),
+            requests: Default::default(),
+            settings: Default::default(),
+        })
     }
 
     /// Record that `title` could not be measured in this run, and why (printed as
@@ -259,7 +310,10 @@ impl Bench {
 
     /// The pending notes recorded so far.
     pub fn take_pending(&self) -> Vec<Pending> {
-        self.pending.lock().map(|mut p| std::mem::take(&mut *p)).unwrap_or_default()
+        self.pending
+            .lock()
+            .map(|mut p| std::mem::take(&mut *p))
+            .unwrap_or_default()
     }
 
     /// Record the requests one call made at the emulator.
@@ -281,17 +335,27 @@ impl Bench {
 
     /// The settings recorded so far.
     pub fn take_settings(&self) -> Vec<(String, String)> {
-        self.settings.lock().map(|mut s| std::mem::take(&mut *s)).unwrap_or_default()
+        self.settings
+            .lock()
+            .map(|mut s| std::mem::take(&mut *s))
+            .unwrap_or_default()
     }
 
     /// The request counts recorded so far.
     pub fn take_requests(&self) -> Vec<RequestCount> {
-        self.requests.lock().map(|mut r| std::mem::take(&mut *r)).unwrap_or_default()
+        self.requests
+            .lock()
+            .map(|mut r| std::mem::take(&mut *r))
+            .unwrap_or_default()
     }
 
     /// The loopback emulator, for child processes.
     pub fn endpoint(&self) -> Endpoint {
-        Endpoint { base_url: self.base_url.clone(), api_key: self.api_key.clone(), ca_file: None }
+        Endpoint {
+            base_url: self.base_url.clone(),
+            api_key: self.api_key.clone(),
+            ca_file: None,
+        }
     }
 
     pub fn base_url(&self) -> &str {
@@ -304,7 +368,10 @@ impl Bench {
     }
 
     pub async fn close(self) -> anyhow::Result<()> {
-        self.sandbox.destroy().await.context("destroying the sandbox")?;
+        self.sandbox
+            .destroy()
+            .await
+            .context("destroying the sandbox")?;
         Ok(())
     }
 }

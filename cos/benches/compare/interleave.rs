@@ -61,11 +61,20 @@ pub async fn alternate(
     warmup: usize,
     rounds: usize,
 ) -> anyhow::Result<Vec<Vec<Sample>>> {
-    let mut samples: Vec<Vec<Sample>> = contenders.iter().map(|_| Vec::with_capacity(rounds)).collect();
-    for (round, order) in round_orders(contenders.len(), warmup + rounds, ORDER_SEED).into_iter().enumerate() {
+    let mut samples: Vec<Vec<Sample>> = contenders
+        .iter()
+        .map(|_| Vec::with_capacity(rounds))
+        .collect();
+    for (round, order) in round_orders(contenders.len(), warmup + rounds, ORDER_SEED)
+        .into_iter()
+        .enumerate()
+    {
         for index in order {
             let contender = &mut contenders[index];
-            let sample = contender.sample().await.map_err(|e| e.context(format!("sampling {}", contender.label())))?;
+            let sample = contender
+                .sample()
+                .await
+                .map_err(|e| e.context(format!("sampling {}", contender.label())))?;
             if round >= warmup {
                 samples[index].push(sample);
             }

@@ -51,12 +51,26 @@ pub struct DelayLink {
 impl DelayLink {
     /// Listen on `listen` (port 0 for any) and relay every connection to `upstream`, holding
     /// bytes `one_way` in each direction.
-    pub async fn start(listen: SocketAddr, upstream: SocketAddr, one_way: Duration) -> io::Result<DelayLink> {
+    pub async fn start(
+        listen: SocketAddr,
+        upstream: SocketAddr,
+        one_way: Duration,
+    ) -> io::Result<DelayLink> {
         let listener = TcpListener::bind(listen).await?;
         let addr = listener.local_addr()?;
         let counters = Arc::new(LinkCounters::default());
-        let task = tokio::spawn(accept_loop(listener, upstream, one_way, Arc::clone(&counters)));
-        Ok(DelayLink { addr, one_way, counters, task })
+        let task = tokio::spawn(accept_loop(
+            listener,
+            upstream,
+            one_way,
+            Arc::clone(&counters),
+        ));
+        Ok(DelayLink {
+            addr,
+            one_way,
+            counters,
+            task,
+        })
     }
 
     /// Where clients connect.
@@ -101,7 +115,12 @@ impl Drop for DelayLink {
     }
 }
 
-async fn accept_loop(listener: TcpListener, upstream: SocketAddr, one_way: Duration, counters: Arc<LinkCounters>) {
+async fn accept_loop(
+    listener: TcpListener,
+    upstream: SocketAddr,
+    one_way: Duration,
+    counters: Arc<LinkCounters>,
+) {
     // Dropping the set (when this task is aborted) aborts every connection with it.
     let mut connections = JoinSet::new();
     loop {
@@ -138,13 +157,25 @@ async fn relay_connection(
     let (client_rd, client_wr) = client.into_split();
     let (server_rd, server_wr) = server.into_split();
     let up = relay(client_rd, server_wr, open_from, one_way, &counters.bytes_up);
-    let down = relay(server_rd, client_wr, open_from, one_way, &counters.bytes_down);
+    let down = relay(
+        server_rd,
+        client_wr,
+        open_from,
+        one_way,
+        &counters.bytes_down,
+    );
     tokio::join!(up, down);
 }
 
 /// One direction: read as bytes come, deliver each chunk `one_way` after it was read (never
 /// before `open_from + one_way`), then pass the end of the stream on the same way.
-async fn relay(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, open_from: Instant, one_way: Duration, delivered: &AtomicU64) {
+async fn relay(
+    mut from: OwnedReadHalf,
+    mut to: OwnedWriteHalf,
+    open_from: Instant,
+    one_way: Duration,
+    delivered: &AtomicU64,
+) {
     let (tx, mut rx) = mpsc::channel::<(Instant, Option<Bytes>)>(QUEUED_CHUNKS);
     let due = move || Instant::now().max(open_from) + one_way;
     let reader = async move {

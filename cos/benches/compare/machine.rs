@@ -10,7 +10,10 @@ pub fn cpu_summary(cpuinfo: &str) -> Option<(String, usize)> {
         let (key, value) = line.split_once(':')?;
         (key.trim() == name).then(|| value.trim().to_string())
     };
-    let count = cpuinfo.lines().filter(|l| field(l, "processor").is_some()).count();
+    let count = cpuinfo
+        .lines()
+        .filter(|l| field(l, "processor").is_some())
+        .count();
     let model = cpuinfo.lines().find_map(|l| field(l, "model name"))?;
     Some((model, count.max(1)))
 }
@@ -26,7 +29,8 @@ pub fn mem_total_kib(meminfo: &str) -> Option<u64> {
 /// The 1, 5 and 15 minute load averages from the text of `/proc/loadavg`.
 pub fn load_average(loadavg: &str) -> Option<String> {
     let fields: Vec<&str> = loadavg.split_whitespace().take(3).collect();
-    (fields.len() == 3 && fields.iter().all(|f| f.parse::<f64>().is_ok())).then(|| fields.join(" / "))
+    (fields.len() == 3 && fields.iter().all(|f| f.parse::<f64>().is_ok()))
+        .then(|| fields.join(" / "))
 }
 
 /// One line for what an emulator isolates (its `IsolationReport`): the mechanism, and what is
@@ -35,13 +39,18 @@ pub fn isolation_summary(report: &createos_mock::IsolationReport) -> String {
     if report.isolated {
         format!("isolated: {}", report.mechanism)
     } else {
-        format!("NOT isolated: {} (missing: {})", report.mechanism, report.missing.join("; "))
+        format!(
+            "NOT isolated: {} (missing: {})",
+            report.mechanism,
+            report.missing.join("; ")
+        )
     }
 }
 
 /// The current load averages, or `unknown`.
 pub fn current_load() -> String {
-    load_average(&std::fs::read_to_string("/proc/loadavg").unwrap_or_default()).unwrap_or_else(|| "unknown".into())
+    load_average(&std::fs::read_to_string("/proc/loadavg").unwrap_or_default())
+        .unwrap_or_else(|| "unknown".into())
 }
 
 /// A calendar date `YYYY-MM-DD HH:MM UTC` from seconds since the Unix epoch (days → civil
@@ -63,8 +72,16 @@ pub fn utc_timestamp(secs: u64) -> String {
 
 fn first_line_of(program: &str, args: &[&str]) -> Option<String> {
     let out = Command::new(program).args(args).output().ok()?;
-    let text = if out.stdout.is_empty() { out.stderr } else { out.stdout };
-    String::from_utf8_lossy(&text).lines().next().map(|l| l.trim().to_string()).filter(|l| !l.is_empty())
+    let text = if out.stdout.is_empty() {
+        out.stderr
+    } else {
+        out.stdout
+    };
+    String::from_utf8_lossy(&text)
+        .lines()
+        .next()
+        .map(|l| l.trim().to_string())
+        .filter(|l| !l.is_empty())
 }
 
 /// `(name, value)` pairs describing the machine and the tools used, in display order.
@@ -89,7 +106,10 @@ pub fn describe(python: &Path) -> Vec<(String, String)> {
     let tools: [(&str, Option<String>); 8] = [
         ("Rust", first_line_of("rustc", &["--version"])),
         ("Node.js", first_line_of("node", &["--version"])),
-        ("Python", first_line_of(&python.to_string_lossy(), &["--version"])),
+        (
+            "Python",
+            first_line_of(&python.to_string_lossy(), &["--version"]),
+        ),
         ("Git", first_line_of("git", &["--version"])),
         ("tar", first_line_of("tar", &["--version"])),
         ("gzip", first_line_of("gzip", &["--version"])),
@@ -97,7 +117,10 @@ pub fn describe(python: &Path) -> Vec<(String, String)> {
         ("rsync", first_line_of("rsync", &["--version"])),
     ];
     for (name, version) in tools {
-        out.push((name.to_string(), version.unwrap_or_else(|| "not found".to_string())));
+        out.push((
+            name.to_string(),
+            version.unwrap_or_else(|| "not found".to_string()),
+        ));
     }
     out
 }

@@ -140,7 +140,15 @@ fn md_cell(s: &str) -> String {
 /// The table in GitHub Markdown.
 pub fn markdown_table(rows: &[Comparison]) -> String {
     let mut out = format!("| {} |\n", HEADERS.join(" | "));
-    let align: Vec<&str> = (0..HEADERS.len()).map(|col| if (3..=8).contains(&col) { "---:" } else { "---" }).collect();
+    let align: Vec<&str> = (0..HEADERS.len())
+        .map(|col| {
+            if (3..=8).contains(&col) {
+                "---:"
+            } else {
+                "---"
+            }
+        })
+        .collect();
     out.push_str(&format!("| {} |\n", align.join(" | ")));
     for row in rows.iter().map(cells) {
         let row: Vec<String> = row.iter().map(|c| md_cell(c)).collect();
@@ -206,7 +214,11 @@ impl RequestCount {
         if self.by_operation.is_empty() {
             return "none".to_string();
         }
-        self.by_operation.iter().map(|(op, n)| format!("{n}× {op}")).collect::<Vec<_>>().join(", ")
+        self.by_operation
+            .iter()
+            .map(|(op, n)| format!("{n}× {op}"))
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 
@@ -214,14 +226,23 @@ impl RequestCount {
 pub fn requests_table(counts: &[RequestCount]) -> String {
     let mut out = "| call | requests | by operation |\n| --- | ---: | --- |\n".to_string();
     for c in counts {
-        let _ = writeln!(out, "| {} | {} | {} |", md_cell(&c.call), c.total(), md_cell(&c.breakdown()));
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} |",
+            md_cell(&c.call),
+            c.total(),
+            md_cell(&c.breakdown())
+        );
     }
     out
 }
 
 /// The request counts for the terminal, one line each.
 pub fn request_lines(counts: &[RequestCount]) -> Vec<String> {
-    counts.iter().map(|c| format!("{:>3}  {} — {}", c.total(), c.call, c.breakdown())).collect()
+    counts
+        .iter()
+        .map(|c| format!("{:>3}  {} — {}", c.total(), c.call, c.breakdown()))
+        .collect()
 }
 
 /// Everything BENCHMARKS.md holds.

@@ -26,7 +26,12 @@ pub struct Worker {
 impl Worker {
     /// Start `program args…` with the emulator's address and key in its environment
     /// (`COS_BENCH_BASE_URL`, `COS_BENCH_API_KEY`); it is killed when the worker is dropped.
-    pub async fn spawn(name: &str, program: &Path, args: &[OsString], bench: &Bench) -> anyhow::Result<Worker> {
+    pub async fn spawn(
+        name: &str,
+        program: &Path,
+        args: &[OsString],
+        bench: &Bench,
+    ) -> anyhow::Result<Worker> {
         let mut child = Command::new(program)
             .args(args)
             .env("COS_BENCH_BASE_URL", bench.base_url())
@@ -39,7 +44,12 @@ impl Worker {
             .with_context(|| format!("starting the {name} worker ({})", program.display()))?;
         let stdin = child.stdin.take().context("worker stdin")?;
         let stdout = child.stdout.take().context("worker stdout")?;
-        Ok(Worker { name: name.to_string(), child, stdin, lines: BufReader::new(stdout).lines() })
+        Ok(Worker {
+            name: name.to_string(),
+            child,
+            stdin,
+            lines: BufReader::new(stdout).lines(),
+        })
     }
 
     /// The worker's process id (while it runs).
@@ -56,16 +66,27 @@ impl Worker {
         self.stdin.flush().await?;
         let line = tokio::time::timeout(ANSWER_TIMEOUT, self.lines.next_line())
             .await
-            .map_err(|_| anyhow!("the {} worker did not answer {request:?} within {ANSWER_TIMEOUT:?}", self.name))??;
+            .map_err(|_| {
+                anyhow!(
+                    "the {} worker did not answer {request:?} within {ANSWER_TIMEOUT:?}",
+                    self.name
+                )
+            })??;
         let Some(line) = line else {
             let status = self.child.try_wait().ok().flatten();
-            bail!("the {} worker exited ({status:?}) before answering {request:?}", self.name);
+            bail!(
+                "the {} worker exited ({status:?}) before answering {request:?}",
+                self.name
+            );
         };
         let (verb, payload) = line.split_once(' ').unwrap_or((line.as_str(), ""));
         match verb {
             v if v == expect => Ok(payload.to_string()),
             "err" => bail!("the {} worker failed {request:?}: {payload}", self.name),
-            _ => bail!("the {} worker answered {request:?} with an unexpected line {line:?}", self.name),
+            _ => bail!(
+                "the {} worker answered {request:?} with an unexpected line {line:?}",
+                self.name
+            ),
         }
     }
 
@@ -77,8 +98,10 @@ impl Worker {
     /// One `exec true`, as timed inside the worker.
     pub async fn exec(&mut self) -> anyhow::Result<Duration> {
         let nanos = self.ask("exec", "ok").await?;
-        let nanos: u64 =
-            nanos.trim().parse().with_context(|| format!("the {} worker's timing {nanos:?}", self.name))?;
+        let nanos: u64 = nanos
+            .trim()
+            .parse()
+            .with_context(|| format!("the {} worker's timing {nanos:?}", self.name))?;
         Ok(Duration::from_nanos(nanos))
     }
 

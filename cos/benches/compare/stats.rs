@@ -11,7 +11,11 @@ pub const MIB: f64 = 1024.0 * 1024.0;
 pub fn median(values: &[f64]) -> Option<f64> {
     let sorted = sorted(values)?;
     let n = sorted.len();
-    Some(if n % 2 == 1 { sorted[n / 2] } else { (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0 })
+    Some(if n % 2 == 1 {
+        sorted[n / 2]
+    } else {
+        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+    })
 }
 
 /// The `p`-th percentile (0 < p ≤ 100) by the nearest-rank method: the smallest sample such
@@ -54,32 +58,59 @@ pub fn millis(samples: &[Duration]) -> Vec<f64> {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Measure {
     /// Time per operation, in milliseconds (lower is better).
-    Latency { median_ms: f64, p99_ms: f64, samples: usize },
+    Latency {
+        median_ms: f64,
+        p99_ms: f64,
+        samples: usize,
+    },
     /// Bytes per second, in MiB/s (higher is better); `worst` is the slowest sample.
-    Throughput { median_mib_s: f64, worst_mib_s: f64, samples: usize },
+    Throughput {
+        median_mib_s: f64,
+        worst_mib_s: f64,
+        samples: usize,
+    },
     /// Resident memory, in MiB (lower is better); `peak` is the largest sample.
-    Memory { median_mib: f64, peak_mib: f64, samples: usize },
+    Memory {
+        median_mib: f64,
+        peak_mib: f64,
+        samples: usize,
+    },
 }
 
 impl Measure {
     /// Summarise latency samples.
     pub fn latency(samples: &[Duration]) -> Option<Measure> {
         let ms = millis(samples);
-        Some(Measure::Latency { median_ms: median(&ms)?, p99_ms: percentile(&ms, 99.0)?, samples: ms.len() })
+        Some(Measure::Latency {
+            median_ms: median(&ms)?,
+            p99_ms: percentile(&ms, 99.0)?,
+            samples: ms.len(),
+        })
     }
 
     /// Summarise throughput samples of `(bytes, elapsed)`.
     pub fn throughput(samples: &[(u64, Duration)]) -> Option<Measure> {
-        let rates: Vec<f64> = samples.iter().map(|(b, d)| mib_per_s(*b, *d)).collect::<Option<_>>()?;
+        let rates: Vec<f64> = samples
+            .iter()
+            .map(|(b, d)| mib_per_s(*b, *d))
+            .collect::<Option<_>>()?;
         let worst = rates.iter().copied().fold(f64::INFINITY, f64::min);
-        Some(Measure::Throughput { median_mib_s: median(&rates)?, worst_mib_s: worst, samples: rates.len() })
+        Some(Measure::Throughput {
+            median_mib_s: median(&rates)?,
+            worst_mib_s: worst,
+            samples: rates.len(),
+        })
     }
 
     /// Summarise resident-set samples given in bytes.
     pub fn memory(samples_bytes: &[u64]) -> Option<Measure> {
         let mib: Vec<f64> = samples_bytes.iter().map(|b| *b as f64 / MIB).collect();
         let peak = sorted(&mib)?.last().copied()?;
-        Some(Measure::Memory { median_mib: median(&mib)?, peak_mib: peak, samples: mib.len() })
+        Some(Measure::Memory {
+            median_mib: median(&mib)?,
+            peak_mib: peak,
+            samples: mib.len(),
+        })
     }
 
     /// The median expressed as a cost (higher is worse), so ratios read the same way for every
@@ -201,7 +232,10 @@ pub struct Comparison {
 impl Comparison {
     /// Median cost of ours divided by the baseline's: < 1 means ours is faster.
     pub fn ratio(&self) -> Option<f64> {
-        ratio(self.ours.measure.median_cost(), self.baseline.measure.median_cost())
+        ratio(
+            self.ours.measure.median_cost(),
+            self.baseline.measure.median_cost(),
+        )
     }
 
     pub fn verdict(&self) -> Verdict {

@@ -84,8 +84,8 @@ impl WanRig {
             .await
             .context("createos-mock printed no ready line in time")??
             .context("createos-mock exited before its ready line")?;
-        let ready: Ready =
-            serde_json::from_str(&line).with_context(|| format!("createos-mock's ready line {line:?}"))?;
+        let ready: Ready = serde_json::from_str(&line)
+            .with_context(|| format!("createos-mock's ready line {line:?}"))?;
         // TLS is what the emulator says it serves; until createos-mock has `--tls`, plain HTTP.
         let tls = ready.ca_file.is_some();
         if offers_tls && !tls {
@@ -108,7 +108,9 @@ impl WanRig {
             .await
             .context("starting the delay link")?;
         let mut through = direct.clone();
-        through.set_port(Some(link.addr().port())).map_err(|()| anyhow::anyhow!("{direct} takes no port"))?;
+        through
+            .set_port(Some(link.addr().port()))
+            .map_err(|()| anyhow::anyhow!("{direct} takes no port"))?;
         let endpoint = Endpoint {
             base_url: through.as_str().trim_end_matches('/').to_string(),
             api_key: ready.api_key.clone(),
@@ -117,12 +119,15 @@ impl WanRig {
 
         let mut http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none());
         if let Some(ca) = &ready.ca_file {
-            let pem = std::fs::read(ca).with_context(|| format!("reading the emulator's CA {}", ca.display()))?;
+            let pem = std::fs::read(ca)
+                .with_context(|| format!("reading the emulator's CA {}", ca.display()))?;
             for cert in reqwest::Certificate::from_pem_bundle(&pem).context("the emulator's CA")? {
                 http = http.add_root_certificate(cert);
             }
         }
-        let http = http.build().context("building the HTTP client of the WAN rig")?;
+        let http = http
+            .build()
+            .context("building the HTTP client of the WAN rig")?;
         let direct_url = ready.base_url.trim_end_matches('/').to_string();
         let client = Client::builder()
             .base_url(&direct_url)
@@ -131,7 +136,15 @@ impl WanRig {
             .env(|_| None)
             .build()
             .context("building the client of the WAN rig")?;
-        Ok(WanRig { mock, link, endpoint, tls, direct_url, http, client })
+        Ok(WanRig {
+            mock,
+            link,
+            endpoint,
+            tls,
+            direct_url,
+            http,
+            client,
+        })
     }
 
     /// The modelled round trip.
@@ -142,7 +155,11 @@ impl WanRig {
     /// What the link has carried so far, for the log; fails if it could not reach the emulator.
     pub fn link_summary(&self) -> anyhow::Result<String> {
         let link = &self.link;
-        ensure!(link.upstream_failures() == 0, "the delay link failed to reach the emulator {} time(s)", link.upstream_failures());
+        ensure!(
+            link.upstream_failures() == 0,
+            "the delay link failed to reach the emulator {} time(s)",
+            link.upstream_failures()
+        );
         Ok(format!(
             "{} connection(s), {} bytes towards the emulator, {} back",
             link.connections(),
@@ -157,7 +174,11 @@ impl WanRig {
         &self.http
     }
 
-    async fn mock_request(&self, method: reqwest::Method, path: &str) -> anyhow::Result<reqwest::Response> {
+    async fn mock_request(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+    ) -> anyhow::Result<reqwest::Response> {
         let response = self
             .http
             .request(method, format!("{}{path}", self.direct_url))
@@ -165,14 +186,25 @@ impl WanRig {
             .send()
             .await
             .with_context(|| format!("asking the emulator for {path}"))?;
-        ensure!(response.status().is_success(), "{path} answered {}", response.status());
+        ensure!(
+            response.status().is_success(),
+            "{path} answered {}",
+            response.status()
+        );
         Ok(response)
     }
 
     /// Requests per operation since the last reset (the counting requests left out).
     async fn requests(&self) -> anyhow::Result<BTreeMap<String, u64>> {
-        let stats: Value = self.mock_request(reqwest::Method::GET, "/_mock/stats").await?.json().await?;
-        let requests = stats.get("requests").and_then(Value::as_object).context("/_mock/stats has no requests")?;
+        let stats: Value = self
+            .mock_request(reqwest::Method::GET, "/_mock/stats")
+            .await?
+            .json()
+            .await?;
+        let requests = stats
+            .get("requests")
+            .and_then(Value::as_object)
+            .context("/_mock/stats has no requests")?;
         Ok(requests
             .iter()
             .filter(|(op, _)| !op.contains("/_mock"))
@@ -182,15 +214,26 @@ impl WanRig {
     }
 
     /// Count the control-plane requests `call` makes: reset, run it, let stragglers land, read.
-    pub async fn count<F, T>(&self, label: impl Into<String>, call: F) -> anyhow::Result<(RequestCount, T)>
+    pub async fn count<F, T>(
+        &self,
+        label: impl Into<String>,
+        call: F,
+    ) -> anyhow::Result<(RequestCount, T)>
     where
         F: std::future::Future<Output = anyhow::Result<T>>,
     {
-        self.mock_request(reqwest::Method::DELETE, "/_mock/stats").await?;
+        self.mock_request(reqwest::Method::DELETE, "/_mock/stats")
+            .await?;
         let value = call.await?;
         tokio::time::sleep(COUNT_SETTLE).await;
         let by_operation = self.requests().await?.into_iter().collect();
-        Ok((RequestCount { call: label.into(), by_operation }, value))
+        Ok((
+            RequestCount {
+                call: label.into(),
+                by_operation,
+            },
+            value,
+        ))
     }
 
     pub async fn close(mut self) -> anyhow::Result<()> {
@@ -214,16 +257,28 @@ impl WanRig {
 
 /// Whether this `createos-mock` has `--tls` (its `--help` lists it).
 async fn offers_tls(binary: &std::path::Path) -> anyhow::Result<bool> {
-    let help = Command::new(binary).arg("--help").output().await.context("createos-mock --help")?;
-    ensure!(help.status.success(), "createos-mock --help failed ({})", help.status);
+    let help = Command::new(binary)
+        .arg("--help")
+        .output()
+        .await
+        .context("createos-mock --help")?;
+    ensure!(
+        help.status.success(),
+        "createos-mock --help failed ({})",
+        help.status
+    );
     let text = String::from_utf8_lossy(&help.stdout);
-    Ok(text.split(|c: char| c.is_whitespace() || c == ',').any(|word| word == "--tls"))
+    Ok(text
+        .split(|c: char| c.is_whitespace() || c == ',')
+        .any(|word| word == "--tls"))
 }
 
 /// The socket address the emulator listens on.
 async fn upstream_addr(url: &url::Url) -> anyhow::Result<SocketAddr> {
     let host = url.host_str().context("the emulator's URL has no host")?;
-    let port = url.port_or_known_default().context("the emulator's URL has no port")?;
+    let port = url
+        .port_or_known_default()
+        .context("the emulator's URL has no port")?;
     let host = host.trim_start_matches('[').trim_end_matches(']');
     tokio::net::lookup_host((host, port))
         .await

@@ -51,10 +51,16 @@ pub async fn images(ctx: &Ctx) -> Result<()> {
             .iter()
             .map(|name| {
                 let entry = catalog.entry(name);
-                let mut note = entry.and_then(|e| e.description.clone()).unwrap_or_default();
+                let mut note = entry
+                    .and_then(|e| e.description.clone())
+                    .unwrap_or_default();
                 if entry.is_some_and(|e| e.deprecated) {
                     let succ = entry.and_then(|e| e.successor.clone()).unwrap_or_default();
-                    note = format!("deprecated{}{}", if succ.is_empty() { "" } else { ", use " }, succ);
+                    note = format!(
+                        "deprecated{}{}",
+                        if succ.is_empty() { "" } else { ", use " },
+                        succ
+                    );
                 }
                 let default = if *name == catalog.default { "*" } else { "" };
                 vec![name.clone(), default.to_string(), note]
@@ -73,5 +79,9 @@ pub async fn check_shape(ctx: &Ctx, shape: &str) -> Result<()> {
         return Ok(());
     }
     let known: Vec<_> = shapes.iter().map(|s| s.id.as_str()).collect();
-    Err(createos_sandbox::Error::invalid("shape", format!("unknown shape {shape:?}; available: {}", known.join(", "))).into())
+    Err(createos_sandbox::Error::invalid(
+        "shape",
+        format!("unknown shape {shape:?}; available: {}", known.join(", ")),
+    )
+    .into())
 }

@@ -7,7 +7,9 @@ use anyhow::{Context as _, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::json;
 
-use createos_sandbox::api::computer::{MouseButton, MouseClick, Point, ScreenSize, ScreenshotRegion, ScrollDirection};
+use createos_sandbox::api::computer::{
+    MouseButton, MouseClick, Point, ScreenSize, ScreenshotRegion, ScrollDirection,
+};
 
 use super::{resolve, Ctx};
 
@@ -99,7 +101,12 @@ pub enum Action {
         amount: u32,
     },
     /// Drag from one point to another.
-    Drag { from_x: i32, from_y: i32, to_x: i32, to_y: i32 },
+    Drag {
+        from_x: i32,
+        from_y: i32,
+        to_x: i32,
+        to_y: i32,
+    },
     /// Press a mouse button.
     MouseDown {
         #[arg(long, value_enum, default_value = "left")]
@@ -171,21 +178,36 @@ pub enum ScreensOp {
         #[arg(long)]
         height: Option<u32>,
     },
-    Get { screen: String },
-    Rm { screen: String },
-    Resize { screen: String, width: u32, height: u32 },
+    Get {
+        screen: String,
+    },
+    Rm {
+        screen: String,
+    },
+    Resize {
+        screen: String,
+        width: u32,
+        height: u32,
+    },
     /// A noVNC link (needs ingress; the link is a credential until it expires).
-    Connect { screen: String },
+    Connect {
+        screen: String,
+    },
 }
 
 fn parse_point(s: &str) -> std::result::Result<(i32, i32), String> {
     let (x, y) = s.split_once(',').ok_or("expected X,Y")?;
-    Ok((x.trim().parse().map_err(|_| "bad X")?, y.trim().parse().map_err(|_| "bad Y")?))
+    Ok((
+        x.trim().parse().map_err(|_| "bad X")?,
+        y.trim().parse().map_err(|_| "bad Y")?,
+    ))
 }
 
 fn parse_rect(s: &str) -> std::result::Result<(i32, i32, u32, u32), String> {
     let parts: Vec<&str> = s.split(',').map(str::trim).collect();
-    let [x, y, w, h] = parts.as_slice() else { return Err("expected X,Y,WIDTH,HEIGHT".into()) };
+    let [x, y, w, h] = parts.as_slice() else {
+        return Err("expected X,Y,WIDTH,HEIGHT".into());
+    };
     Ok((
         x.parse().map_err(|_| "bad X")?,
         y.parse().map_err(|_| "bad Y")?,
@@ -195,7 +217,8 @@ fn parse_rect(s: &str) -> std::result::Result<(i32, i32, u32, u32), String> {
 }
 
 fn done(ctx: &Ctx, what: String) {
-    ctx.out.show(&json!({ "ok": true, "action": what }), || what.clone());
+    ctx.out
+        .show(&json!({ "ok": true, "action": what }), || what.clone());
 }
 
 pub async fn computer(ctx: &Ctx, args: ComputerArgs) -> Result<()> {
@@ -204,7 +227,8 @@ pub async fn computer(ctx: &Ctx, args: ComputerArgs) -> Result<()> {
     match args.action {
         Action::WaitReady { timeout } => {
             let size = pc.wait_until_ready(Duration::from_secs(timeout)).await?;
-            ctx.out.show(&size, || format!("ready: {}x{}", size.width, size.height));
+            ctx.out
+                .show(&size, || format!("ready: {}x{}", size.width, size.height));
         }
         Action::Screen => {
             let s = pc.screen_size().await?;
@@ -214,7 +238,11 @@ pub async fn computer(ctx: &Ctx, args: ComputerArgs) -> Result<()> {
             let c = pc.cursor().await?;
             ctx.out.show(&c, || format!("{},{}", c.x, c.y));
         }
-        Action::Screenshot { file, window, region } => {
+        Action::Screenshot {
+            file,
+            window,
+            region,
+        } => {
             let mut r = match window {
                 Some(w) => ScreenshotRegion::window(w),
                 None => ScreenshotRegion::full_screen(),
@@ -224,7 +252,10 @@ pub async fn computer(ctx: &Ctx, args: ComputerArgs) -> Result<()> {
             }
             let png = pc.screenshot(r).await?;
             std::fs::write(&file, &png).with_context(|| format!("writing {}", file.display()))?;
-            ctx.out.show(&json!({ "file": file, "bytes": png.len() }), || format!("saved {} ({} bytes)", file.display(), png.len()));
+            ctx.out
+                .show(&json!({ "file": file, "bytes": png.len() }), || {
+                    format!("saved {} ({} bytes)", file.display(), png.len())
+                });
         }
         Action::Clipboard { set: Some(text) } => {
             pc.set_clipboard(&text).await?;
@@ -262,8 +293,14 @@ pub async fn computer(ctx: &Ctx, args: ComputerArgs) -> Result<()> {
             pc.mouse_scroll(d, amount).await?;
             done(ctx, "scrolled".into());
         }
-        Action::Drag { from_x, from_y, to_x, to_y } => {
-            pc.mouse_drag(Point::new(from_x, from_y), Point::new(to_x, to_y)).await?;
+        Action::Drag {
+            from_x,
+            from_y,
+            to_x,
+            to_y,
+        } => {
+            pc.mouse_drag(Point::new(from_x, from_y), Point::new(to_x, to_y))
+                .await?;
             done(ctx, "dragged".into());
         }
         Action::MouseDown { button } => {
@@ -275,7 +312,8 @@ pub async fn computer(ctx: &Ctx, args: ComputerArgs) -> Result<()> {
             done(ctx, "button up".into());
         }
         Action::Type { text, delay_ms } => {
-            pc.type_text(&text, delay_ms.map(Duration::from_millis)).await?;
+            pc.type_text(&text, delay_ms.map(Duration::from_millis))
+                .await?;
             done(ctx, "typed".into());
         }
         Action::Press { keys } => {
@@ -292,7 +330,12 @@ pub async fn computer(ctx: &Ctx, args: ComputerArgs) -> Result<()> {
         }
         Action::Windows { application } => {
             let w = pc.windows(application.as_deref()).await?;
-            ctx.out.show(&w, || w.iter().map(|w| format!("{} {}", w.id, w.title.clone().unwrap_or_default())).collect::<Vec<_>>().join("\n"));
+            ctx.out.show(&w, || {
+                w.iter()
+                    .map(|w| format!("{} {}", w.id, w.title.clone().unwrap_or_default()))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            });
         }
         Action::CurrentWindow => ctx.out.value(&pc.current_window().await?),
         Action::Window { id, op } => match op {
@@ -342,8 +385,15 @@ pub async fn computer(ctx: &Ctx, args: ComputerArgs) -> Result<()> {
                 pc.delete_screen(&screen).await?;
                 done(ctx, format!("deleted {screen}"));
             }
-            ScreensOp::Resize { screen, width, height } => {
-                ctx.out.value(&pc.resize_screen(&screen, ScreenSize::new(width, height)).await?);
+            ScreensOp::Resize {
+                screen,
+                width,
+                height,
+            } => {
+                ctx.out.value(
+                    &pc.resize_screen(&screen, ScreenSize::new(width, height))
+                        .await?,
+                );
             }
             ScreensOp::Connect { screen } => {
                 let c = pc.connect_screen(&screen).await?;
@@ -355,7 +405,11 @@ pub async fn computer(ctx: &Ctx, args: ComputerArgs) -> Result<()> {
                     "url": c.url.as_ref().map(|u| u.expose().to_string()),
                 });
                 ctx.out.show(&doc, || {
-                    format!("{}\n(valid until {})", doc["url"].as_str().unwrap_or(""), c.expires_at.clone().unwrap_or_default())
+                    format!(
+                        "{}\n(valid until {})",
+                        doc["url"].as_str().unwrap_or(""),
+                        c.expires_at.clone().unwrap_or_default()
+                    )
                 });
             }
         },

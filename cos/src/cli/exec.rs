@@ -24,7 +24,12 @@ pub struct CommandArgs {
     #[arg(long)]
     pub shell: bool,
     /// The command and its arguments (after `--`).
-    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND")]
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
     pub command: Vec<String>,
 }
 
@@ -41,10 +46,12 @@ impl CommandArgs {
         if let Some(path) = &self.stdin {
             let data = if path.as_os_str() == "-" {
                 let mut buf = String::new();
-                std::io::Read::read_to_string(&mut std::io::stdin(), &mut buf).context("reading stdin")?;
+                std::io::Read::read_to_string(&mut std::io::stdin(), &mut buf)
+                    .context("reading stdin")?;
                 buf
             } else {
-                std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?
+                std::fs::read_to_string(path)
+                    .with_context(|| format!("reading {}", path.display()))?
             };
             req = req.stdin(data);
         }
@@ -159,7 +166,9 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> Result<ExitCode> {
     }
     let sb = match jobs::create_reclaimable(&ctx.client, create, "cos-run").await {
         Ok(sb) => sb,
-        Err(failed) if cancel.is_cancelled() && failed.left_nothing() => return Ok(ExitCode::from(130)),
+        Err(failed) if cancel.is_cancelled() && failed.left_nothing() => {
+            return Ok(ExitCode::from(130))
+        }
         Err(failed) => return Err(super::jobs::create_error(failed, "creating the sandbox")),
     };
     if !ctx.out.json {
@@ -171,7 +180,11 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> Result<ExitCode> {
         r = stream_command(ctx, &sb, req) => r,
     };
     if args.keep {
-        ctx.out.note(format!("kept {} (destroy it with `cos rm --yes {}`)", label(&sb), sb.id()));
+        ctx.out.note(format!(
+            "kept {} (destroy it with `cos rm --yes {}`)",
+            label(&sb),
+            sb.id()
+        ));
     } else {
         let cleanup = sb.destroy().await;
         match (&outcome, cleanup) {
@@ -180,12 +193,18 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> Result<ExitCode> {
                     ctx.out.note(format!("destroyed {}", sb.id()));
                 }
             }
-            (Ok(_), Err(e)) => return Err(anyhow::Error::from(e).context(format!("destroying {}", sb.id()))),
-            (Err(_), Err(e)) => ctx.out.note(format!("warning: could not destroy {}: {e}", sb.id())),
+            (Ok(_), Err(e)) => {
+                return Err(anyhow::Error::from(e).context(format!("destroying {}", sb.id())))
+            }
+            (Err(_), Err(e)) => ctx
+                .out
+                .note(format!("warning: could not destroy {}: {e}", sb.id())),
         }
     }
     match outcome {
-        Err(e) if matches!(e.downcast_ref(), Some(createos_sandbox::Error::Cancelled)) => Ok(ExitCode::from(130)),
+        Err(e) if matches!(e.downcast_ref(), Some(createos_sandbox::Error::Cancelled)) => {
+            Ok(ExitCode::from(130))
+        }
         other => other,
     }
 }

@@ -8,10 +8,10 @@ use anyhow::{Context as _, Result};
 use clap::Args;
 use serde_json::json;
 
+use crate::tools::confine::{self, Expect};
 use createos_sandbox::api::files::{ProgressFn, ProgressReader, UploadBody, UploadOptions};
 use createos_sandbox::snapshot::{GitMode, Snapshot, SnapshotOptions};
 use createos_sandbox::ssh::WriteOptions;
-use crate::tools::confine::{self, Expect};
 use createos_sandbox::transfer;
 use createos_sandbox::{Error, Sandbox};
 
@@ -43,13 +43,22 @@ pub struct PushArgs {
 }
 
 pub async fn push(ctx: &Ctx, args: PushArgs) -> Result<()> {
-    confine::user_path("LOCAL", &args.local_path, Expect::Existing, Some(args.force))?;
-    let meta = std::fs::metadata(&args.local_path).with_context(|| format!("reading {}", args.local_path.display()))?;
+    confine::user_path(
+        "LOCAL",
+        &args.local_path,
+        Expect::Existing,
+        Some(args.force),
+    )?;
+    let meta = std::fs::metadata(&args.local_path)
+        .with_context(|| format!("reading {}", args.local_path.display()))?;
     if meta.is_dir() {
         return push_dir(ctx, args).await;
     }
     let remote = if args.remote.ends_with('/') {
-        let name = args.local_path.file_name().context("the local path has no file name")?;
+        let name = args
+            .local_path
+            .file_name()
+            .context("the local path has no file name")?;
         format!("{}{}", args.remote, name.to_string_lossy())
     } else {
         args.remote.clone()
@@ -58,30 +67,62 @@ pub async fn push(ctx: &Ctx, args: PushArgs) -> Result<()> {
     let sb = resolve::sandbox(&ctx.client, &args.sandbox).await?;
     let bar = progress::bytes_bar("push");
     let sent = if args.via.ssh {
-        push_file_ssh(&sb, &args.local_path, &remote, meta.len(), bar.as_ref().map(|(_, r)| r.clone())).await
+        push_file_ssh(
+            &sb,
+            &args.local_path,
+            &remote,
+            meta.len(),
+            bar.as_ref().map(|(_, r)| r.clone()),
+        )
+        .await
     } else {
         let mut options = UploadOptions::new();
         if let Some((_, report)) = &bar {
             let report = report.clone();
             options = options.progress(move |done, total| report(done, total));
         }
-        sb.upload_with(&remote, UploadBody::file(&args.local_path), options).await.map(|_| ()).map_err(Into::into)
+        sb.upload_with(&remote, UploadBody::file(&args.local_path), options)
+            .await
+            .map(|_| ())
+            .map_err(Into::into)
     };
     if let Some((bar, _)) = &bar {
         bar.finish_and_clear();
     }
     sent?;
-    let report = json!({ "sandbox": sb.id(), "path": remote, "bytes": meta.len(), "via": args.via.name() });
-    ctx.out.show(&report, || format!("{} → {}:{} ({} bytes)", args.local_path.display(), sb.id(), remote, meta.len()));
+    let report =
+        json!({ "sandbox": sb.id(), "path": remote, "bytes": meta.len(), "via": args.via.name() });
+    ctx.out.show(&report, || {
+        format!(
+            "{} → {}:{} ({} bytes)",
+            args.local_path.display(),
+            sb.id(),
+            remote,
+            meta.len()
+        )
+    });
     Ok(())
 }
 
 /// One file over SFTP: streamed into a temporary file next to `remote`, renamed over it when
 /// complete.
-async fn push_file_ssh(sb: &Sandbox, local: &Path, remote: &str, size: u64, progress: Option<ProgressFn>) -> Result<()> {
+async fn push_file_ssh(
+    sb: &Sandbox,
+    local: &Path,
+    remote: &str,
+    size: u64,
+    progress: Option<ProgressFn>,
+) -> Result<()> {
     let ssh = sb.ssh().await?;
-    let file = tokio::fs::File::open(local).await.with_context(|| format!("opening {}", local.display()))?;
-    ssh.write_file(remote, ProgressReader::new(file, Some(size), progress), WriteOptions::new()).await?;
+    let file = tokio::fs::File::open(local)
+        .await
+        .with_context(|| format!("opening {}", local.display()))?;
+    ssh.write_file(
+        remote,
+        ProgressReader::new(file, Some(size), progress),
+        WriteOptions::new(),
+    )
+    .await?;
     Ok(())
 }
 
@@ -89,7 +130,11 @@ async fn push_dir(ctx: &Ctx, args: PushArgs) -> Result<()> {
     let remote = createos_sandbox::sync::safety::check_remote(&args.remote)?;
     let options = SnapshotOptions {
         excludes: args.excludes.clone(),
-        git: if args.no_git { GitMode::Off } else { GitMode::Auto },
+        git: if args.no_git {
+            GitMode::Off
+        } else {
+            GitMode::Auto
+        },
         home_dir: None,
         allow_sensitive_root: args.force,
     };
@@ -97,7 +142,13 @@ async fn push_dir(ctx: &Ctx, args: PushArgs) -> Result<()> {
     let sb = resolve::sandbox(&ctx.client, &args.sandbox).await?;
     let bar = progress::bytes_bar("push");
     let channel = args.via.remote(&sb).await?;
-    let sent = transfer::upload_snapshot(channel.as_ref(), &snapshot, &remote, bar.as_ref().map(|(_, r)| r.clone())).await;
+    let sent = transfer::upload_snapshot(
+        channel.as_ref(),
+        &snapshot,
+        &remote,
+        bar.as_ref().map(|(_, r)| r.clone()),
+    )
+    .await;
     if let Some((bar, _)) = &bar {
         bar.finish_and_clear();
     }
@@ -134,7 +185,13 @@ pub struct PullArgs {
 pub async fn pull(ctx: &Ctx, args: PullArgs) -> Result<()> {
     createos_sandbox::validate::guest_path("remote path", &args.remote)?;
     let target = if args.local_path.is_dir() {
-        let name = args.remote.trim_end_matches('/').rsplit('/').next().filter(|n| !n.is_empty()).context("the remote path has no file name")?;
+        let name = args
+            .remote
+            .trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .filter(|n| !n.is_empty())
+            .context("the remote path has no file name")?;
         args.local_path.join(name)
     } else {
         args.local_path.clone()
@@ -144,7 +201,11 @@ pub async fn pull(ctx: &Ctx, args: PullArgs) -> Result<()> {
     let sb = resolve::sandbox(&ctx.client, &args.sandbox).await?;
     let bar = progress::bytes_bar("pull");
     let report_to = bar.as_ref().map(|(_, r)| r.clone());
-    let saved = if args.via.ssh { pull_file_ssh(&sb, &args.remote, &target, report_to).await } else { pull_file_api(&sb, &args.remote, &target, report_to).await };
+    let saved = if args.via.ssh {
+        pull_file_ssh(&sb, &args.remote, &target, report_to).await
+    } else {
+        pull_file_api(&sb, &args.remote, &target, report_to).await
+    };
     if let Some((bar, _)) = &bar {
         bar.finish_and_clear();
     }
@@ -153,12 +214,24 @@ pub async fn pull(ctx: &Ctx, args: PullArgs) -> Result<()> {
         return pull_dir(ctx, &sb, &args.remote, target, args.via).await;
     };
     let report = json!({ "sandbox": sb.id(), "path": args.remote, "local": target, "bytes": bytes, "via": args.via.name() });
-    ctx.out.show(&report, || format!("{}:{} → {} ({bytes} bytes)", sb.id(), args.remote, target.display()));
+    ctx.out.show(&report, || {
+        format!(
+            "{}:{} → {} ({bytes} bytes)",
+            sb.id(),
+            args.remote,
+            target.display()
+        )
+    });
     Ok(())
 }
 
 /// One file through the files API; `None` when `remote` is a directory (the API refuses those).
-async fn pull_file_api(sb: &Sandbox, remote: &str, target: &Path, progress: Option<ProgressFn>) -> Result<Option<u64>> {
+async fn pull_file_api(
+    sb: &Sandbox,
+    remote: &str,
+    target: &Path,
+    progress: Option<ProgressFn>,
+) -> Result<Option<u64>> {
     let download = match sb.download(remote).await {
         Ok(download) => download,
         Err(Error::Validation(_)) => return Ok(None),
@@ -172,7 +245,12 @@ async fn pull_file_api(sb: &Sandbox, remote: &str, target: &Path, progress: Opti
 }
 
 /// One file over SFTP; `None` when `remote` is a directory.
-async fn pull_file_ssh(sb: &Sandbox, remote: &str, target: &Path, progress: Option<ProgressFn>) -> Result<Option<u64>> {
+async fn pull_file_ssh(
+    sb: &Sandbox,
+    remote: &str,
+    target: &Path,
+    progress: Option<ProgressFn>,
+) -> Result<Option<u64>> {
     let ssh = sb.ssh().await?;
     if ssh.stat(remote).await?.is_dir() {
         return Ok(None);
@@ -180,10 +258,22 @@ async fn pull_file_ssh(sb: &Sandbox, remote: &str, target: &Path, progress: Opti
     Ok(Some(ssh.save_file_to(remote, target, progress).await?))
 }
 
-async fn pull_dir(ctx: &Ctx, sb: &Sandbox, remote: &str, target: PathBuf, via: ViaArgs) -> Result<()> {
+async fn pull_dir(
+    ctx: &Ctx,
+    sb: &Sandbox,
+    remote: &str,
+    target: PathBuf,
+    via: ViaArgs,
+) -> Result<()> {
     let channel = via.remote(sb).await?;
     let bar = progress::bytes_bar("pull");
-    let got = transfer::download_dir(channel.as_ref(), remote, &target, bar.as_ref().map(|(_, r)| r.clone())).await;
+    let got = transfer::download_dir(
+        channel.as_ref(),
+        remote,
+        &target,
+        bar.as_ref().map(|(_, r)| r.clone()),
+    )
+    .await;
     if let Some((bar, _)) = &bar {
         bar.finish_and_clear();
     }
@@ -192,7 +282,14 @@ async fn pull_dir(ctx: &Ctx, sb: &Sandbox, remote: &str, target: PathBuf, via: V
         "symlinks": got.unpacked.symlinks, "skipped": got.unpacked.skipped, "refused": got.unpacked.refused,
         "bytes": got.bytes, "via": via.name() });
     ctx.out.show(&report, || {
-        let mut text = format!("{}:{} → {} ({} files, {} bytes)", sb.id(), remote, target.display(), got.unpacked.files + got.unpacked.symlinks, got.bytes);
+        let mut text = format!(
+            "{}:{} → {} ({} files, {} bytes)",
+            sb.id(),
+            remote,
+            target.display(),
+            got.unpacked.files + got.unpacked.symlinks,
+            got.bytes
+        );
         for line in transfer::refused_summary(&got.unpacked.refused, 20) {
             text.push_str(&format!("\n{line}"));
         }

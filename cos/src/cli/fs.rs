@@ -9,8 +9,8 @@ use anyhow::{bail, Context as _, Result};
 use clap::{Args, Subcommand};
 
 use createos_sandbox::guest::{
-    FileType, GlobOptions, GrepOptions, Guest, GuestOptions, ListOptions, ManifestOptions, PatchAction, PathMap,
-    ReadOptions, ReadResult,
+    FileType, GlobOptions, GrepOptions, Guest, GuestOptions, ListOptions, ManifestOptions,
+    PatchAction, PathMap, ReadOptions, ReadResult,
 };
 
 use super::output::table;
@@ -151,8 +151,13 @@ pub async fn fs(ctx: &Ctx, args: FsArgs) -> Result<ExitCode> {
     let paths = PathMap::new(&args.cwd)?;
     // Local inputs first: a bad --file fails before the sandbox is looked up.
     let input = match &args.cmd {
-        FsCmd::Write { content: Some(text), .. } => Some(text.clone()),
-        FsCmd::Write { file, .. } | FsCmd::Patch { file } => Some(read_text(file.as_deref()).await?),
+        FsCmd::Write {
+            content: Some(text),
+            ..
+        } => Some(text.clone()),
+        FsCmd::Write { file, .. } | FsCmd::Patch { file } => {
+            Some(read_text(file.as_deref()).await?)
+        }
         _ => None,
     };
     let input = input.unwrap_or_default();
@@ -170,7 +175,11 @@ async fn run(ctx: &Ctx, guest: &Guest, cmd: &FsCmd, input: &str) -> Result<ExitC
     let input = input.to_string();
     let out = &ctx.out;
     match cmd.clone() {
-        FsCmd::Read { path, offset, limit } => {
+        FsCmd::Read {
+            path,
+            offset,
+            limit,
+        } => {
             let result = guest.read(&path, ReadOptions { offset, limit }).await?;
             out.show(&result, || result.content().to_string());
             if !out.json {
@@ -179,11 +188,30 @@ async fn run(ctx: &Ctx, guest: &Guest, cmd: &FsCmd, input: &str) -> Result<ExitC
         }
         FsCmd::Write { path, .. } => {
             let r = guest.write(&path, &input).await?;
-            out.show(&r, || format!("{} {} ({} bytes)", if r.created { "created" } else { "wrote" }, r.path, r.bytes));
+            out.show(&r, || {
+                format!(
+                    "{} {} ({} bytes)",
+                    if r.created { "created" } else { "wrote" },
+                    r.path,
+                    r.bytes
+                )
+            });
         }
-        FsCmd::Edit { path, old, new, all } => {
+        FsCmd::Edit {
+            path,
+            old,
+            new,
+            all,
+        } => {
             let r = guest.edit(&path, &old, &new, all).await?;
-            out.show(&r, || format!("{}: {} replacement{}", r.path, r.replacements, plural(r.replacements)));
+            out.show(&r, || {
+                format!(
+                    "{}: {} replacement{}",
+                    r.path,
+                    r.replacements,
+                    plural(r.replacements)
+                )
+            });
         }
         FsCmd::Patch { .. } => {
             let changes = guest.patch(&input).await?;
@@ -197,19 +225,56 @@ async fn run(ctx: &Ctx, guest: &Guest, cmd: &FsCmd, input: &str) -> Result<ExitC
                 rows.collect::<Vec<_>>().join("\n")
             });
         }
-        FsCmd::Glob { pattern, path, limit, hidden } => {
-            let r = guest.glob(&pattern, GlobOptions { path, limit, hidden }).await?;
+        FsCmd::Glob {
+            pattern,
+            path,
+            limit,
+            hidden,
+        } => {
+            let r = guest
+                .glob(
+                    &pattern,
+                    GlobOptions {
+                        path,
+                        limit,
+                        hidden,
+                    },
+                )
+                .await?;
             out.show(&r, || r.text.clone());
             return Ok(found(!r.files.is_empty()));
         }
-        FsCmd::Grep { pattern, path, include, fixed_strings, case_sensitive, limit } => {
-            let options = GrepOptions { path, include, literal: fixed_strings, case_sensitive, limit };
+        FsCmd::Grep {
+            pattern,
+            path,
+            include,
+            fixed_strings,
+            case_sensitive,
+            limit,
+        } => {
+            let options = GrepOptions {
+                path,
+                include,
+                literal: fixed_strings,
+                case_sensitive,
+                limit,
+            };
             let r = guest.grep(&pattern, options).await?;
             out.show(&r, || r.text.clone());
             return Ok(found(!r.matches.is_empty()));
         }
-        FsCmd::Ls { path, recursive, limit } => {
-            let r = guest.list(ListOptions { path, recursive, limit }).await?;
+        FsCmd::Ls {
+            path,
+            recursive,
+            limit,
+        } => {
+            let r = guest
+                .list(ListOptions {
+                    path,
+                    recursive,
+                    limit,
+                })
+                .await?;
             out.show(&r, || {
                 let rows = r
                     .entries
@@ -225,7 +290,10 @@ async fn run(ctx: &Ctx, guest: &Guest, cmd: &FsCmd, input: &str) -> Result<ExitC
                     .collect();
                 let mut text = table(&["TYPE", "SIZE", "NAME"], rows);
                 if r.truncated {
-                    text.push_str(&format!("(truncated at {} entries; raise --limit)\n", r.entries.len()));
+                    text.push_str(&format!(
+                        "(truncated at {} entries; raise --limit)\n",
+                        r.entries.len()
+                    ));
                 }
                 text
             });
@@ -245,28 +313,61 @@ async fn run(ctx: &Ctx, guest: &Guest, cmd: &FsCmd, input: &str) -> Result<ExitC
         }
         FsCmd::Mkdir { path, no_parents } => {
             let r = guest.mkdir(&path, !no_parents).await?;
-            out.show(&r, || format!("{} {}", if r.created { "created" } else { "exists:" }, r.path));
+            out.show(&r, || {
+                format!(
+                    "{} {}",
+                    if r.created { "created" } else { "exists:" },
+                    r.path
+                )
+            });
         }
         FsCmd::Rm { path, recursive } => {
             let r = guest.remove(&path, recursive).await?;
             out.show(&r, || format!("removed {} {}", r.kind, r.path));
         }
-        FsCmd::Mv { from, to, overwrite } => {
+        FsCmd::Mv {
+            from,
+            to,
+            overwrite,
+        } => {
             let r = guest.move_path(&from, &to, overwrite).await?;
             out.show(&r, || format!("{} -> {}", r.from, r.to));
         }
-        FsCmd::Manifest { path, sha256, excludes } => {
-            let r = guest.manifest(ManifestOptions { path, sha256, excludes }).await?;
+        FsCmd::Manifest {
+            path,
+            sha256,
+            excludes,
+        } => {
+            let r = guest
+                .manifest(ManifestOptions {
+                    path,
+                    sha256,
+                    excludes,
+                })
+                .await?;
             out.show(&r, || {
                 let rows = r
                     .entries
                     .iter()
                     .map(|e| {
-                        let hash = e.sha256.clone().or_else(|| e.target.as_ref().map(|t| format!("-> {t}")));
-                        vec![e.mode.clone(), e.size.to_string(), e.path.clone(), hash.unwrap_or_default()]
+                        let hash = e
+                            .sha256
+                            .clone()
+                            .or_else(|| e.target.as_ref().map(|t| format!("-> {t}")));
+                        vec![
+                            e.mode.clone(),
+                            e.size.to_string(),
+                            e.path.clone(),
+                            hash.unwrap_or_default(),
+                        ]
                     })
                     .collect();
-                format!("{}{} entries under {}", table(&["MODE", "SIZE", "PATH", "SHA256"], rows), r.count, r.root)
+                format!(
+                    "{}{} entries under {}",
+                    table(&["MODE", "SIZE", "PATH", "SHA256"], rows),
+                    r.count,
+                    r.root
+                )
             });
         }
     }
@@ -296,11 +397,18 @@ fn note_window(out: &super::Out, result: &ReadResult) {
         ReadResult::File(f) => {
             if let Some(next) = f.next_offset {
                 let last = f.offset + f.lines.saturating_sub(1);
-                out.note(format!("(lines {}-{last} of {}; continue with --offset {next})", f.offset, f.total_lines));
+                out.note(format!(
+                    "(lines {}-{last} of {}; continue with --offset {next})",
+                    f.offset, f.total_lines
+                ));
             }
         }
         ReadResult::Directory(d) if d.truncated => {
-            out.note(format!("(showing {} of {} entries)", d.entries.len(), d.total_entries));
+            out.note(format!(
+                "(showing {} of {} entries)",
+                d.entries.len(),
+                d.total_entries
+            ));
         }
         ReadResult::Directory(_) => {}
     }
@@ -309,13 +417,16 @@ fn note_window(out: &super::Out, result: &ReadResult) {
 /// UTF-8 text from a local file, or from stdin when `file` is `None` (or `-`).
 async fn read_text(file: Option<&Path>) -> Result<String> {
     let bytes = match file {
-        Some(path) if path != Path::new("-") => {
-            tokio::fs::read(path).await.with_context(|| format!("reading {}", path.display()))?
-        }
+        Some(path) if path != Path::new("-") => tokio::fs::read(path)
+            .await
+            .with_context(|| format!("reading {}", path.display()))?,
         _ => {
             use tokio::io::AsyncReadExt;
             let mut buf = Vec::new();
-            tokio::io::stdin().read_to_end(&mut buf).await.context("reading stdin")?;
+            tokio::io::stdin()
+                .read_to_end(&mut buf)
+                .await
+                .context("reading stdin")?;
             buf
         }
     };

@@ -17,8 +17,8 @@ use crate::herdr::actions::{self, ActionEnv};
 use crate::herdr::agents::Agent;
 use crate::herdr::command::ProvisionSpec;
 use crate::herdr::context::PluginContext;
-use crate::herdr::host::HerdrHost;
 use crate::herdr::events::{self, PaneEvent};
+use crate::herdr::host::HerdrHost;
 use crate::herdr::provision::{self, agent_process, stderr_progress};
 use crate::herdr::reattach;
 use crate::herdr::state::{PaneEntry, StateStore, PENDING_HEARTBEAT};
@@ -39,7 +39,9 @@ const FALLBACK_SIZE: (u16, u16) = (24, 80);
 /// Refresh period of the `boxes` pane.
 const BOXES_EVERY: Duration = Duration::from_secs(5);
 /// The actions Herdr can invoke.
-const ACTIONS: &[&str] = &["start", "attach", "sync", "apply", "pause", "resume", "info", "delete", "boxes", "event"];
+const ACTIONS: &[&str] = &[
+    "start", "attach", "sync", "apply", "pause", "resume", "info", "delete", "boxes", "event",
+];
 
 #[derive(Debug, Args)]
 pub struct HerdrArgs {
@@ -72,7 +74,10 @@ struct Launch {
 /// so a missing credential still ends with a result line).
 pub fn main(cli: Cli) -> ExitCode {
     let out = Out::new(cli.output);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -92,8 +97,9 @@ pub fn main(cli: Cli) -> ExitCode {
 }
 
 fn launch(cli: &Cli, out: Out) -> Launch {
-    let mut cos =
-        vec![std::env::current_exe().map(|p| p.to_string_lossy().into_owned()).unwrap_or_else(|_| "cos".into())];
+    let mut cos = vec![std::env::current_exe()
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "cos".into())];
     // Panes run `cos` again: they get the same non-secret endpoint options (never the key).
     if let Some(url) = &cli.endpoint {
         cos.extend(["--endpoint".to_string(), url.clone()]);
@@ -129,12 +135,19 @@ async fn herdr_with(launch: Launch, args: HerdrArgs) -> ExitCode {
         },
         other => {
             let message = if other.is_empty() {
-                format!("no action given (argument or HERDR_PLUGIN_ACTION_ID); one of {}", ACTIONS.join(", "))
+                format!(
+                    "no action given (argument or HERDR_PLUGIN_ACTION_ID); one of {}",
+                    ACTIONS.join(", ")
+                )
             } else {
                 format!("unknown action {other:?}; one of {}", ACTIONS.join(", "))
             };
             eprintln!("error: {message}");
-            println!("{}", ActionResult::failed(if other.is_empty() { "unknown" } else { other }, &message).line());
+            println!(
+                "{}",
+                ActionResult::failed(if other.is_empty() { "unknown" } else { other }, &message)
+                    .line()
+            );
             return ExitCode::from(2);
         }
     };
@@ -151,7 +164,8 @@ async fn finish(host: &HerdrHost, action: &str, outcome: HerdrResult<ActionResul
             let message = err.to_string();
             eprintln!("error: {message}");
             // Herdr shows nothing for a failed action; a notification makes it visible.
-            host.notify(&format!("CreateOS {action} failed"), &message).await;
+            host.notify(&format!("CreateOS {action} failed"), &message)
+                .await;
             println!("{}", ActionResult::failed(action, &message).line());
             ExitCode::from(1)
         }
@@ -159,16 +173,34 @@ async fn finish(host: &HerdrHost, action: &str, outcome: HerdrResult<ActionResul
 }
 
 fn action_env(launch: &Launch, host: HerdrHost) -> HerdrResult<ActionEnv> {
-    let client = launch.client.clone().map_err(|m| HerdrError::invalid("credentials", m))?;
+    let client = launch
+        .client
+        .clone()
+        .map_err(|m| HerdrError::invalid("credentials", m))?;
     let store = StateStore::from_env()?;
     let context = PluginContext::from_env()?;
-    let config_dir = std::env::var_os("HERDR_PLUGIN_CONFIG_DIR").filter(|d| !d.is_empty()).map(PathBuf::from);
+    let config_dir = std::env::var_os("HERDR_PLUGIN_CONFIG_DIR")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from);
     // The endpoint is not a secret; the API key is never passed on (panes resolve their own).
     let pane_env = ["CREATEOS_SANDBOX_BASE_URL", "CREATEOS_SANDBOX_URL"]
         .iter()
-        .filter_map(|k| std::env::var(k).ok().filter(|v| !v.is_empty()).map(|v| (k.to_string(), v)))
+        .filter_map(|k| {
+            std::env::var(k)
+                .ok()
+                .filter(|v| !v.is_empty())
+                .map(|v| (k.to_string(), v))
+        })
         .collect();
-    Ok(ActionEnv { client, host, store, context, config_dir, cos: launch.cos.clone(), pane_env })
+    Ok(ActionEnv {
+        client,
+        host,
+        store,
+        context,
+        config_dir,
+        cos: launch.cos.clone(),
+        pane_env,
+    })
 }
 
 async fn run_action(env: &ActionEnv, action: &str) -> HerdrResult<ActionResult> {
@@ -191,7 +223,10 @@ async fn run_action(env: &ActionEnv, action: &str) -> HerdrResult<ActionResult> 
             }
             Ok(result)
         }
-        other => Err(HerdrError::invalid("action", format!("{other:?} is not an action"))),
+        other => Err(HerdrError::invalid(
+            "action",
+            format!("{other:?} is not an action"),
+        )),
     }
 }
 
@@ -278,20 +313,35 @@ async fn connect_in_pane(launch: &Launch, rest: &[String]) -> ExitCode {
     let token = rest.get(1).cloned();
     let report = |result: &ActionResult| {
         if let Some(token) = &token {
-            let written = StateStore::from_env().and_then(|store| reattach::write_report(&store, token, result));
+            let written = StateStore::from_env()
+                .and_then(|store| reattach::write_report(&store, token, result));
             if let Err(e) = written {
                 eprintln!("error: cannot report to the attach action: {e}");
             }
         }
     };
     let prepared = async {
-        let pane = rest.first().cloned().ok_or_else(|| HerdrError::invalid("connect", "needs the pane id"))?;
+        let pane = rest
+            .first()
+            .cloned()
+            .ok_or_else(|| HerdrError::invalid("connect", "needs the pane id"))?;
         let env = action_env(launch, host.clone())?;
-        let mut entry =
-            env.store.read().await?.panes.get(&pane).cloned().ok_or_else(|| HerdrError::NoMapping(pane.clone()))?;
+        let mut entry = env
+            .store
+            .read()
+            .await?
+            .panes
+            .get(&pane)
+            .cloned()
+            .ok_or_else(|| HerdrError::NoMapping(pane.clone()))?;
         let sandbox = actions::live_sandbox(&env, &entry).await?;
         let (rows, cols) = tty::size_or(FALLBACK_SIZE);
-        let current = sandbox.processes().get(&entry.process_id).await.ok().filter(|p| p.details().is_attachable());
+        let current = sandbox
+            .processes()
+            .get(&entry.process_id)
+            .await
+            .ok()
+            .filter(|p| p.details().is_attachable());
         let current_missing = current.is_none();
         let after = match current {
             Some(process) => {
@@ -300,16 +350,28 @@ async fn connect_in_pane(launch: &Launch, rest: &[String]) -> ExitCode {
                 process.details().output.newest_seq
             }
             None => {
-                let agent = Agent::from_key(&entry.agent)
-                    .ok_or_else(|| HerdrError::invalid("agent", Agent::unknown_message(&entry.agent)))?;
-                let process =
-                    sandbox.processes().start(agent_process(agent, &entry.bin, &entry.remote, rows, cols)).await?;
-                eprintln!("restarted {} in {} ({})", agent.title, entry.box_name, process.id());
+                let agent = Agent::from_key(&entry.agent).ok_or_else(|| {
+                    HerdrError::invalid("agent", Agent::unknown_message(&entry.agent))
+                })?;
+                let process = sandbox
+                    .processes()
+                    .start(agent_process(agent, &entry.bin, &entry.remote, rows, cols))
+                    .await?;
+                eprintln!(
+                    "restarted {} in {} ({})",
+                    agent.title,
+                    entry.box_name,
+                    process.id()
+                );
                 entry.process_id = process.id().to_string();
                 let updated = entry.clone();
                 env.store
                     .update(|state| {
-                        for e in state.panes.values_mut().filter(|e| e.box_id == updated.box_id) {
+                        for e in state
+                            .panes
+                            .values_mut()
+                            .filter(|e| e.box_id == updated.box_id)
+                        {
                             e.process_id = updated.process_id.clone();
                         }
                         Ok(())
@@ -342,7 +404,8 @@ async fn connect_in_pane(launch: &Launch, rest: &[String]) -> ExitCode {
 /// pane's mapping. A closed pane's sandbox keeps running (it pauses itself when idle): the
 /// result line and a notification name it.
 async fn pane_event(host: &HerdrHost) -> HerdrResult<ActionResult> {
-    let json = std::env::var("HERDR_PLUGIN_EVENT_JSON").map_err(|_| HerdrError::NotInHerdr("HERDR_PLUGIN_EVENT_JSON"))?;
+    let json = std::env::var("HERDR_PLUGIN_EVENT_JSON")
+        .map_err(|_| HerdrError::NotInHerdr("HERDR_PLUGIN_EVENT_JSON"))?;
     let store = StateStore::from_env()?;
     let Some(event) = PaneEvent::parse(&json)? else {
         return Ok(ActionResult::ok("event").with("result", "ignored"));
@@ -365,12 +428,26 @@ async fn pane_event(host: &HerdrHost) -> HerdrResult<ActionResult> {
     }
     Ok(match event {
         PaneEvent::Moved { from, to } => ActionResult::ok("event")
-            .with("result", if outcome.moved.is_some() || outcome.pending_moved { "moved" } else { "unmapped" })
+            .with(
+                "result",
+                if outcome.moved.is_some() || outcome.pending_moved {
+                    "moved"
+                } else {
+                    "unmapped"
+                },
+            )
             .with("from", from)
             .with("pane", to)
             .with("kept", kept),
         PaneEvent::Closed { pane } => ActionResult::ok("event")
-            .with("result", if kept.is_empty() { "unmapped" } else { "closed" })
+            .with(
+                "result",
+                if kept.is_empty() {
+                    "unmapped"
+                } else {
+                    "closed"
+                },
+            )
             .with("pane", pane)
             .with("kept", kept),
     })
@@ -385,8 +462,18 @@ async fn attach_in_pane(
     after: u64,
     cancel: &CancellationToken,
 ) -> ExitCode {
-    let ctx = Ctx { client: client.clone(), out: Out { json: false, explicit_json: false } };
-    let args = AttachArgs { sandbox: entry.box_id.clone(), process: Some(entry.process_id.clone()), after };
+    let ctx = Ctx {
+        client: client.clone(),
+        out: Out {
+            json: false,
+            explicit_json: false,
+        },
+    };
+    let args = AttachArgs {
+        sandbox: entry.box_id.clone(),
+        process: Some(entry.process_id.clone()),
+        after,
+    };
     // The pane closing (SIGHUP) or a SIGTERM detaches; the agent keeps running remotely.
     let attached = tokio::select! {
         r = interactive::attach(&ctx, args) => r,
@@ -400,24 +487,36 @@ async fn attach_in_pane(
     };
     let gone = match client.get_sandbox(&entry.box_id).await {
         Ok(sb) => {
-            matches!(sb.status(), SandboxStatus::Destroyed | SandboxStatus::Destroying) || sb.status().is_terminal()
+            matches!(
+                sb.status(),
+                SandboxStatus::Destroyed | SandboxStatus::Destroying
+            ) || sb.status().is_terminal()
         }
         Err(e) => e.is_not_found(),
     };
     if gone {
         let _ = actions::forget(store, &entry.box_id).await;
-        eprintln!("\r\nsandbox {} ({}) was deleted; this pane is a local shell again.", entry.box_name, entry.box_id);
+        eprintln!(
+            "\r\nsandbox {} ({}) was deleted; this pane is a local shell again.",
+            entry.box_name, entry.box_id
+        );
         return ExitCode::SUCCESS;
     }
     match attached {
         Ok(code) => {
             if code != ExitCode::SUCCESS {
-                eprintln!("\r\nthe agent in {} exited; the attach action restarts it.", entry.box_name);
+                eprintln!(
+                    "\r\nthe agent in {} exited; the attach action restarts it.",
+                    entry.box_name
+                );
             }
             code
         }
         Err(e) => {
-            eprintln!("\r\nerror: {e:#}\r\nthe attach action reconnects this pane to {}.", entry.box_name);
+            eprintln!(
+                "\r\nerror: {e:#}\r\nthe attach action reconnects this pane to {}.",
+                entry.box_name
+            );
             ExitCode::from(1)
         }
     }
@@ -429,14 +528,21 @@ async fn boxes(launch: &Launch) -> ExitCode {
     loop {
         let mut screen = String::from("\x1b[H\x1b[2J");
         match &launch.client {
-            Ok(client) => match client.list_sandboxes(ListSandboxes::default()).try_collect::<Vec<_>>().await {
+            Ok(client) => match client
+                .list_sandboxes(ListSandboxes::default())
+                .try_collect::<Vec<_>>()
+                .await
+            {
                 Ok(all) => {
                     screen.push_str(&format!(
                         "CreateOS sandboxes ({}), every {}s\n\n",
                         all.len(),
                         BOXES_EVERY.as_secs()
                     ));
-                    screen.push_str(&format!("{:<24} {:<24} {:<12} {}\n", "ID", "NAME", "STATUS", "SHAPE"));
+                    screen.push_str(&format!(
+                        "{:<24} {:<24} {:<12} {}\n",
+                        "ID", "NAME", "STATUS", "SHAPE"
+                    ));
                     for v in all.iter().filter(|v| !v.status.is_terminal()) {
                         screen.push_str(&format!(
                             "{:<24} {:<24} {:<12} {}\n",

@@ -39,19 +39,29 @@ pub async fn attach(ctx: &Ctx, args: AttachArgs) -> Result<ExitCode> {
     let process = match &args.process {
         Some(id) => sb.processes().get(id).await?,
         None => {
-            let p = sb.processes().start(ProcessSpec::pty_shell(size.0, size.1)).await?;
+            let p = sb
+                .processes()
+                .start(ProcessSpec::pty_shell(size.0, size.1))
+                .await?;
             eprintln!("started {} in {}", p.id(), sb.id());
             p
         }
     };
     let interactive = std::io::stdin().is_terminal();
-    let raw = if interactive { Some(RawMode::enable()?) } else { None };
+    let raw = if interactive {
+        Some(RawMode::enable()?)
+    } else {
+        None
+    };
     let outcome = bridge(
         &process,
         tokio::io::stdin(),
         tokio::io::stdout(),
         tty::sizes(FALLBACK_SIZE),
-        AttachOptions { after: args.after, ..Default::default() },
+        AttachOptions {
+            after: args.after,
+            ..Default::default()
+        },
     )
     .await;
     drop(raw);
@@ -67,11 +77,15 @@ pub async fn attach(ctx: &Ctx, args: AttachArgs) -> Result<ExitCode> {
         }
         AttachOutcome::Exited { code, signal } => {
             if ctx.out.explicit_json {
-                ctx.out.value(&json!({ "process": process.id(), "exit_code": code, "signal": signal }));
+                ctx.out.value(
+                    &json!({ "process": process.id(), "exit_code": code, "signal": signal }),
+                );
             }
         }
     }
-    Ok(ExitCode::from(u8::try_from(outcome.exit_status()).unwrap_or(1)))
+    Ok(ExitCode::from(
+        u8::try_from(outcome.exit_status()).unwrap_or(1),
+    ))
 }
 
 #[derive(Debug, Args)]
@@ -87,9 +101,17 @@ pub struct ShellArgs {
 pub async fn shell(ctx: &Ctx, args: ShellArgs) -> Result<ExitCode> {
     let sb = resolve::sandbox(&ctx.client, &args.sandbox).await?;
     let (rows, cols) = tty::size_or(FALLBACK_SIZE);
-    let session = if args.ws { sb.shell_ws(rows, cols).await? } else { sb.shell(rows, cols).await? };
+    let session = if args.ws {
+        sb.shell_ws(rows, cols).await?
+    } else {
+        sb.shell(rows, cols).await?
+    };
     let (mut output, mut input, control) = session.into_parts();
-    let raw = if std::io::stdin().is_terminal() { Some(RawMode::enable()?) } else { None };
+    let raw = if std::io::stdin().is_terminal() {
+        Some(RawMode::enable()?)
+    } else {
+        None
+    };
     let mut sizes = tty::sizes(FALLBACK_SIZE);
     let mut stdin = tokio::io::stdin();
     let mut stdout = tokio::io::stdout();
@@ -147,7 +169,8 @@ fn parse_local(s: &str) -> std::result::Result<SocketAddr, String> {
     if let Ok(port) = s.parse::<u16>() {
         return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
     }
-    s.parse().map_err(|_| format!("{s:?} is neither a port nor host:port"))
+    s.parse()
+        .map_err(|_| format!("{s:?} is neither a port nor host:port"))
 }
 
 /// Forward a local port to a sandbox port until Ctrl-C.
@@ -157,8 +180,15 @@ pub async fn tunnel(ctx: &Ctx, args: TunnelArgs) -> Result<ExitCode> {
     let listener = TunnelListener::bind(&sb, args.remote, args.local).await?;
     let local = listener.local_addr();
     let doc = json!({ "sandbox": sb.id(), "local": local.to_string(), "remote": args.remote });
-    ctx.out.show(&doc, || format!("forwarding {local} → {}:{} (Ctrl-C to stop)", sb.id(), args.remote));
-    let mut signals = crate::signals::StopSignals::install(false).context("installing the Ctrl-C handler")?;
+    ctx.out.show(&doc, || {
+        format!(
+            "forwarding {local} → {}:{} (Ctrl-C to stop)",
+            sb.id(),
+            args.remote
+        )
+    });
+    let mut signals =
+        crate::signals::StopSignals::install(false).context("installing the Ctrl-C handler")?;
     let mut running = listener.spawn();
     signals.recv().await;
     running.stop().await?;

@@ -13,8 +13,8 @@ use clap::Args;
 use tokio_util::sync::CancellationToken;
 
 use createos_sandbox::jobs::{
-    self, CreateFailed, FanoutRequest, FanoutResult, JobError, JobEvent, JobOptions, JobProgress, JobResult, JobStage, Language,
-    OffloadRequest, RunCodeRequest,
+    self, CreateFailed, FanoutRequest, FanoutResult, JobError, JobEvent, JobOptions, JobProgress,
+    JobResult, JobStage, Language, OffloadRequest, RunCodeRequest,
 };
 
 use crate::signals::StopSignals;
@@ -73,7 +73,12 @@ pub struct OffloadArgs {
     #[command(flatten)]
     job: JobArgs,
     /// The command, run by `bash -lc` in /work (words are joined with spaces).
-    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND")]
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
     command: Vec<String>,
 }
 
@@ -118,7 +123,8 @@ pub struct RunCodeArgs {
 /// Cancelled on Ctrl-C or SIGTERM. The handlers are installed before this returns, so a
 /// signal arriving later never kills the process before cleanup.
 pub(super) fn cancel_on_signal() -> Result<CancellationToken> {
-    let signals = StopSignals::install(false).context("installing the Ctrl-C and SIGTERM handlers")?;
+    let signals =
+        StopSignals::install(false).context("installing the Ctrl-C and SIGTERM handlers")?;
     Ok(signals.cancel_token(|| eprintln!("interrupted: stopping and destroying the sandbox…")))
 }
 
@@ -128,7 +134,11 @@ fn notes(ctx: &Ctx, fanout: bool) -> Option<JobProgress> {
         return None;
     }
     Some(Arc::new(move |event: &JobEvent| {
-        let prefix = if fanout { format!("[{}] ", event.job) } else { String::new() };
+        let prefix = if fanout {
+            format!("[{}] ", event.job)
+        } else {
+            String::new()
+        };
         if event.stage == JobStage::Creating {
             return;
         }
@@ -181,7 +191,12 @@ fn show_result(ctx: &Ctx, result: &JobResult) -> Result<()> {
         eprintln!("(output truncated)");
     }
     if let Some(artifact) = &result.artifact {
-        eprintln!("retrieved {} → {} ({} file(s))", artifact.remote, artifact.local.display(), artifact.files);
+        eprintln!(
+            "retrieved {} → {} ({} file(s))",
+            artifact.remote,
+            artifact.local.display(),
+            artifact.files
+        );
     }
     Ok(())
 }
@@ -192,7 +207,15 @@ pub async fn offload(ctx: &Ctx, args: OffloadArgs) -> Result<ExitCode> {
     let mut request = OffloadRequest::new(dir, args.command.join(" "));
     request.out = args.out;
     request.excludes = args.excludes;
-    match jobs::offload(&ctx.client, request, &args.job.options(), &cancel, notes(ctx, false)).await {
+    match jobs::offload(
+        &ctx.client,
+        request,
+        &args.job.options(),
+        &cancel,
+        notes(ctx, false),
+    )
+    .await
+    {
         Ok(result) => {
             show_result(ctx, &result)?;
             Ok(exit_status(result.code))
@@ -206,10 +229,22 @@ pub async fn fanout(ctx: &Ctx, args: FanoutArgs) -> Result<ExitCode> {
     let dir = confine::user_path("--dir", &args.dir, Expect::Dir, None)?;
     let mut request = FanoutRequest::new(dir, args.commands).jobs(args.jobs);
     request.excludes = args.excludes;
-    match jobs::fanout(&ctx.client, request, &args.job.options(), &cancel, notes(ctx, true)).await {
+    match jobs::fanout(
+        &ctx.client,
+        request,
+        &args.job.options(),
+        &cancel,
+        notes(ctx, true),
+    )
+    .await
+    {
         Ok(result) => {
             show_fanout(ctx, &result);
-            Ok(if result.failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+            Ok(if result.failed == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
         }
         Err(err) => failure(err),
     }
@@ -229,9 +264,15 @@ fn fanout_text(result: &FanoutResult) -> String {
         let status = match (&entry.error, entry.code) {
             (Some(err), _) => format!("error: {err}"),
             (None, Some(code)) => format!("exit {code}"),
-            (None, None) => format!("killed by {}", entry.signal.as_deref().unwrap_or("a signal")),
+            (None, None) => format!(
+                "killed by {}",
+                entry.signal.as_deref().unwrap_or("a signal")
+            ),
         };
-        text.push_str(&format!("── [{}] {} — {status}\n", entry.index, entry.command));
+        text.push_str(&format!(
+            "── [{}] {} — {status}\n",
+            entry.index, entry.command
+        ));
         for (name, body) in [("stdout", &entry.stdout), ("stderr", &entry.stderr)] {
             if !body.is_empty() {
                 text.push_str(&format!("{name}:\n{}", body));
@@ -245,11 +286,16 @@ fn fanout_text(result: &FanoutResult) -> String {
         }
         if entry.kept {
             if let Some(id) = &entry.sandbox_id {
-                text.push_str(&format!("kept sandbox {id} (remove it with `cos rm --yes {id}`)\n"));
+                text.push_str(&format!(
+                    "kept sandbox {id} (remove it with `cos rm --yes {id}`)\n"
+                ));
             }
         }
     }
-    text.push_str(&format!("{} succeeded, {} failed", result.succeeded, result.failed));
+    text.push_str(&format!(
+        "{} succeeded, {} failed",
+        result.succeeded, result.failed
+    ));
     text
 }
 
@@ -257,8 +303,16 @@ pub async fn run_code(ctx: &Ctx, args: RunCodeArgs) -> Result<ExitCode> {
     let language: Language = match (&args.lang, &args.file) {
         (Some(lang), _) => lang.parse()?,
         (None, Some(file)) if file.as_os_str() != "-" => {
-            let ext = file.extension().and_then(|e| e.to_str()).unwrap_or_default();
-            ext.parse().with_context(|| format!("cannot tell the language of {}: pass --lang", file.display()))?
+            let ext = file
+                .extension()
+                .and_then(|e| e.to_str())
+                .unwrap_or_default();
+            ext.parse().with_context(|| {
+                format!(
+                    "cannot tell the language of {}: pass --lang",
+                    file.display()
+                )
+            })?
         }
         (None, _) => anyhow::bail!("pass --lang (py, js, mjs, cjs, ts, sh, go, rb, c, cpp, rs)"),
     };
@@ -272,7 +326,9 @@ pub async fn run_code(ctx: &Ctx, args: RunCodeArgs) -> Result<ExitCode> {
                 anyhow::bail!("stdin cannot carry both the code and the program's input: pass the code as a file or with -e");
             }
             let mut code = String::new();
-            std::io::stdin().read_to_string(&mut code).context("reading the code from stdin")?;
+            std::io::stdin()
+                .read_to_string(&mut code)
+                .context("reading the code from stdin")?;
             code
         }
     };
@@ -280,7 +336,9 @@ pub async fn run_code(ctx: &Ctx, args: RunCodeArgs) -> Result<ExitCode> {
     if let Some(path) = &args.stdin {
         let input = if path.as_os_str() == "-" {
             let mut buf = Vec::new();
-            std::io::stdin().read_to_end(&mut buf).context("reading stdin")?;
+            std::io::stdin()
+                .read_to_end(&mut buf)
+                .context("reading stdin")?;
             buf
         } else {
             std::fs::read(path).with_context(|| format!("reading {}", path.display()))?
@@ -288,7 +346,15 @@ pub async fn run_code(ctx: &Ctx, args: RunCodeArgs) -> Result<ExitCode> {
         request = request.stdin(input);
     }
     let cancel = cancel_on_signal()?;
-    match jobs::run_code(&ctx.client, request, &args.job.options(), &cancel, notes(ctx, false)).await {
+    match jobs::run_code(
+        &ctx.client,
+        request,
+        &args.job.options(),
+        &cancel,
+        notes(ctx, false),
+    )
+    .await
+    {
         Ok(result) => {
             show_result(ctx, &result)?;
             Ok(exit_status(result.code))

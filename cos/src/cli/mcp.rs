@@ -38,7 +38,10 @@ pub struct McpArgs {
 
 /// Whether building the client failed only because no credential exists yet.
 pub fn signed_out(err: &anyhow::Error) -> bool {
-    matches!(err.downcast_ref(), Some(createos_sandbox::Error::NotSignedIn(_)))
+    matches!(
+        err.downcast_ref(),
+        Some(createos_sandbox::Error::NotSignedIn(_))
+    )
 }
 
 /// Run the server. Errors go to stderr, never stdout, which belongs to the protocol (even with
@@ -54,20 +57,23 @@ pub async fn mcp(ctx: &Ctx, args: McpArgs) -> ExitCode {
 }
 
 async fn serve(ctx: &Ctx, args: McpArgs) -> Result<()> {
-    let options: Map<String, Value> = match serde_json::from_str(&args.options).context("--options is not JSON")? {
-        Value::Object(map) => map,
-        _ => anyhow::bail!("--options must be a JSON object"),
-    };
+    let options: Map<String, Value> =
+        match serde_json::from_str(&args.options).context("--options is not JSON")? {
+            Value::Object(map) => map,
+            _ => anyhow::bail!("--options must be a JSON object"),
+        };
     let config = ToolsConfig::resolve(&options, |k| std::env::var(k).ok())?;
     let project = match args.project {
         Some(p) => p,
         None => std::env::current_dir().context("reading the current directory")?,
     };
-    let project = std::fs::canonicalize(&project).with_context(|| format!("project directory {}", project.display()))?;
+    let project = std::fs::canonicalize(&project)
+        .with_context(|| format!("project directory {}", project.display()))?;
     crate::tools::staging::check_skill_dirs(&config, &project)?;
     let state_dir = match args.state_dir {
         Some(dir) => dir,
-        None => BindingStore::default_state_dir().context("no state or data directory for this user; pass --state-dir")?,
+        None => BindingStore::default_state_dir()
+            .context("no state or data directory for this user; pass --state-dir")?,
     };
     // Signed out is a state, not a failure: the tools are listed, and each call that needs
     // the control plane says how to sign in until a credential appears (read again before

@@ -23,9 +23,9 @@ mod via;
 
 use std::process::ExitCode;
 
-use anyhow::Result;
 #[cfg(feature = "local")]
 use anyhow::Context as _;
+use anyhow::Result;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use createos_sandbox::{Client, Region};
@@ -35,7 +35,8 @@ pub use output::{Format, Out};
 const ABOUT: &str = "cos: CreateOS cloud sandboxes from the shell, coding agents (MCP) and Herdr";
 
 /// Closes `cos --help`: where credentials come from, and the way to try it without an account.
-const AFTER_HELP: &str = "Credentials come from --api-key, CREATEOS_API_KEY, or what `createos login` stored in \
+const AFTER_HELP: &str =
+    "Credentials come from --api-key, CREATEOS_API_KEY, or what `createos login` stored in \
 ~/.createos. `cos --local <command>` runs against an in-process emulator: no account needed. \
 Output is text; `-o json` (or CREATEOS_OUTPUT=json) prints JSON for scripts.";
 
@@ -59,7 +60,14 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "FILE")]
     ca_file: Option<std::path::PathBuf>,
     /// Output format: text, or json for scripts (errors then also go to stdout as JSON).
-    #[arg(short = 'o', long, global = true, value_enum, default_value = "text", env = "CREATEOS_OUTPUT")]
+    #[arg(
+        short = 'o',
+        long,
+        global = true,
+        value_enum,
+        default_value = "text",
+        env = "CREATEOS_OUTPUT"
+    )]
     output: Format,
     #[command(subcommand)]
     command: Command,
@@ -171,14 +179,33 @@ const GROUPS: &[(&str, &[&str])] = &[
     (
         "Sandboxes",
         &[
-            "create", "ls", "get", "rm", "pause", "resume", "fork", "edit", "resize", "ssh-key", "bandwidth",
-            "metrics", "shapes", "images", "network", "disk", "template", "computer",
+            "create",
+            "ls",
+            "get",
+            "rm",
+            "pause",
+            "resume",
+            "fork",
+            "edit",
+            "resize",
+            "ssh-key",
+            "bandwidth",
+            "metrics",
+            "shapes",
+            "images",
+            "network",
+            "disk",
+            "template",
+            "computer",
         ],
     ),
     ("Run", &["exec", "run", "offload", "fanout", "run-code"]),
     ("Files", &["push", "pull", "snapshot", "sync", "fs"]),
     ("Processes", &["process", "attach", "shell", "tunnel"]),
-    ("Agents and integrations", &["mcp", "herdr", "setup", "completions"]),
+    (
+        "Agents and integrations",
+        &["mcp", "herdr", "setup", "completions"],
+    ),
     ("Account", &["whoami", "usage", "token", "device"]),
 ];
 
@@ -195,7 +222,11 @@ pub fn command() -> clap::Command {
 /// The "Sandboxes: …", "Run: …" sections of `cos --help`.
 fn grouped_commands(cmd: &clap::Command) -> String {
     let visible: Vec<&clap::Command> = cmd.get_subcommands().filter(|c| !c.is_hide_set()).collect();
-    let width = visible.iter().map(|c| c.get_name().len()).max().unwrap_or(0);
+    let width = visible
+        .iter()
+        .map(|c| c.get_name().len())
+        .max()
+        .unwrap_or(0);
     let line = |c: &clap::Command| {
         let about = c.get_about().map(|a| a.to_string()).unwrap_or_default();
         format!("  {:<width$}  {about}\n", c.get_name())
@@ -212,7 +243,12 @@ fn grouped_commands(cmd: &clap::Command) -> String {
     }
     let others: Vec<_> = visible
         .iter()
-        .filter(|c| c.get_name() != "help" && !GROUPS.iter().any(|(_, names)| names.contains(&c.get_name())))
+        .filter(|c| {
+            c.get_name() != "help"
+                && !GROUPS
+                    .iter()
+                    .any(|(_, names)| names.contains(&c.get_name()))
+        })
         .collect();
     if !others.is_empty() {
         text.push_str("Other:\n");
@@ -232,7 +268,10 @@ pub struct Ctx {
 
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
-    let cli = match command().try_get_matches().and_then(|m| Cli::from_arg_matches(&m)) {
+    let cli = match command()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m))
+    {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
@@ -252,7 +291,9 @@ pub fn main() -> ExitCode {
                 _ => ExitCode::SUCCESS,
             };
         }
-        Command::Snapshot(_) | Command::Setup(herdr::SetupCmd::Opencode(_)) => return local_only(cli),
+        Command::Snapshot(_) | Command::Setup(herdr::SetupCmd::Opencode(_)) => {
+            return local_only(cli)
+        }
         _ => {}
     }
     // Herdr actions print their result line even when no client can be built.
@@ -261,7 +302,10 @@ pub fn main() -> ExitCode {
     }
     // `cos mcp` owns stdout for the protocol: its errors go to stderr whatever the format.
     let out = match cli.command {
-        Command::Mcp(_) => Out { json: false, explicit_json: false },
+        Command::Mcp(_) => Out {
+            json: false,
+            explicit_json: false,
+        },
         _ => Out::new(cli.output),
     };
     let runtime = match async_runtime() {
@@ -292,7 +336,9 @@ fn local_only(cli: Cli) -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Snapshot(a) => snapshot::snapshot(out, a).await.map(|()| ExitCode::SUCCESS),
-            Command::Setup(herdr::SetupCmd::Opencode(a)) => setup_opencode::setup(out, cli.api_key.clone(), a).await,
+            Command::Setup(herdr::SetupCmd::Opencode(a)) => {
+                setup_opencode::setup(out, cli.api_key.clone(), a).await
+            }
             _ => anyhow::bail!("not a local-only command"),
         }
     });
@@ -305,10 +351,13 @@ fn local_only(cli: Cli) -> ExitCode {
 
 /// The multi-threaded tokio runtime every command runs on (a failure to start it is reported).
 fn async_runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
-    tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| {
-        eprintln!("error: cannot start the async runtime: {e}");
-        ExitCode::from(1)
-    })
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("error: cannot start the async runtime: {e}");
+            ExitCode::from(1)
+        })
 }
 
 fn init_logging() {
@@ -317,7 +366,11 @@ fn init_logging() {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
     // Colour codes only for a person at a terminal (and never with NO_COLOR).
     let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi)
+        .with_writer(std::io::stderr)
+        .try_init();
 }
 
 async fn run(cli: Cli, out: Out) -> Result<ExitCode> {
@@ -329,7 +382,10 @@ async fn run(cli: Cli, out: Out) -> Result<ExitCode> {
             let mock = createos_mock::start(createos_mock::MockConfig::default())
                 .await
                 .context("starting the local emulator")?;
-            let client = Client::builder().base_url(mock.base_url()).api_key(mock.api_key()).build()?;
+            let client = Client::builder()
+                .base_url(mock.base_url())
+                .api_key(mock.api_key())
+                .build()?;
             local = Some(mock);
             client
         }
@@ -338,7 +394,9 @@ async fn run(cli: Cli, out: Out) -> Result<ExitCode> {
     } else {
         match remote_client(&cli) {
             // `cos mcp` starts signed out and picks up a later sign-in (see cli/mcp.rs).
-            Err(e) if matches!(cli.command, Command::Mcp(_)) && mcp::signed_out(&e) => remote_client_with(&cli, true)?,
+            Err(e) if matches!(cli.command, Command::Mcp(_)) && mcp::signed_out(&e) => {
+                remote_client_with(&cli, true)?
+            }
             other => other?,
         }
     };

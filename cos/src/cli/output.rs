@@ -31,7 +31,10 @@ pub struct Out {
 impl Out {
     pub fn new(format: Format) -> Self {
         let json = format == Format::Json;
-        Out { json, explicit_json: json }
+        Out {
+            json,
+            explicit_json: json,
+        }
     }
 
     /// Print `value` as JSON, or `text()` for people.
@@ -69,7 +72,9 @@ pub fn error_code(err: &anyhow::Error) -> String {
     }
     let code = match err.downcast_ref::<Error>() {
         Some(Error::Validation(_)) | Some(Error::InvalidInput { .. }) => "bad_request",
-        Some(Error::Auth(_)) | Some(Error::NotSignedIn(_)) | Some(Error::Credentials { .. }) => "unauthorized",
+        Some(Error::Auth(_)) | Some(Error::NotSignedIn(_)) | Some(Error::Credentials { .. }) => {
+            "unauthorized"
+        }
         Some(Error::Permission(_)) => "forbidden",
         Some(Error::NotFound(_)) => "not_found",
         Some(Error::Conflict(_)) => "conflict",

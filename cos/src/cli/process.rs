@@ -49,7 +49,11 @@ pub enum ProcessCmd {
         close: bool,
     },
     /// Send a signal (SIGINT, SIGTERM, SIGKILL, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH).
-    Signal { sandbox: String, process: String, signal: String },
+    Signal {
+        sandbox: String,
+        process: String,
+        signal: String,
+    },
     /// Resize a PTY process.
     Resize {
         sandbox: String,
@@ -101,7 +105,11 @@ pub struct StartArgs {
     #[arg(long = "env", short = 'e', value_name = "KEY=VALUE", value_parser = parse_kv)]
     pub env: Vec<(String, String)>,
     /// Command and arguments (default with --pty: a login shell).
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND")]
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
     pub command: Vec<String>,
 }
 
@@ -110,7 +118,11 @@ fn describe(p: &ProcessDetails) -> String {
         format!("process   {}", p.process_id),
         format!("kind      {}", p.kind),
         format!("state     {}", p.state),
-        format!("command   {} {}", p.cmd.clone().unwrap_or_default(), p.args.join(" ")),
+        format!(
+            "command   {} {}",
+            p.cmd.clone().unwrap_or_default(),
+            p.args.join(" ")
+        ),
     ];
     if let Some(pid) = p.pid {
         lines.push(format!("pid       {pid}"));
@@ -121,7 +133,10 @@ fn describe(p: &ProcessDetails) -> String {
     if let Some(sig) = &p.signal {
         lines.push(format!("signal    {sig}"));
     }
-    lines.push(format!("output    seq {}..{} ({} bytes kept)", p.output.oldest_seq, p.output.newest_seq, p.output.bytes));
+    lines.push(format!(
+        "output    seq {}..{} ({} bytes kept)",
+        p.output.oldest_seq, p.output.newest_seq, p.output.bytes
+    ));
     lines.join("\n")
 }
 
@@ -164,7 +179,11 @@ pub async fn process(ctx: &Ctx, cmd: ProcessCmd) -> Result<ExitCode> {
                                 p.kind.to_string(),
                                 p.state.to_string(),
                                 p.pid.map(|x| x.to_string()).unwrap_or_default(),
-                                format!("{} {}", p.cmd.clone().unwrap_or_default(), p.args.join(" ")),
+                                format!(
+                                    "{} {}",
+                                    p.cmd.clone().unwrap_or_default(),
+                                    p.args.join(" ")
+                                ),
                             ]
                         })
                         .collect(),
@@ -176,11 +195,20 @@ pub async fn process(ctx: &Ctx, cmd: ProcessCmd) -> Result<ExitCode> {
             let d = sb.processes().get(&process).await?.details();
             ctx.out.show(&d, || describe(&d));
         }
-        ProcessCmd::Logs { sandbox, process, after, follow } => {
+        ProcessCmd::Logs {
+            sandbox,
+            process,
+            after,
+            follow,
+        } => {
             let sb = resolve::sandbox(&ctx.client, &sandbox).await?;
             let p = sb.processes().get(&process).await?;
             // Without --follow, stop at what exists now.
-            let until = if follow { None } else { Some(p.info().await?.output.newest_seq) };
+            let until = if follow {
+                None
+            } else {
+                Some(p.info().await?.output.newest_seq)
+            };
             if until.is_some_and(|u| u <= after) {
                 return Ok(ExitCode::SUCCESS);
             }
@@ -189,7 +217,10 @@ pub async fn process(ctx: &Ctx, cmd: ProcessCmd) -> Result<ExitCode> {
                 match event? {
                     OutputEvent::Data { seq, stream, bytes } => {
                         if ctx.out.explicit_json {
-                            println!("{}", json!({ "seq": seq, "stream": stream.to_string(), "text": String::from_utf8_lossy(&bytes) }));
+                            println!(
+                                "{}",
+                                json!({ "seq": seq, "stream": stream.to_string(), "text": String::from_utf8_lossy(&bytes) })
+                            );
                         } else if stream.as_str() == "stderr" {
                             std::io::stderr().write_all(&bytes)?;
                         } else {
@@ -207,17 +238,29 @@ pub async fn process(ctx: &Ctx, cmd: ProcessCmd) -> Result<ExitCode> {
                         }
                         break;
                     }
-                    OutputEvent::Gap { from_seq, to_seq, lost_bytes } => {
+                    OutputEvent::Gap {
+                        from_seq,
+                        to_seq,
+                        lost_bytes,
+                    } => {
                         eprintln!("[output seq {from_seq}-{to_seq} was evicted before it could be read; {} bytes lost]", lost_bytes.map(|n| n.to_string()).unwrap_or_else(|| "unknown".into()));
                     }
                     OutputEvent::Error(message) => bail!("output stream error: {message}"),
                 }
             }
         }
-        ProcessCmd::Input { sandbox, process, text, file, close } => {
+        ProcessCmd::Input {
+            sandbox,
+            process,
+            text,
+            file,
+            close,
+        } => {
             let data = match (text, file) {
                 (Some(t), _) => t.into_bytes(),
-                (None, Some(f)) => std::fs::read(&f).with_context(|| format!("reading {}", f.display()))?,
+                (None, Some(f)) => {
+                    std::fs::read(&f).with_context(|| format!("reading {}", f.display()))?
+                }
                 (None, None) => {
                     let mut buf = Vec::new();
                     std::io::Read::read_to_end(&mut std::io::stdin(), &mut buf)?;
@@ -231,30 +274,69 @@ pub async fn process(ctx: &Ctx, cmd: ProcessCmd) -> Result<ExitCode> {
                 p.close_stdin().await?;
             }
             let doc = json!({ "process": process, "bytes": written.bytes, "input_seq": written.input_seq, "stdin_closed": close });
-            ctx.out.show(&doc, || format!("sent {} bytes", written.bytes));
+            ctx.out
+                .show(&doc, || format!("sent {} bytes", written.bytes));
         }
-        ProcessCmd::Signal { sandbox, process, signal } => {
+        ProcessCmd::Signal {
+            sandbox,
+            process,
+            signal,
+        } => {
             let sig: Signal = signal.parse()?;
             let sb = resolve::sandbox(&ctx.client, &sandbox).await?;
             sb.processes().handle(&process)?.signal(sig).await?;
-            ctx.out.show(&json!({ "process": process, "signal": sig.as_str() }), || format!("sent {}", sig.as_str()));
+            ctx.out.show(
+                &json!({ "process": process, "signal": sig.as_str() }),
+                || format!("sent {}", sig.as_str()),
+            );
         }
-        ProcessCmd::Resize { sandbox, process, rows, cols } => {
+        ProcessCmd::Resize {
+            sandbox,
+            process,
+            rows,
+            cols,
+        } => {
             let sb = resolve::sandbox(&ctx.client, &sandbox).await?;
             sb.processes().handle(&process)?.resize(rows, cols).await?;
-            ctx.out.show(&json!({ "process": process, "rows": rows, "cols": cols }), || format!("resized to {rows}x{cols}"));
+            ctx.out.show(
+                &json!({ "process": process, "rows": rows, "cols": cols }),
+                || format!("resized to {rows}x{cols}"),
+            );
         }
-        ProcessCmd::Wait { sandbox, process, tree, timeout } => {
+        ProcessCmd::Wait {
+            sandbox,
+            process,
+            tree,
+            timeout,
+        } => {
             let sb = resolve::sandbox(&ctx.client, &sandbox).await?;
-            let scope = if tree { WaitScope::Tree } else { WaitScope::Leader };
-            let d = sb.processes().handle(&process)?.wait(scope, timeout.map(Duration::from_secs)).await?;
+            let scope = if tree {
+                WaitScope::Tree
+            } else {
+                WaitScope::Leader
+            };
+            let d = sb
+                .processes()
+                .handle(&process)?
+                .wait(scope, timeout.map(Duration::from_secs))
+                .await?;
             ctx.out.show(&d, || describe(&d));
-            let code = d.exit_code.unwrap_or(if d.signal.is_some() { 128 } else { 0 });
+            let code = d
+                .exit_code
+                .unwrap_or(if d.signal.is_some() { 128 } else { 0 });
             return Ok(ExitCode::from(u8::try_from(code).unwrap_or(255)));
         }
-        ProcessCmd::Stop { sandbox, process, grace_ms } => {
+        ProcessCmd::Stop {
+            sandbox,
+            process,
+            grace_ms,
+        } => {
             let sb = resolve::sandbox(&ctx.client, &sandbox).await?;
-            let d = sb.processes().handle(&process)?.stop(Some(Duration::from_millis(grace_ms))).await?;
+            let d = sb
+                .processes()
+                .handle(&process)?
+                .stop(Some(Duration::from_millis(grace_ms)))
+                .await?;
             ctx.out.show(&d, || describe(&d));
         }
     }

@@ -13,8 +13,9 @@ pub fn bytes_bar(label: &str) -> Option<(ProgressBar, ProgressFn)> {
         return None;
     }
     let bar = ProgressBar::new(0);
-    let style = ProgressStyle::with_template("{msg} {bar:30} {bytes}/{total_bytes} {bytes_per_sec}")
-        .unwrap_or_else(|_| ProgressStyle::default_bar());
+    let style =
+        ProgressStyle::with_template("{msg} {bar:30} {bytes}/{total_bytes} {bytes_per_sec}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar());
     bar.set_style(style);
     bar.set_message(label.to_string());
     let feed = bar.clone();

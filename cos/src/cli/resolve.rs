@@ -19,7 +19,10 @@ pub async fn sandbox(client: &Client, reference: &str) -> Result<Sandbox> {
             Err(e) => return Err(e.into()),
         }
     }
-    let all: Vec<SandboxView> = client.list_sandboxes(ListSandboxes::default()).try_collect().await?;
+    let all: Vec<SandboxView> = client
+        .list_sandboxes(ListSandboxes::default())
+        .try_collect()
+        .await?;
     let id = pick(&all, reference)?;
     Ok(client.get_sandbox(&id).await?)
 }
@@ -34,7 +37,10 @@ pub fn pick(all: &[SandboxView], reference: &str) -> Result<String> {
     if let Some(v) = all.iter().find(|v| v.id == reference) {
         return Ok(v.id.clone());
     }
-    let named: Vec<&SandboxView> = all.iter().filter(|v| v.name.as_deref() == Some(reference)).collect();
+    let named: Vec<&SandboxView> = all
+        .iter()
+        .filter(|v| v.name.as_deref() == Some(reference))
+        .collect();
     if let Some(v) = named.iter().rev().find(|v| !v.status.is_terminal()) {
         return Ok(v.id.clone());
     }
@@ -43,7 +49,9 @@ pub fn pick(all: &[SandboxView], reference: &str) -> Result<String> {
     }
     let prefixed: Vec<&SandboxView> = all
         .iter()
-        .filter(|v| !v.status.is_terminal() && v.name.as_deref().is_some_and(|n| n.starts_with(reference)))
+        .filter(|v| {
+            !v.status.is_terminal() && v.name.as_deref().is_some_and(|n| n.starts_with(reference))
+        })
         .collect();
     match prefixed.as_slice() {
         [one] => Ok(one.id.clone()),
@@ -52,9 +60,14 @@ pub fn pick(all: &[SandboxView], reference: &str) -> Result<String> {
             format!("no sandbox has the id or name {reference:?} (`cos ls` lists them)")
         ))),
         many => {
-            let names: Vec<String> =
-                many.iter().map(|v| format!("{} ({})", v.name.clone().unwrap_or_default(), v.id)).collect();
-            bail!("{reference:?} matches several sandboxes: {}; use the full name or id", names.join(", "))
+            let names: Vec<String> = many
+                .iter()
+                .map(|v| format!("{} ({})", v.name.clone().unwrap_or_default(), v.id))
+                .collect();
+            bail!(
+                "{reference:?} matches several sandboxes: {}; use the full name or id",
+                names.join(", ")
+            )
         }
     }
 }
@@ -65,7 +78,12 @@ mod tests {
     use createos_sandbox::SandboxStatus;
 
     fn view(id: &str, name: &str, status: SandboxStatus) -> SandboxView {
-        SandboxView { id: id.into(), name: Some(name.into()), status, ..Default::default() }
+        SandboxView {
+            id: id.into(),
+            name: Some(name.into()),
+            status,
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -81,7 +99,10 @@ mod tests {
         assert_eq!(pick(&all, "web").unwrap(), "sb-2");
         assert_eq!(pick(&all, "db").unwrap(), "sb-5");
         assert_eq!(pick(&all, "worker-a").unwrap(), "sb-3");
-        assert!(pick(&all, "worker").unwrap_err().to_string().contains("several"));
+        assert!(pick(&all, "worker")
+            .unwrap_err()
+            .to_string()
+            .contains("several"));
         assert!(pick(&all, "nope").is_err());
     }
 }

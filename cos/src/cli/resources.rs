@@ -38,7 +38,13 @@ pub async fn network(ctx: &Ctx, cmd: NetworkCmd) -> Result<()> {
                 table(
                     &["ID", "NAME", "MEMBERS"],
                     nets.iter()
-                        .map(|n| vec![n.id.clone(), n.name.clone(), n.member_count.unwrap_or(0).to_string()])
+                        .map(|n| {
+                            vec![
+                                n.id.clone(),
+                                n.name.clone(),
+                                n.member_count.unwrap_or(0).to_string(),
+                            ]
+                        })
                         .collect(),
                 )
             });
@@ -76,7 +82,8 @@ pub async fn network(ctx: &Ctx, cmd: NetworkCmd) -> Result<()> {
         NetworkCmd::Attach { sandbox, network } => {
             let sb = resolve::sandbox(c, &sandbox).await?;
             let ok = sb.attach_network(&network).await?;
-            ctx.out.show(&ok, || format!("{} joined {network}", sb.id()));
+            ctx.out
+                .show(&ok, || format!("{} joined {network}", sb.id()));
         }
         NetworkCmd::Detach { sandbox, network } => {
             let sb = resolve::sandbox(c, &sandbox).await?;
@@ -111,7 +118,11 @@ pub enum DiskCmd {
         sub_path: Option<String>,
     },
     /// Unmount a disk from a sandbox.
-    Detach { sandbox: String, disk: String, mount_path: String },
+    Detach {
+        sandbox: String,
+        disk: String,
+        mount_path: String,
+    },
     /// Disks mounted in a sandbox.
     Mounts { sandbox: String },
 }
@@ -155,13 +166,21 @@ pub async fn disk(ctx: &Ctx, cmd: DiskCmd) -> Result<()> {
                     &["ID", "NAME", "BUCKET", "ENDPOINT"],
                     disks
                         .iter()
-                        .map(|d| vec![d.id.clone(), d.name.clone(), d.config.bucket.clone(), d.config.endpoint.clone()])
+                        .map(|d| {
+                            vec![
+                                d.id.clone(),
+                                d.name.clone(),
+                                d.config.bucket.clone(),
+                                d.config.endpoint.clone(),
+                            ]
+                        })
                         .collect(),
                 )
             });
         }
         DiskCmd::Create(a) => {
-            let mut req = DiskCreate::s3(&a.name, &a.bucket, &a.endpoint).credentials(a.access_key, a.secret_key);
+            let mut req = DiskCreate::s3(&a.name, &a.bucket, &a.endpoint)
+                .credentials(a.access_key, a.secret_key);
             if let Some(r) = a.region {
                 req = req.region(r);
             }
@@ -176,24 +195,42 @@ pub async fn disk(ctx: &Ctx, cmd: DiskCmd) -> Result<()> {
             ctx.out.value(&d);
         }
         DiskCmd::Rotate(k) => {
-            let d = c.update_disk_credentials(&k.disk, DiskCredentials::new(k.access_key, k.secret_key)).await?;
-            ctx.out.show(&d, || format!("rotated the credentials of {}", d.id));
+            let d = c
+                .update_disk_credentials(&k.disk, DiskCredentials::new(k.access_key, k.secret_key))
+                .await?;
+            ctx.out
+                .show(&d, || format!("rotated the credentials of {}", d.id));
         }
         DiskCmd::Rm { disk } => {
             let out = c.delete_disk(&disk).await?;
             ctx.out.show(&out, || format!("deleted {disk}"));
         }
-        DiskCmd::Attach { sandbox, disk, mount_path, sub_path } => {
+        DiskCmd::Attach {
+            sandbox,
+            disk,
+            mount_path,
+            sub_path,
+        } => {
             let sb = resolve::sandbox(c, &sandbox).await?;
             let disk_id = c.get_disk(&disk).await?.id;
-            let out = sb.attach_disk(&disk_id, &mount_path, sub_path.as_deref()).await?;
-            ctx.out.show(&out, || format!("mounting {disk_id} at {}:{mount_path}", sb.id()));
+            let out = sb
+                .attach_disk(&disk_id, &mount_path, sub_path.as_deref())
+                .await?;
+            ctx.out.show(&out, || {
+                format!("mounting {disk_id} at {}:{mount_path}", sb.id())
+            });
         }
-        DiskCmd::Detach { sandbox, disk, mount_path } => {
+        DiskCmd::Detach {
+            sandbox,
+            disk,
+            mount_path,
+        } => {
             let sb = resolve::sandbox(c, &sandbox).await?;
             let disk_id = c.get_disk(&disk).await?.id;
             let out = sb.detach_disk(&disk_id, &mount_path).await?;
-            ctx.out.show(&out, || format!("unmounted {disk_id} from {}:{mount_path}", sb.id()));
+            ctx.out.show(&out, || {
+                format!("unmounted {disk_id} from {}:{mount_path}", sb.id())
+            });
         }
         DiskCmd::Mounts { sandbox } => {
             let sb = resolve::sandbox(c, &sandbox).await?;
@@ -203,7 +240,14 @@ pub async fn disk(ctx: &Ctx, cmd: DiskCmd) -> Result<()> {
                     &["DISK", "NAME", "PATH", "STATUS"],
                     mounts
                         .iter()
-                        .map(|m| vec![m.disk_id.clone(), m.name.clone(), m.mount_path.clone(), format!("{:?}", m.mount_status)])
+                        .map(|m| {
+                            vec![
+                                m.disk_id.clone(),
+                                m.name.clone(),
+                                m.mount_path.clone(),
+                                format!("{:?}", m.mount_status),
+                            ]
+                        })
                         .collect(),
                 )
             });
@@ -272,18 +316,32 @@ pub async fn template(ctx: &Ctx, cmd: TemplateCmd) -> Result<()> {
                 )
             });
         }
-        TemplateCmd::Create { name, file, base, follow } => {
-            let dockerfile = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
-            let t = c.create_template(&name, &dockerfile, base.as_deref()).await?;
+        TemplateCmd::Create {
+            name,
+            file,
+            base,
+            follow,
+        } => {
+            let dockerfile = std::fs::read_to_string(&file)
+                .with_context(|| format!("reading {}", file.display()))?;
+            let t = c
+                .create_template(&name, &dockerfile, base.as_deref())
+                .await?;
             if follow {
                 follow_logs(ctx, &t.id, None).await?;
                 let done = c.get_template(&t.id, false).await?;
-                ctx.out.show(&done, || format!("{} {} {}", done.id, done.name, done.status));
+                ctx.out.show(&done, || {
+                    format!("{} {} {}", done.id, done.name, done.status)
+                });
             } else {
-                ctx.out.show(&t, || format!("{} {} {}", t.id, t.name, t.status));
+                ctx.out
+                    .show(&t, || format!("{} {} {}", t.id, t.name, t.status));
             }
         }
-        TemplateCmd::Get { template, dockerfile } => {
+        TemplateCmd::Get {
+            template,
+            dockerfile,
+        } => {
             let t = c.get_template(&template, dockerfile).await?;
             ctx.out.value(&t);
         }
@@ -291,13 +349,18 @@ pub async fn template(ctx: &Ctx, cmd: TemplateCmd) -> Result<()> {
             let ok = c.delete_template(&template).await?;
             ctx.out.show(&ok, || format!("deleted {template}"));
         }
-        TemplateCmd::Logs { template, attempt, follow } => {
+        TemplateCmd::Logs {
+            template,
+            attempt,
+            follow,
+        } => {
             let id = c.get_template(&template, false).await?.id;
             if follow {
                 follow_logs(ctx, &id, attempt).await?;
             } else {
                 let text = c.template_logs(&id, attempt).await?;
-                ctx.out.show(&json!({ "template": id, "logs": text }), || text.clone());
+                ctx.out
+                    .show(&json!({ "template": id, "logs": text }), || text.clone());
             }
         }
     }
@@ -350,13 +413,18 @@ pub async fn token(ctx: &Ctx, cmd: TokenCmd) -> Result<()> {
         TokenCmd::Revoke { sandbox } => {
             let sb = resolve::sandbox(c, &sandbox).await?;
             let meta = sb.revoke_access_token().await?;
-            ctx.out.show(&meta, || format!("revoked the token of {}", sb.id()));
+            ctx.out
+                .show(&meta, || format!("revoked the token of {}", sb.id()));
         }
     }
     Ok(())
 }
 
-fn print_token(ctx: &Ctx, sandbox: &str, created: &createos_sandbox::api::tokens::AccessTokenCreated) {
+fn print_token(
+    ctx: &Ctx,
+    sandbox: &str,
+    created: &createos_sandbox::api::tokens::AccessTokenCreated,
+) {
     // The one place a token is shown: the user asked for it and cannot get it again.
     let doc = json!({
         "sandbox": sandbox,
@@ -365,7 +433,12 @@ fn print_token(ctx: &Ctx, sandbox: &str, created: &createos_sandbox::api::tokens
         "created_at": created.created_at,
         "rotated_at": created.rotated_at,
     });
-    ctx.out.show(&doc, || format!("{}\n(store it now: it is not shown again)", created.expose()));
+    ctx.out.show(&doc, || {
+        format!(
+            "{}\n(store it now: it is not shown again)",
+            created.expose()
+        )
+    });
 }
 
 #[derive(Debug, Subcommand)]
@@ -418,27 +491,50 @@ pub async fn device(ctx: &Ctx, cmd: DeviceCmd) -> Result<()> {
                     &["ID", "NAME", "VPN IP", "HOST"],
                     devices
                         .iter()
-                        .map(|d| vec![d.id.clone(), d.name.clone(), d.client_ip.clone(), d.hostname.clone().unwrap_or_default()])
+                        .map(|d| {
+                            vec![
+                                d.id.clone(),
+                                d.name.clone(),
+                                d.client_ip.clone(),
+                                d.hostname.clone().unwrap_or_default(),
+                            ]
+                        })
                         .collect(),
                 )
             });
         }
-        DeviceCmd::Register { name, pubkey, hostname, os } => {
-            let d = c.register_device(&name, &pubkey, hostname.as_deref(), os.as_deref()).await?;
-            ctx.out.show(&d, || format!("{} {} {}", d.id, d.name, d.client_ip));
+        DeviceCmd::Register {
+            name,
+            pubkey,
+            hostname,
+            os,
+        } => {
+            let d = c
+                .register_device(&name, &pubkey, hostname.as_deref(), os.as_deref())
+                .await?;
+            ctx.out
+                .show(&d, || format!("{} {} {}", d.id, d.name, d.client_ip));
         }
         DeviceCmd::Get { device } => ctx.out.value(&c.get_device(&device).await?),
         DeviceCmd::Rm { device } => {
             c.revoke_device(&device).await?;
-            ctx.out.show(&json!({ "id": device, "revoked": true }), || format!("revoked {device}"));
+            ctx.out.show(&json!({ "id": device, "revoked": true }), || {
+                format!("revoked {device}")
+            });
         }
         DeviceCmd::Attach { device, network } => {
             c.attach_device_network(&device, &network).await?;
-            ctx.out.show(&json!({ "device": device, "network": network, "attached": true }), || format!("{device} can reach {network}"));
+            ctx.out.show(
+                &json!({ "device": device, "network": network, "attached": true }),
+                || format!("{device} can reach {network}"),
+            );
         }
         DeviceCmd::Detach { device, network } => {
             c.detach_device_network(&device, &network).await?;
-            ctx.out.show(&json!({ "device": device, "network": network, "attached": false }), || format!("{device} no longer reaches {network}"));
+            ctx.out.show(
+                &json!({ "device": device, "network": network, "attached": false }),
+                || format!("{device} no longer reaches {network}"),
+            );
         }
         DeviceCmd::Networks { device } => {
             let nets = c.list_device_networks(&device).await?;
@@ -446,22 +542,38 @@ pub async fn device(ctx: &Ctx, cmd: DeviceCmd) -> Result<()> {
                 table(
                     &["NETWORK", "NAME", "SINCE"],
                     nets.iter()
-                        .map(|n| vec![n.network_id.clone(), n.network_name.clone(), n.attached_at.clone().unwrap_or_default()])
+                        .map(|n| {
+                            vec![
+                                n.network_id.clone(),
+                                n.network_name.clone(),
+                                n.attached_at.clone().unwrap_or_default(),
+                            ]
+                        })
                         .collect(),
                 )
             });
         }
         DeviceCmd::Session(SessionCmd::Open { device }) => {
             let s = c.open_device_session(&device).await?;
-            ctx.out.show(&s, || format!("# session {} until {}\n{}", s.session_id, s.expires_at, s.client_config));
+            ctx.out.show(&s, || {
+                format!(
+                    "# session {} until {}\n{}",
+                    s.session_id, s.expires_at, s.client_config
+                )
+            });
         }
         DeviceCmd::Session(SessionCmd::Renew { device, session }) => {
             let r = c.renew_device_session(&device, &session).await?;
-            ctx.out.show(&r, || format!("renewed until {}", r.expires_at.clone().unwrap_or_default()));
+            ctx.out.show(&r, || {
+                format!("renewed until {}", r.expires_at.clone().unwrap_or_default())
+            });
         }
         DeviceCmd::Session(SessionCmd::Close { device, session }) => {
             c.close_device_session(&device, &session).await?;
-            ctx.out.show(&json!({ "session": session, "closed": true }), || format!("closed {session}"));
+            ctx.out
+                .show(&json!({ "session": session, "closed": true }), || {
+                    format!("closed {session}")
+                });
         }
     }
     Ok(())

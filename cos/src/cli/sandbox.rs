@@ -87,7 +87,8 @@ impl SandboxOptions {
         req.auto_pause_after_seconds = self.auto_pause;
         req.disk_mib = self.disk_mib;
         for file in &self.ssh_keys {
-            let key = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+            let key = std::fs::read_to_string(file)
+                .with_context(|| format!("reading {}", file.display()))?;
             req = req.ssh_pubkey(key.trim());
         }
         req.validate()?;
@@ -124,7 +125,9 @@ pub struct LsArgs {
 }
 
 pub async fn ls(ctx: &Ctx, args: LsArgs) -> Result<()> {
-    let filter = ListSandboxes { status: args.status.as_deref().map(SandboxStatus::from) };
+    let filter = ListSandboxes {
+        status: args.status.as_deref().map(SandboxStatus::from),
+    };
     let mut rows: Vec<SandboxView> = ctx.client.list_sandboxes(filter).try_collect().await?;
     if !args.all && args.status.is_none() {
         rows.retain(|v| !v.status.is_terminal());
@@ -195,22 +198,42 @@ pub async fn rm(ctx: &Ctx, args: RmArgs) -> Result<()> {
         results.push(json!({ "id": out.id, "status": if args.wait { "destroyed".to_string() } else { out.status.to_string() } }));
     }
     ctx.out.show(&results, || {
-        results.iter().map(|r| format!("{} {}", r["id"].as_str().unwrap_or(""), r["status"].as_str().unwrap_or(""))).collect::<Vec<_>>().join("\n")
+        results
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} {}",
+                    r["id"].as_str().unwrap_or(""),
+                    r["status"].as_str().unwrap_or("")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
     });
     Ok(())
 }
 
 pub async fn pause(ctx: &Ctx, args: WaitTarget) -> Result<()> {
     let sb = resolve::sandbox(&ctx.client, &args.sandbox).await?;
-    let view = if args.no_wait { sb.pause().await? } else { sb.pause_and_wait().await? };
-    ctx.out.show(&view, || format!("{} {}", label(&sb), view.status));
+    let view = if args.no_wait {
+        sb.pause().await?
+    } else {
+        sb.pause_and_wait().await?
+    };
+    ctx.out
+        .show(&view, || format!("{} {}", label(&sb), view.status));
     Ok(())
 }
 
 pub async fn resume(ctx: &Ctx, args: WaitTarget) -> Result<()> {
     let sb = resolve::sandbox(&ctx.client, &args.sandbox).await?;
-    let view = if args.no_wait { sb.resume().await? } else { sb.resume_and_wait().await? };
-    ctx.out.show(&view, || format!("{} {}", label(&sb), view.status));
+    let view = if args.no_wait {
+        sb.resume().await?
+    } else {
+        sb.resume_and_wait().await?
+    };
+    ctx.out
+        .show(&view, || format!("{} {}", label(&sb), view.status));
     Ok(())
 }
 
@@ -252,7 +275,18 @@ pub async fn fork(ctx: &Ctx, args: ForkArgs) -> Result<()> {
         children.push(sb.fork(options.clone()).await?.view());
     }
     ctx.out.show(&children, || {
-        children.iter().map(|c| format!("{} {} {}", c.id, c.name.clone().unwrap_or_default(), c.status)).collect::<Vec<_>>().join("\n")
+        children
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} {} {}",
+                    c.id,
+                    c.name.clone().unwrap_or_default(),
+                    c.status
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
     });
     Ok(())
 }
@@ -284,11 +318,19 @@ pub struct EditArgs {
 }
 
 pub async fn edit(ctx: &Ctx, args: EditArgs) -> Result<()> {
-    let mut changes = UpdateSandbox { ingress_enabled: args.ingress, ..Default::default() };
+    let mut changes = UpdateSandbox {
+        ingress_enabled: args.ingress,
+        ..Default::default()
+    };
     match args.auto_pause.as_deref() {
         Some("off") => changes.disable_auto_pause = Some(true),
         Some(secs) => {
-            let secs: u32 = secs.parse().map_err(|_| createos_sandbox::Error::invalid("auto-pause", format!("{secs:?} is not a number of seconds or `off`")))?;
+            let secs: u32 = secs.parse().map_err(|_| {
+                createos_sandbox::Error::invalid(
+                    "auto-pause",
+                    format!("{secs:?} is not a number of seconds or `off`"),
+                )
+            })?;
             createos_sandbox::validate::auto_pause("auto-pause", secs)?;
             changes.auto_pause_after_seconds = Some(secs);
         }
@@ -325,7 +367,8 @@ pub struct ResizeArgs {
 pub async fn resize(ctx: &Ctx, args: ResizeArgs) -> Result<()> {
     let sb = resolve::sandbox(&ctx.client, &args.sandbox).await?;
     let out = sb.resize_disk(args.disk_mib).await?;
-    ctx.out.show(&out, || format!("{} disk {} MiB", out.id, out.disk_mib));
+    ctx.out
+        .show(&out, || format!("{} disk {} MiB", out.id, out.disk_mib));
     Ok(())
 }
 
@@ -341,12 +384,19 @@ pub struct SshKeyArgs {
 pub async fn ssh_key(ctx: &Ctx, args: SshKeyArgs) -> Result<()> {
     let mut keys = Vec::new();
     for f in &args.files {
-        let text = std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
-        keys.extend(text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(str::to_string));
+        let text =
+            std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
+        keys.extend(
+            text.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                .map(str::to_string),
+        );
     }
     let sb = resolve::sandbox(&ctx.client, &args.sandbox).await?;
     let out = sb.add_ssh_pubkeys(&keys).await?;
-    ctx.out.show(&out, || format!("{} keys authorized", out.count));
+    ctx.out
+        .show(&out, || format!("{} keys authorized", out.count));
     Ok(())
 }
 
@@ -373,7 +423,9 @@ pub fn parse_size(s: &str) -> std::result::Result<i64, String> {
         "t" | "tb" | "tib" => 1 << 40,
         other => return Err(format!("unknown size unit {other:?}")),
     };
-    n.checked_mul(mult).filter(|v| *v > 0).ok_or_else(|| format!("{s:?} is out of range"))
+    n.checked_mul(mult)
+        .filter(|v| *v > 0)
+        .ok_or_else(|| format!("{s:?} is out of range"))
 }
 
 pub async fn bandwidth(ctx: &Ctx, args: BandwidthArgs) -> Result<()> {
@@ -385,7 +437,11 @@ pub async fn bandwidth(ctx: &Ctx, args: BandwidthArgs) -> Result<()> {
     ctx.out.show(&view, || {
         format!(
             "quota      {}\nused       {}\nremaining  {}\ningress    {}\ncapped     {}",
-            view.quota_bytes, view.used_bytes, view.remaining_bytes, view.ingress_bytes, view.capped
+            view.quota_bytes,
+            view.used_bytes,
+            view.remaining_bytes,
+            view.ingress_bytes,
+            view.capped
         )
     });
     Ok(())
@@ -414,7 +470,10 @@ pub fn describe(v: &SandboxView) -> String {
         format!("status    {}", v.status),
     ];
     if let Some(s) = &v.shape {
-        lines.push(format!("shape     {s} ({} vCPU, {} MiB, disk {} MiB)", v.vcpu, v.mem_mib, v.disk_mib));
+        lines.push(format!(
+            "shape     {s} ({} vCPU, {} MiB, disk {} MiB)",
+            v.vcpu, v.mem_mib, v.disk_mib
+        ));
     }
     if let Some(r) = &v.rootfs {
         lines.push(format!("image     {r}"));

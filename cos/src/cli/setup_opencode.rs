@@ -70,7 +70,8 @@ pub async fn setup(out: Out, api_key: Option<String>, args: SetupOpencodeArgs) -
         Some(p) => p.clone(),
         None => std::env::current_dir().context("reading the current directory")?,
     };
-    let project = std::fs::canonicalize(&project).with_context(|| format!("project directory {}", project.display()))?;
+    let project = std::fs::canonicalize(&project)
+        .with_context(|| format!("project directory {}", project.display()))?;
     if args.doctor {
         return doctor(out, api_key, &args, &project).await;
     }
@@ -79,8 +80,17 @@ pub async fn setup(out: Out, api_key: Option<String>, args: SetupOpencodeArgs) -
         None if args.global => config_in(&global_dir()?),
         None => project_config(&project),
     };
-    let mode = args.mode.as_deref().map(|m| if m == "remote" { Mode::Remote } else { Mode::Local });
-    let wanted = Wanted { spec: args.package.clone(), mode };
+    let mode = args.mode.as_deref().map(|m| {
+        if m == "remote" {
+            Mode::Remote
+        } else {
+            Mode::Local
+        }
+    });
+    let wanted = Wanted {
+        spec: args.package.clone(),
+        mode,
+    };
     let outcome = apply(&path, exists, &wanted)?;
     let report = json!({
         "config": outcome.path,
@@ -96,9 +106,16 @@ pub async fn setup(out: Out, api_key: Option<String>, args: SetupOpencodeArgs) -
         match (&outcome.backup, outcome.created, outcome.changed) {
             (_, true, _) => format!("created {} with the plugin {what}", outcome.path.display()),
             (Some(b), _, true) => {
-                format!("added the plugin {what} to {}; the previous file is in {}", outcome.path.display(), b.display())
+                format!(
+                    "added the plugin {what} to {}; the previous file is in {}",
+                    outcome.path.display(),
+                    b.display()
+                )
             }
-            _ => format!("{} already loads the plugin {what}: nothing changed", outcome.path.display()),
+            _ => format!(
+                "{} already loads the plugin {what}: nothing changed",
+                outcome.path.display()
+            ),
         }
     });
     if signed_in(api_key).is_err() {
@@ -120,19 +137,36 @@ struct Applied {
 /// file up, then replace it in one rename.
 fn apply(path: &Path, exists: bool, wanted: &Wanted) -> Result<Applied> {
     // A symlinked config (a dotfiles checkout) is edited where it lives; the link stays.
-    let target = if exists { std::fs::canonicalize(path).with_context(|| format!("{}", path.display()))? } else { path.to_path_buf() };
+    let target = if exists {
+        std::fs::canonicalize(path).with_context(|| format!("{}", path.display()))?
+    } else {
+        path.to_path_buf()
+    };
     let text = if exists {
         std::fs::read_to_string(&target).with_context(|| format!("reading {}", target.display()))?
     } else {
         "{\n  \"$schema\": \"https://opencode.ai/config.json\"\n}\n".to_string()
     };
-    let edited = edit::ensure_entry(&text, wanted).with_context(|| format!("{} was left as it is", path.display()))?;
+    let edited = edit::ensure_entry(&text, wanted)
+        .with_context(|| format!("{} was left as it is", path.display()))?;
     let Some(new_text) = edited.text else {
-        return Ok(Applied { path: path.to_path_buf(), created: false, changed: false, backup: None, entry: edited.entry });
+        return Ok(Applied {
+            path: path.to_path_buf(),
+            created: false,
+            changed: false,
+            backup: None,
+            entry: edited.entry,
+        });
     };
     let backup = if exists { Some(backup(&target)?) } else { None };
     write_replacing(&target, &new_text)?;
-    Ok(Applied { path: path.to_path_buf(), created: !exists, changed: true, backup, entry: edited.entry })
+    Ok(Applied {
+        path: path.to_path_buf(),
+        created: !exists,
+        changed: true,
+        backup,
+        entry: edited.entry,
+    })
 }
 
 /// Copy `file` to `<file>.before-createos` (or `.before-createos.N` when that is taken: the
@@ -145,7 +179,8 @@ fn backup(file: &Path) -> Result<PathBuf> {
         candidate = PathBuf::from(format!("{base}.{n}"));
         n += 1;
     }
-    std::fs::copy(file, &candidate).with_context(|| format!("backing {} up to {}", file.display(), candidate.display()))?;
+    std::fs::copy(file, &candidate)
+        .with_context(|| format!("backing {} up to {}", file.display(), candidate.display()))?;
     Ok(candidate)
 }
 
@@ -153,28 +188,46 @@ fn backup(file: &Path) -> Result<PathBuf> {
 /// file's permissions.
 fn write_replacing(file: &Path, text: &str) -> Result<()> {
     use std::io::Write as _;
-    let dir = file.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = file
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut tmp = tempfile::Builder::new()
         .prefix(".opencode-config.")
         .tempfile_in(dir)
         .with_context(|| format!("creating a temporary file in {}", dir.display()))?;
-    tmp.write_all(text.as_bytes()).context("writing the new configuration")?;
+    tmp.write_all(text.as_bytes())
+        .context("writing the new configuration")?;
     if let Ok(meta) = std::fs::metadata(file) {
-        tmp.as_file().set_permissions(meta.permissions()).context("copying the file's permissions")?;
+        tmp.as_file()
+            .set_permissions(meta.permissions())
+            .context("copying the file's permissions")?;
     }
-    tmp.as_file().sync_all().context("writing the new configuration")?;
-    tmp.persist(file).with_context(|| format!("replacing {}", file.display()))?;
+    tmp.as_file()
+        .sync_all()
+        .context("writing the new configuration")?;
+    tmp.persist(file)
+        .with_context(|| format!("replacing {}", file.display()))?;
     Ok(())
 }
 
 /// The user's OpenCode config directory (`$XDG_CONFIG_HOME/opencode`, else `~/.config/opencode`).
 fn global_dir() -> Result<PathBuf> {
-    if let Some(x) = std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from).filter(|p| p.is_absolute()) {
+    if let Some(x) = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+    {
         return Ok(x.join("opencode"));
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from).filter(|p| p.is_absolute()).or_else(dirs::home_dir);
-    Ok(home.context("no home directory (set HOME)")?.join(".config").join("opencode"))
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(dirs::home_dir);
+    Ok(home
+        .context("no home directory (set HOME)")?
+        .join(".config")
+        .join("opencode"))
 }
 
 /// The existing config file of `dir` (`opencode.jsonc` first), else where a new one goes.
@@ -204,14 +257,31 @@ fn project_config(project: &Path) -> (PathBuf, bool) {
 
 /// Where a credential would come from, without sending anything.
 fn signed_in(api_key: Option<String>) -> Result<String, String> {
-    Resolver::new().explicit_key(api_key).resolve().map(|c| c.source().to_string()).map_err(|e| e.to_string())
+    Resolver::new()
+        .explicit_key(api_key)
+        .resolve()
+        .map(|c| c.source().to_string())
+        .map_err(|e| e.to_string())
 }
 
-async fn doctor(out: Out, api_key: Option<String>, args: &SetupOpencodeArgs, project: &Path) -> Result<ExitCode> {
+async fn doctor(
+    out: Out,
+    api_key: Option<String>,
+    args: &SetupOpencodeArgs,
+    project: &Path,
+) -> Result<ExitCode> {
     let mut checks = Vec::new();
     checks.push(match signed_in(api_key) {
-        Ok(source) => Check { name: "sign-in", ok: true, detail: format!("credential from {source}") },
-        Err(e) => Check { name: "sign-in", ok: false, detail: e },
+        Ok(source) => Check {
+            name: "sign-in",
+            ok: true,
+            detail: format!("credential from {source}"),
+        },
+        Err(e) => Check {
+            name: "sign-in",
+            ok: false,
+            detail: e,
+        },
     });
     checks.push(opencode_check().await);
     checks.push(entry_check(args, project));
@@ -221,7 +291,17 @@ async fn doctor(out: Out, api_key: Option<String>, args: &SetupOpencodeArgs, pro
         "checks": checks.iter().map(|c| json!({ "name": c.name, "ok": c.ok, "detail": c.detail })).collect::<Vec<_>>(),
     });
     out.show(&doc, || {
-        checks.iter().map(|c| format!("{} {:<13} {}\n", if c.ok { "ok  " } else { "MISS" }, c.name, c.detail)).collect()
+        checks
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} {:<13} {}\n",
+                    if c.ok { "ok  " } else { "MISS" },
+                    c.name,
+                    c.detail
+                )
+            })
+            .collect()
     });
     if ok {
         return Ok(ExitCode::SUCCESS);
@@ -235,21 +315,59 @@ async fn doctor(out: Out, api_key: Option<String>, args: &SetupOpencodeArgs, pro
 async fn opencode_check() -> Check {
     let name = "opencode";
     let Some(bin) = ["opencode", "opencode2"].iter().find_map(|n| on_path(n)) else {
-        return Check { name, ok: false, detail: "not found on PATH: install it (`npm install -g opencode-ai`)".into() };
+        return Check {
+            name,
+            ok: false,
+            detail: "not found on PATH: install it (`npm install -g opencode-ai`)".into(),
+        };
     };
-    let run = tokio::process::Command::new(&bin).arg("--version").stdin(std::process::Stdio::null()).kill_on_drop(true).output();
+    let run = tokio::process::Command::new(&bin)
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
     let output = match tokio::time::timeout(VERSION_TIMEOUT, run).await {
         Ok(Ok(o)) if o.status.success() => o,
-        Ok(Ok(o)) => return Check { name, ok: false, detail: format!("`{} --version` failed ({})", bin.display(), o.status) },
-        Ok(Err(e)) => return Check { name, ok: false, detail: format!("cannot run {}: {e}", bin.display()) },
-        Err(_) => return Check { name, ok: false, detail: format!("`{} --version` did not answer", bin.display()) },
+        Ok(Ok(o)) => {
+            return Check {
+                name,
+                ok: false,
+                detail: format!("`{} --version` failed ({})", bin.display(), o.status),
+            }
+        }
+        Ok(Err(e)) => {
+            return Check {
+                name,
+                ok: false,
+                detail: format!("cannot run {}: {e}", bin.display()),
+            }
+        }
+        Err(_) => {
+            return Check {
+                name,
+                ok: false,
+                detail: format!("`{} --version` did not answer", bin.display()),
+            }
+        }
     };
     let text = String::from_utf8_lossy(&output.stdout).trim().to_string();
     let min = format!("{}.{}.{}", MIN_OPENCODE.0, MIN_OPENCODE.1, MIN_OPENCODE.2);
     match parse_version(&text) {
-        Some(v) if v >= MIN_OPENCODE => Check { name, ok: true, detail: format!("{text} ({})", bin.display()) },
-        Some(_) => Check { name, ok: false, detail: format!("{text} is older than {min}, the oldest the plugin supports") },
-        None => Check { name, ok: false, detail: format!("unreadable version {text:?} from {}", bin.display()) },
+        Some(v) if v >= MIN_OPENCODE => Check {
+            name,
+            ok: true,
+            detail: format!("{text} ({})", bin.display()),
+        },
+        Some(_) => Check {
+            name,
+            ok: false,
+            detail: format!("{text} is older than {min}, the oldest the plugin supports"),
+        },
+        None => Check {
+            name,
+            ok: false,
+            detail: format!("unreadable version {text:?} from {}", bin.display()),
+        },
     }
 }
 
@@ -258,14 +376,22 @@ fn parse_version(text: &str) -> Option<(u64, u64, u64)> {
     let word = text.split_whitespace().last()?.trim_start_matches('v');
     let core = word.split(['-', '+']).next()?;
     let mut parts = core.split('.').map(|p| p.parse::<u64>().ok());
-    Some((parts.next()??, parts.next()??, parts.next().unwrap_or(Some(0))?))
+    Some((
+        parts.next()??,
+        parts.next()??,
+        parts.next().unwrap_or(Some(0))?,
+    ))
 }
 
 fn on_path(name: &str) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt as _;
     std::env::split_paths(&std::env::var_os("PATH")?)
         .map(|d| d.join(name))
-        .find(|p| p.metadata().map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false))
+        .find(|p| {
+            p.metadata()
+                .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+                .unwrap_or(false)
+        })
 }
 
 /// Is the plugin in the configuration OpenCode will read (the chosen file, or project + global)?
@@ -302,11 +428,19 @@ fn entry_check(args: &SetupOpencodeArgs, project: &Path) -> Check {
         }
     }
     let looked: Vec<String> = files.iter().map(|(p, _)| p.display().to_string()).collect();
-    let mut detail = format!("no {} entry in {}; run `cos setup opencode`", edit::package_name(&args.package), looked.join(" or "));
+    let mut detail = format!(
+        "no {} entry in {}; run `cos setup opencode`",
+        edit::package_name(&args.package),
+        looked.join(" or ")
+    );
     if !problems.is_empty() {
         detail.push_str(&format!(" ({})", problems.join("; ")));
     }
-    Check { name, ok: false, detail }
+    Check {
+        name,
+        ok: false,
+        detail,
+    }
 }
 
 #[cfg(test)]
@@ -327,11 +461,20 @@ mod tests {
         let root = tmp.path();
         std::fs::create_dir_all(root.join(".git")).unwrap();
         std::fs::create_dir_all(root.join("a/b")).unwrap();
-        assert_eq!(project_config(&root.join("a/b")), (root.join("opencode.json"), false));
+        assert_eq!(
+            project_config(&root.join("a/b")),
+            (root.join("opencode.json"), false)
+        );
         std::fs::write(root.join("opencode.jsonc"), "{}").unwrap();
-        assert_eq!(project_config(&root.join("a/b")), (root.join("opencode.jsonc"), true));
+        assert_eq!(
+            project_config(&root.join("a/b")),
+            (root.join("opencode.jsonc"), true)
+        );
         std::fs::write(root.join("a/opencode.json"), "{}").unwrap();
-        assert_eq!(project_config(&root.join("a/b")), (root.join("a/opencode.json"), true));
+        assert_eq!(
+            project_config(&root.join("a/b")),
+            (root.join("a/opencode.json"), true)
+        );
     }
 
     #[test]
@@ -339,19 +482,33 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let file = tmp.path().join("opencode.jsonc");
         std::fs::write(&file, "// mine\n{ \"plugin\": [] }\n").unwrap();
-        let remote = Wanted { spec: PACKAGE.into(), mode: Some(Mode::Remote) };
+        let remote = Wanted {
+            spec: PACKAGE.into(),
+            mode: Some(Mode::Remote),
+        };
         let first = apply(&file, true, &remote).unwrap();
         assert!(first.changed);
         let b1 = first.backup.unwrap();
-        assert_eq!(std::fs::read_to_string(&b1).unwrap(), "// mine\n{ \"plugin\": [] }\n");
-        assert!(std::fs::read_to_string(&file).unwrap().starts_with("// mine\n"));
+        assert_eq!(
+            std::fs::read_to_string(&b1).unwrap(),
+            "// mine\n{ \"plugin\": [] }\n"
+        );
+        assert!(std::fs::read_to_string(&file)
+            .unwrap()
+            .starts_with("// mine\n"));
         // Same again: nothing written, no new backup.
         let again = apply(&file, true, &remote).unwrap();
         assert!(!again.changed && again.backup.is_none());
-        let local = Wanted { spec: PACKAGE.into(), mode: Some(Mode::Local) };
+        let local = Wanted {
+            spec: PACKAGE.into(),
+            mode: Some(Mode::Local),
+        };
         let third = apply(&file, true, &local).unwrap();
         assert_ne!(third.backup.as_ref().unwrap(), &b1);
-        assert_eq!(std::fs::read_to_string(&b1).unwrap(), "// mine\n{ \"plugin\": [] }\n");
+        assert_eq!(
+            std::fs::read_to_string(&b1).unwrap(),
+            "// mine\n{ \"plugin\": [] }\n"
+        );
         // A broken file is refused before any backup.
         std::fs::write(&file, "{ \"plugin\": [ }").unwrap();
         let before: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();

@@ -36,7 +36,11 @@ pub struct SnapshotArgs {
 pub async fn snapshot(out: Out, args: SnapshotArgs) -> Result<()> {
     let options = SnapshotOptions {
         excludes: args.excludes.clone(),
-        git: if args.no_git { GitMode::Off } else { GitMode::Auto },
+        git: if args.no_git {
+            GitMode::Off
+        } else {
+            GitMode::Auto
+        },
         home_dir: None,
         allow_sensitive_root: args.force,
     };
@@ -49,7 +53,11 @@ pub async fn snapshot(out: Out, args: SnapshotArgs) -> Result<()> {
         .files()
         .iter()
         .map(|e| {
-            let kind = if matches!(e.kind, EntryKind::Symlink { .. }) { "symlink" } else { "file" };
+            let kind = if matches!(e.kind, EntryKind::Symlink { .. }) {
+                "symlink"
+            } else {
+                "file"
+            };
             json!({ "path": e.path.to_string_lossy(), "kind": kind, "size": e.size })
         })
         .collect();

@@ -8,8 +8,8 @@ use anyhow::{bail, Result};
 use clap::Args;
 use serde_json::json;
 
-use createos_sandbox::sync::{SyncMode, SyncOptions, SyncReport, Syncer};
 use crate::tools::confine::{self, Expect};
+use createos_sandbox::sync::{SyncMode, SyncOptions, SyncReport, Syncer};
 
 use super::via::ViaArgs;
 use super::{progress, resolve, Ctx, Out};
@@ -59,7 +59,12 @@ pub async fn sync(ctx: &Ctx, args: SyncArgs) -> Result<()> {
     createos_sandbox::sync::safety::check_local(&args.local, None, args.force)?;
     createos_sandbox::sync::safety::check_remote(&args.remote)?;
     let sb = resolve::sandbox(&ctx.client, &args.sandbox).await?;
-    let syncer = Syncer::new(args.via.remote(&sb).await?, &args.local, &args.remote, options)?;
+    let syncer = Syncer::new(
+        args.via.remote(&sb).await?,
+        &args.local,
+        &args.remote,
+        options,
+    )?;
     if !args.watch {
         let report = syncer.run().await;
         if let Some((bar, _)) = &bar {
@@ -69,16 +74,24 @@ pub async fn sync(ctx: &Ctx, args: SyncArgs) -> Result<()> {
         return Ok(());
     }
     let cancel = crate::signals::StopSignals::install_or_ctrl_c(false).cancel_token(|| {});
-    let poll = (mode == SyncMode::TwoWay && args.poll_secs > 0).then(|| Duration::from_secs(args.poll_secs));
+    let poll = (mode == SyncMode::TwoWay && args.poll_secs > 0)
+        .then(|| Duration::from_secs(args.poll_secs));
     let out = ctx.out;
     let via = args.via;
     let id = sb.id().to_string();
-    ctx.out.note(format!("watching {} ⇄ {}:{} ({mode}); Ctrl-C stops", syncer.local().display(), id, syncer.remote_dir()));
+    ctx.out.note(format!(
+        "watching {} ⇄ {}:{} ({mode}); Ctrl-C stops",
+        syncer.local().display(),
+        id,
+        syncer.remote_dir()
+    ));
     syncer
         .watch(cancel, poll, move |outcome| match outcome {
             Ok(report) if report.is_noop() => {}
             Ok(report) => show(out, &id, mode, via, &report),
-            Err(err) => out.note(format!("sync failed (will retry on the next change): {err}")),
+            Err(err) => out.note(format!(
+                "sync failed (will retry on the next change): {err}"
+            )),
         })
         .await?;
     if let Some((bar, _)) = &bar {

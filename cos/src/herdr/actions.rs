@@ -54,7 +54,13 @@ impl ActionEnv {
     }
 
     pub(crate) async fn entry(&self, pane: &str) -> HerdrResult<PaneEntry> {
-        self.store.read().await?.panes.get(pane).cloned().ok_or_else(|| HerdrError::NoMapping(pane.to_string()))
+        self.store
+            .read()
+            .await?
+            .panes
+            .get(pane)
+            .cloned()
+            .ok_or_else(|| HerdrError::NoMapping(pane.to_string()))
     }
 
     /// A `cos …` line for a pane's shell, carrying through `env` what the in-pane step needs
@@ -62,12 +68,16 @@ impl ActionEnv {
     /// opened with.
     pub fn typed_with(&self, vars: &[(String, String)], tail: &[&str]) -> HerdrResult<String> {
         let assignments: Vec<String> = vars.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let words: Vec<&str> = (if assignments.is_empty() { None } else { Some("env") })
-            .into_iter()
-            .chain(assignments.iter().map(String::as_str))
-            .chain(self.cos.iter().map(String::as_str))
-            .chain(tail.iter().copied())
-            .collect();
+        let words: Vec<&str> = (if assignments.is_empty() {
+            None
+        } else {
+            Some("env")
+        })
+        .into_iter()
+        .chain(assignments.iter().map(String::as_str))
+        .chain(self.cos.iter().map(String::as_str))
+        .chain(tail.iter().copied())
+        .collect();
         sh_line(&words)
     }
 
@@ -79,9 +89,15 @@ impl ActionEnv {
         if let Some(label) = Agent::from_key(agent).and_then(|a| a.herdr_label) {
             vars.push(("HERDR_AGENT".to_string(), label.to_string()));
         }
-        vars.push(("HERDR_PLUGIN_STATE_DIR".into(), self.store.dir().to_string_lossy().into_owned()));
+        vars.push((
+            "HERDR_PLUGIN_STATE_DIR".into(),
+            self.store.dir().to_string_lossy().into_owned(),
+        ));
         if let Some(dir) = &self.config_dir {
-            vars.push(("HERDR_PLUGIN_CONFIG_DIR".into(), dir.to_string_lossy().into_owned()));
+            vars.push((
+                "HERDR_PLUGIN_CONFIG_DIR".into(),
+                dir.to_string_lossy().into_owned(),
+            ));
         }
         if let Some(bin) = self.host.bin_path() {
             vars.push(("HERDR_BIN_PATH".into(), bin));
@@ -99,10 +115,14 @@ pub async fn start(env: &ActionEnv) -> HerdrResult<ActionResult> {
     let root = env.context.git_root()?;
     let name = box_name(&root);
     createos_sandbox::validate::sandbox_name("sandbox name", &name)?;
-    let local =
-        root.to_str().ok_or_else(|| HerdrError::invalid("worktree", format!("{} is not UTF-8", root.display())))?;
+    let local = root.to_str().ok_or_else(|| {
+        HerdrError::invalid("worktree", format!("{} is not UTF-8", root.display()))
+    })?;
     // The typed line must be buildable before anything is reserved or opened.
-    env.typed_with(&env.pane_vars(settings.agent.key), &["herdr", "provision", "x"])?;
+    env.typed_with(
+        &env.pane_vars(settings.agent.key),
+        &["herdr", "provision", "x"],
+    )?;
 
     let now = now_ms();
     env.store.update(|state| {
@@ -146,8 +166,17 @@ async fn open_agent_pane(
     let vars = env.pane_vars(settings.agent.key);
     // HERDR_AGENT goes on the typed line only: Herdr reads it from the foreground process, and
     // on the pane's shell it would label the idle shell as the agent once the agent is gone.
-    let shell_env = vars.iter().filter(|(k, _)| k != "HERDR_AGENT").cloned().collect();
-    let split = Split { ratio: None, focus: true, cwd: Some(PathBuf::from(local)), env: shell_env };
+    let shell_env = vars
+        .iter()
+        .filter(|(k, _)| k != "HERDR_AGENT")
+        .cloned()
+        .collect();
+    let split = Split {
+        ratio: None,
+        focus: true,
+        cwd: Some(PathBuf::from(local)),
+        env: shell_env,
+    };
     let pane = env.host.split(source, Direction::Right, &split).await?;
     let spec = ProvisionSpec {
         source_pane: source.to_string(),
@@ -163,15 +192,27 @@ async fn open_agent_pane(
         excludes: settings.excludes.clone(),
     };
     let typed = async {
-        env.store.update(|state| {
-            if let Some(p) = state.pending.get_mut(source) {
-                p.pane = Some(pane.clone());
-            }
-            Ok(())
-        })
-        .await?;
-        let _ = env.host.rename(&pane, &format!("{} starting in {name}", settings.agent.title)).await;
-        env.host.run_in_pane(&pane, &env.typed_with(&vars, &["herdr", "provision", &spec.encode()])?).await
+        env.store
+            .update(|state| {
+                if let Some(p) = state.pending.get_mut(source) {
+                    p.pane = Some(pane.clone());
+                }
+                Ok(())
+            })
+            .await?;
+        let _ = env
+            .host
+            .rename(
+                &pane,
+                &format!("{} starting in {name}", settings.agent.title),
+            )
+            .await;
+        env.host
+            .run_in_pane(
+                &pane,
+                &env.typed_with(&vars, &["herdr", "provision", &spec.encode()])?,
+            )
+            .await
     };
     match typed.await {
         Ok(()) => Ok(pane),
@@ -207,10 +248,18 @@ pub async fn release_pending_box(store: &StateStore, box_name: &str) -> HerdrRes
 /// Mark `spec`'s reservation as still in use (its provisioning is running). A reservation that
 /// is gone or now names another sandbox is left alone: it is not ours to revive. It is found
 /// by its sandbox name (unique per start): the panes may have moved, and been re-keyed, since.
-pub async fn refresh_pending(store: &StateStore, spec: &ProvisionSpec, now: u64) -> HerdrResult<()> {
+pub async fn refresh_pending(
+    store: &StateStore,
+    spec: &ProvisionSpec,
+    now: u64,
+) -> HerdrResult<()> {
     store
         .update(|state| {
-            if let Some(p) = state.pending.values_mut().find(|p| p.box_name == spec.box_name) {
+            if let Some(p) = state
+                .pending
+                .values_mut()
+                .find(|p| p.box_name == spec.box_name)
+            {
                 p.refreshed_at = Some(now);
                 p.pane.get_or_insert_with(|| spec.pane.clone());
             }
@@ -223,7 +272,11 @@ pub async fn refresh_pending(store: &StateStore, spec: &ProvisionSpec, now: u64)
 /// every `every` (well inside [`super::state::PENDING_TTL`]). Provisioning can take longer than the TTL
 /// (agent install, large uploads); a provisioning process that dies stops refreshing, and its
 /// reservation then expires on its own. Never returns; drop it when provisioning ends.
-pub async fn hold_reservation(store: &StateStore, spec: &ProvisionSpec, every: Duration) -> std::convert::Infallible {
+pub async fn hold_reservation(
+    store: &StateStore,
+    spec: &ProvisionSpec,
+    every: Duration,
+) -> std::convert::Infallible {
     loop {
         if let Err(e) = refresh_pending(store, spec, now_ms()).await {
             // A missed refresh is retried; the TTL leaves room for several.
@@ -235,10 +288,18 @@ pub async fn hold_reservation(store: &StateStore, spec: &ProvisionSpec, every: D
 
 /// Record a provisioned pane (and release its reservation). The pane is the one the
 /// reservation names now: a `pane.moved` during provisioning re-keyed it. Returns the pane.
-pub async fn record_pane(store: &StateStore, spec: &ProvisionSpec, entry: PaneEntry) -> HerdrResult<String> {
+pub async fn record_pane(
+    store: &StateStore,
+    spec: &ProvisionSpec,
+    entry: PaneEntry,
+) -> HerdrResult<String> {
     store
         .update(|state| {
-            let reserved = state.pending.iter().find(|(_, p)| p.box_name == spec.box_name).map(|(k, p)| (k.clone(), p.pane.clone()));
+            let reserved = state
+                .pending
+                .iter()
+                .find(|(_, p)| p.box_name == spec.box_name)
+                .map(|(k, p)| (k.clone(), p.pane.clone()));
             let pane = match reserved {
                 Some((source, pane)) => {
                     state.pending.remove(&source);
@@ -253,7 +314,10 @@ pub async fn record_pane(store: &StateStore, spec: &ProvisionSpec, entry: PaneEn
 }
 
 /// The mapped sandbox, resumed when paused; a sandbox that no longer exists drops its mapping.
-pub async fn live_sandbox(env: &ActionEnv, entry: &PaneEntry) -> HerdrResult<createos_sandbox::Sandbox> {
+pub async fn live_sandbox(
+    env: &ActionEnv,
+    entry: &PaneEntry,
+) -> HerdrResult<createos_sandbox::Sandbox> {
     let sandbox = match env.client.get_sandbox(&entry.box_id).await {
         Ok(sb) => sb,
         Err(e) if e.is_not_found() => {
@@ -275,7 +339,10 @@ pub async fn live_sandbox(env: &ActionEnv, entry: &PaneEntry) -> HerdrResult<cre
             forget(&env.store, &entry.box_id).await?;
             Err(HerdrError::invalid(
                 "sandbox",
-                format!("{} ({}) is {s}; the pane's mapping was removed", entry.box_name, entry.box_id),
+                format!(
+                    "{} ({}) is {s}; the pane's mapping was removed",
+                    entry.box_name, entry.box_id
+                ),
             ))
         }
         _ => Ok(sandbox.wait_until_running(None).await.map(|_| sandbox)?),
@@ -286,7 +353,10 @@ pub async fn live_sandbox(env: &ActionEnv, entry: &PaneEntry) -> HerdrResult<cre
 fn gone(entry: &PaneEntry) -> HerdrError {
     HerdrError::invalid(
         "sandbox",
-        format!("{} ({}) no longer exists; the pane's mapping was removed", entry.box_name, entry.box_id),
+        format!(
+            "{} ({}) no longer exists; the pane's mapping was removed",
+            entry.box_name, entry.box_id
+        ),
     )
 }
 
@@ -321,15 +391,24 @@ pub async fn sync(env: &ActionEnv) -> HerdrResult<ActionResult> {
     }
     let tail: Vec<&str> = tail.iter().map(String::as_str).collect();
     let line = env.typed_with(&env.pane_env, &tail)?;
-    let split =
-        Split { ratio: Some(0.25), focus: false, cwd: Some(PathBuf::from(&entry.local)), env: env.pane_env.clone() };
+    let split = Split {
+        ratio: Some(0.25),
+        focus: false,
+        cwd: Some(PathBuf::from(&entry.local)),
+        env: env.pane_env.clone(),
+    };
     let sync_pane = env.host.split(&pane, Direction::Down, &split).await?;
-    let _ = env.host.rename(&sync_pane, &format!("sync {}", entry.box_name)).await;
+    let _ = env
+        .host
+        .rename(&sync_pane, &format!("sync {}", entry.box_name))
+        .await;
     if let Err(e) = env.host.run_in_pane(&sync_pane, &line).await {
         let _ = env.host.close(&sync_pane).await;
         return Err(e);
     }
-    Ok(ActionResult::ok("sync").with("box", entry.box_name).with("pane", sync_pane))
+    Ok(ActionResult::ok("sync")
+        .with("box", entry.box_name)
+        .with("pane", sync_pane))
 }
 
 /// `apply`: the sandbox's new work as a patch on the local worktree.
@@ -341,12 +420,23 @@ pub async fn apply(env: &ActionEnv) -> HerdrResult<ActionResult> {
     let result = ActionResult::ok("apply").with("box", entry.box_name.clone());
     Ok(match outcome {
         Applied::NoChanges => {
-            env.host.notify("CreateOS apply", &format!("{}: no new changes", entry.box_name)).await;
+            env.host
+                .notify(
+                    "CreateOS apply",
+                    &format!("{}: no new changes", entry.box_name),
+                )
+                .await;
             result.with("result", "no-changes")
         }
         Applied::Applied { bytes } => {
             env.host
-                .notify("CreateOS apply", &format!("{}: applied {bytes} bytes to {}", entry.box_name, entry.local))
+                .notify(
+                    "CreateOS apply",
+                    &format!(
+                        "{}: applied {bytes} bytes to {}",
+                        entry.box_name, entry.local
+                    ),
+                )
                 .await;
             result.with("result", "applied").with("bytes", bytes)
         }
@@ -358,7 +448,11 @@ pub async fn pause_or_resume(env: &ActionEnv, pause: bool) -> HerdrResult<Action
     let pane = env.context.require_pane()?.to_string();
     let entry = env.entry(&pane).await?;
     let sandbox = env.client.sandbox(&entry.box_id)?;
-    let changed = if pause { sandbox.pause_and_wait().await } else { sandbox.resume_and_wait().await };
+    let changed = if pause {
+        sandbox.pause_and_wait().await
+    } else {
+        sandbox.resume_and_wait().await
+    };
     let view = match changed {
         Ok(view) => view,
         Err(err) => {
@@ -389,12 +483,19 @@ pub async fn info(env: &ActionEnv) -> HerdrResult<(ActionResult, String)> {
         Err(e) if e.is_not_found() => "missing".to_string(),
         Err(e) => return Err(e.into()),
     };
-    let title = Agent::from_key(&entry.agent).map(|a| a.title).unwrap_or("agent");
+    let title = Agent::from_key(&entry.agent)
+        .map(|a| a.title)
+        .unwrap_or("agent");
     let text = format!(
         "agent    {title} ({})\nsandbox  {} ({}) {status}\nlocal    {}\nremote   {}\nprocess  {}\n",
         entry.bin, entry.box_name, entry.box_id, entry.local, entry.remote, entry.process_id
     );
-    env.host.notify("CreateOS sandbox", &format!("{} {status} — {title}", entry.box_name)).await;
+    env.host
+        .notify(
+            "CreateOS sandbox",
+            &format!("{} {status} — {title}", entry.box_name),
+        )
+        .await;
     let mut result = ActionResult::ok("info").with("pane", pane);
     if let serde_json::Value::Object(fields) = serde_json::to_value(&entry).unwrap_or_default() {
         for (k, v) in fields {
@@ -410,23 +511,31 @@ pub async fn delete(env: &ActionEnv) -> HerdrResult<ActionResult> {
     let pane = env.context.require_pane()?.to_string();
     let now = now_ms();
     let window = DELETE_CONFIRM_WINDOW.as_millis() as u64;
-    let confirmed = env.store.update(|state| {
-        let entry = state.panes.get_mut(&pane).ok_or_else(|| HerdrError::NoMapping(pane.clone()))?;
-        match entry.delete_armed_at {
-            Some(at) if now >= at && now - at <= window => Ok(Some(entry.clone())),
-            _ => {
-                entry.delete_armed_at = Some(now);
-                Ok(None)
+    let confirmed = env
+        .store
+        .update(|state| {
+            let entry = state
+                .panes
+                .get_mut(&pane)
+                .ok_or_else(|| HerdrError::NoMapping(pane.clone()))?;
+            match entry.delete_armed_at {
+                Some(at) if now >= at && now - at <= window => Ok(Some(entry.clone())),
+                _ => {
+                    entry.delete_armed_at = Some(now);
+                    Ok(None)
+                }
             }
-        }
-    })
-    .await?;
+        })
+        .await?;
     let Some(entry) = confirmed else {
         let entry = env.entry(&pane).await?;
         env.host
             .notify(
                 "CreateOS delete",
-                &format!("Delete {} permanently? Run delete again within 60 s to confirm.", entry.box_name),
+                &format!(
+                    "Delete {} permanently? Run delete again within 60 s to confirm.",
+                    entry.box_name
+                ),
             )
             .await;
         return Ok(ActionResult::ok("delete")
@@ -436,6 +545,11 @@ pub async fn delete(env: &ActionEnv) -> HerdrResult<ActionResult> {
     };
     env.client.sandbox(&entry.box_id)?.destroy().await?;
     forget(&env.store, &entry.box_id).await?;
-    env.host.notify("CreateOS delete", &format!("{} deleted", entry.box_name)).await;
-    Ok(ActionResult::ok("delete").with("box", entry.box_name).with("boxId", entry.box_id).with("result", "deleted"))
+    env.host
+        .notify("CreateOS delete", &format!("{} deleted", entry.box_name))
+        .await;
+    Ok(ActionResult::ok("delete")
+        .with("box", entry.box_name)
+        .with("boxId", entry.box_id)
+        .with("result", "deleted"))
 }

@@ -33,7 +33,9 @@ pub const AGENTS: &[Agent] = &[
         title: "Codex",
         herdr_label: Some("codex"),
         binary: "codex",
-        installer: Some("curl -fsSL https://chatgpt.com/codex/install.sh | CODEX_NON_INTERACTIVE=1 sh"),
+        installer: Some(
+            "curl -fsSL https://chatgpt.com/codex/install.sh | CODEX_NON_INTERACTIVE=1 sh",
+        ),
     },
     Agent {
         key: "opencode",
@@ -56,7 +58,13 @@ pub const AGENTS: &[Agent] = &[
         binary: "cursor-agent",
         installer: Some("curl https://cursor.com/install -fsS | bash"),
     },
-    Agent { key: "shell", title: "Shell", herdr_label: None, binary: "bash", installer: None },
+    Agent {
+        key: "shell",
+        title: "Shell",
+        herdr_label: None,
+        binary: "bash",
+        installer: None,
+    },
 ];
 
 impl Agent {
@@ -101,10 +109,16 @@ mod tests {
     #[test]
     fn table_has_the_six_agents() {
         let keys: Vec<&str> = AGENTS.iter().map(|a| a.key).collect();
-        assert_eq!(keys, ["claude-code", "codex", "opencode", "pi", "cursor", "shell"]);
+        assert_eq!(
+            keys,
+            ["claude-code", "codex", "opencode", "pi", "cursor", "shell"]
+        );
         assert_eq!(Agent::from_key("cursor").unwrap().binary, "cursor-agent");
         assert!(Agent::from_key("gemini").is_none());
-        assert!(Agent::from_key("shell").unwrap().install_script().starts_with("export PATH"));
+        assert!(Agent::from_key("shell")
+            .unwrap()
+            .install_script()
+            .starts_with("export PATH"));
         assert!(Agent::unknown_message("x").contains("claude-code, codex"));
     }
 }

@@ -75,7 +75,13 @@ async fn export_and_apply(
     local: &Path,
     patch_path: &str,
 ) -> HerdrResult<Applied> {
-    let out = remote.run_sh(EXPORT, vec![remote_root.to_string(), patch_path.to_string()], Vec::new()).await?;
+    let out = remote
+        .run_sh(
+            EXPORT,
+            vec![remote_root.to_string(), patch_path.to_string()],
+            Vec::new(),
+        )
+        .await?;
     if !out.success() {
         return Err(HerdrError::Remote {
             step: "patch export".into(),
@@ -83,7 +89,12 @@ async fn export_and_apply(
             message: out.stderr.trim().to_string(),
         });
     }
-    let line = out.stdout.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or_default();
+    let line = out
+        .stdout
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or_default();
     let (tree, bytes) = line
         .split_once(' ')
         .and_then(|(t, b)| Some((t.to_string(), b.trim().parse::<u64>().ok()?)))
@@ -108,13 +119,25 @@ async fn export_and_apply(
             format!("is {bytes} bytes, over the {MAX_PATCH_BYTES}-byte limit; use sync instead"),
         ));
     }
-    let patch = sandbox.download(patch_path).await?.bytes(MAX_PATCH_BYTES).await?;
+    let patch = sandbox
+        .download(patch_path)
+        .await?
+        .bytes(MAX_PATCH_BYTES)
+        .await?;
 
     apply_locally(local, &patch).await?;
 
-    let out = remote.run_sh(ADVANCE, vec![remote_root.to_string(), tree.clone()], Vec::new()).await;
+    let out = remote
+        .run_sh(
+            ADVANCE,
+            vec![remote_root.to_string(), tree.clone()],
+            Vec::new(),
+        )
+        .await;
     match out {
-        Ok(o) if o.success() => Ok(Applied::Applied { bytes: patch.len() as u64 }),
+        Ok(o) if o.success() => Ok(Applied::Applied {
+            bytes: patch.len() as u64,
+        }),
         other => {
             let why = match other {
                 Ok(o) => o.stderr.trim().to_string(),
@@ -144,8 +167,15 @@ async fn apply_locally(local: &Path, patch: &[u8]) -> HerdrResult<()> {
     std::fs::write(&local_patch, patch)
         .map_err(|e| HerdrError::io(format!("writing {}", local_patch.display()), e))?;
     vet(local, patch, &local_patch).await?;
-    git(local, &["apply", "--check", "--whitespace=nowarn"], &local_patch).await?;
-    git(local, &["apply", "--whitespace=nowarn"], &local_patch).await.map(drop)
+    git(
+        local,
+        &["apply", "--check", "--whitespace=nowarn"],
+        &local_patch,
+    )
+    .await?;
+    git(local, &["apply", "--whitespace=nowarn"], &local_patch)
+        .await
+        .map(drop)
 }
 
 /// Refuse the whole patch when any path it touches may not be written here (see the module
@@ -185,7 +215,10 @@ async fn git(dir: &Path, args: &[&str], patch: &Path) -> HerdrResult<Vec<u8>> {
         .arg(patch)
         .output()
         .await
-        .map_err(|e| HerdrError::Git { command: args.join(" "), message: format!("cannot run git: {e}") })?;
+        .map_err(|e| HerdrError::Git {
+            command: args.join(" "),
+            message: format!("cannot run git: {e}"),
+        })?;
     if out.status.success() {
         Ok(out.stdout)
     } else {

@@ -9,7 +9,8 @@ use super::error::{HerdrError, HerdrResult};
 /// Words → one quoted line for `herdr pane run` ([`createos_sandbox::shell::typed_line`]); a word with a
 /// control character (a newline would end the typed line early) is refused.
 pub fn sh_line<S: AsRef<str>>(words: &[S]) -> HerdrResult<String> {
-    createos_sandbox::shell::typed_line(words).map_err(|e| HerdrError::invalid("command word", e.to_string()))
+    createos_sandbox::shell::typed_line(words)
+        .map_err(|e| HerdrError::invalid("command word", e.to_string()))
 }
 
 /// What `start` hands to `provision` in the new pane.
@@ -56,7 +57,8 @@ impl ProvisionSpec {
         let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
             .decode(text.trim())
             .map_err(|e| HerdrError::invalid("provision spec", format!("is not base64: {e}")))?;
-        serde_json::from_slice(&bytes).map_err(|e| HerdrError::invalid("provision spec", e.to_string()))
+        serde_json::from_slice(&bytes)
+            .map_err(|e| HerdrError::invalid("provision spec", e.to_string()))
     }
 }
 
@@ -66,8 +68,14 @@ mod tests {
 
     #[test]
     fn typed_lines() {
-        assert_eq!(sh_line(&["/usr/bin/cos", "a b", ""]).unwrap(), "/usr/bin/cos 'a b' ''");
-        assert!(sh_line(&["cos", "a\nb"]).unwrap_err().to_string().contains("control character"));
+        assert_eq!(
+            sh_line(&["/usr/bin/cos", "a b", ""]).unwrap(),
+            "/usr/bin/cos 'a b' ''"
+        );
+        assert!(sh_line(&["cos", "a\nb"])
+            .unwrap_err()
+            .to_string()
+            .contains("control character"));
     }
 
     #[test]
@@ -86,7 +94,9 @@ mod tests {
             excludes: vec!["*.mp4".into()],
         };
         let text = spec.encode();
-        assert!(text.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'));
+        assert!(text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'));
         assert_eq!(ProvisionSpec::decode(&text).unwrap(), spec);
         assert!(ProvisionSpec::decode("!!").is_err());
     }

@@ -75,30 +75,48 @@ impl PluginConfig {
         let path = dir.join(CONFIG_FILE);
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(PluginConfig::default()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(PluginConfig::default())
+            }
             Err(e) => return Err(HerdrError::io(format!("reading {}", path.display()), e)),
         };
-        serde_json::from_str(&text).map_err(|e| HerdrError::Config { path, message: e.to_string() })
+        serde_json::from_str(&text).map_err(|e| HerdrError::Config {
+            path,
+            message: e.to_string(),
+        })
     }
 
     /// Check every value and fill in the defaults.
     pub fn settings(&self, path: &Path) -> HerdrResult<Settings> {
-        let bad = |message: String| HerdrError::Config { path: path.to_path_buf(), message };
+        let bad = |message: String| HerdrError::Config {
+            path: path.to_path_buf(),
+            message,
+        };
         let agent = match &self.agent {
-            Some(key) => Agent::from_key(key).ok_or_else(|| bad(format!("agent: {}", Agent::unknown_message(key))))?,
+            Some(key) => Agent::from_key(key)
+                .ok_or_else(|| bad(format!("agent: {}", Agent::unknown_message(key))))?,
             None => Agent::from_key("claude-code").expect("claude-code is in the table"),
         };
-        let remote_root = self.remote_root.clone().unwrap_or_else(|| DEFAULT_REMOTE_ROOT.to_string());
+        let remote_root = self
+            .remote_root
+            .clone()
+            .unwrap_or_else(|| DEFAULT_REMOTE_ROOT.to_string());
         validate_remote_root(&remote_root).map_err(|e| bad(e.to_string()))?;
-        let auto_pause_secs =
-            createos_sandbox::validate::auto_pause_text("autoPause", self.auto_pause.as_deref().unwrap_or(DEFAULT_AUTO_PAUSE))
-                .map_err(|e| bad(e.to_string()))?;
-        let shape = self.shape.clone().unwrap_or_else(|| DEFAULT_SHAPE.to_string());
+        let auto_pause_secs = createos_sandbox::validate::auto_pause_text(
+            "autoPause",
+            self.auto_pause.as_deref().unwrap_or(DEFAULT_AUTO_PAUSE),
+        )
+        .map_err(|e| bad(e.to_string()))?;
+        let shape = self
+            .shape
+            .clone()
+            .unwrap_or_else(|| DEFAULT_SHAPE.to_string());
         createos_sandbox::validate::shape("shape", &shape).map_err(|e| bad(e.to_string()))?;
         let rootfs = self.rootfs.clone().filter(|r| !r.trim().is_empty());
         let egress = self.egress.clone().unwrap_or_default();
         for rule in &egress {
-            createos_sandbox::api::security::validate_egress_rule(rule).map_err(|e| bad(e.to_string()))?;
+            createos_sandbox::api::security::validate_egress_rule(rule)
+                .map_err(|e| bad(e.to_string()))?;
         }
         Ok(Settings {
             agent,
@@ -108,7 +126,10 @@ impl PluginConfig {
             remote_root,
             egress,
             excludes: self.excludes.clone().unwrap_or_default(),
-            sync_excludes: self.sync_excludes.clone().unwrap_or_else(|| vec![".git".into(), "node_modules".into()]),
+            sync_excludes: self
+                .sync_excludes
+                .clone()
+                .unwrap_or_else(|| vec![".git".into(), "node_modules".into()]),
         })
     }
 }
@@ -123,8 +144,13 @@ pub fn config_path(dir: &Path) -> PathBuf {
 pub fn validate_remote_root(path: &str) -> HerdrResult<()> {
     createos_sandbox::validate::guest_path("remoteRoot", path)?;
     let refuse = |why: &str| HerdrError::invalid("remoteRoot", format!("{path:?} {why}"));
-    if let Some(c) = path.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '/' | '-'))) {
-        return Err(refuse(&format!("contains {c:?}; only letters, digits, '.', '_', '-' and '/' are allowed")));
+    if let Some(c) = path
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '/' | '-')))
+    {
+        return Err(refuse(&format!(
+            "contains {c:?}; only letters, digits, '.', '_', '-' and '/' are allowed"
+        )));
     }
     if path.trim_end_matches('/').is_empty() {
         return Err(refuse("is the root directory"));
@@ -140,7 +166,15 @@ mod tests {
     fn remote_root_rules() {
         assert!(validate_remote_root("/workspace").is_ok());
         assert!(validate_remote_root("/home/dev/my-app_1.2").is_ok());
-        for bad in ["workspace", "/a/../b", "/", "'; touch /tmp/PWNED; #", "/w'; touch /tmp/PWNED; #", "/a b", "/a$b"] {
+        for bad in [
+            "workspace",
+            "/a/../b",
+            "/",
+            "'; touch /tmp/PWNED; #",
+            "/w'; touch /tmp/PWNED; #",
+            "/a b",
+            "/a$b",
+        ] {
             assert!(validate_remote_root(bad).is_err(), "{bad} accepted");
         }
     }
@@ -148,9 +182,19 @@ mod tests {
     #[test]
     fn settings_refuse_what_creation_would_refuse() {
         let path = Path::new("config.json");
-        let with = |json: &str| serde_json::from_str::<PluginConfig>(json).unwrap().settings(path);
-        assert_eq!(with(r#"{"autoPause": "2h"}"#).unwrap().auto_pause_secs, 7200);
-        assert_eq!(with(r#"{"autoPause": "1d"}"#).unwrap().auto_pause_secs, 86_400);
+        let with = |json: &str| {
+            serde_json::from_str::<PluginConfig>(json)
+                .unwrap()
+                .settings(path)
+        };
+        assert_eq!(
+            with(r#"{"autoPause": "2h"}"#).unwrap().auto_pause_secs,
+            7200
+        );
+        assert_eq!(
+            with(r#"{"autoPause": "1d"}"#).unwrap().auto_pause_secs,
+            86_400
+        );
         for bad in [
             r#"{"autoPause": "2d"}"#,
             r#"{"autoPause": "10s"}"#,
@@ -163,14 +207,18 @@ mod tests {
             let err = with(bad).unwrap_err().to_string();
             assert!(err.starts_with("config config.json:"), "{bad}: {err}");
         }
-        assert_eq!(with(r#"{"shape": "s-1vcpu-1gb"}"#).unwrap().shape, "s-1vcpu-1gb");
+        assert_eq!(
+            with(r#"{"shape": "s-1vcpu-1gb"}"#).unwrap().shape,
+            "s-1vcpu-1gb"
+        );
     }
 
     #[test]
     fn unknown_keys_are_refused() {
         let err = serde_json::from_str::<PluginConfig>(r#"{"remoteRot": "/x"}"#).unwrap_err();
         assert!(err.to_string().contains("remoteRot"));
-        let ok: PluginConfig = serde_json::from_str(r#"{"autoPause": "45m", "syncExcludes": []}"#).unwrap();
+        let ok: PluginConfig =
+            serde_json::from_str(r#"{"autoPause": "45m", "syncExcludes": []}"#).unwrap();
         let s = ok.settings(Path::new("config.json")).unwrap();
         assert_eq!(s.auto_pause_secs, 2700);
         assert!(s.sync_excludes.is_empty());

@@ -81,12 +81,18 @@ pub enum HerdrError {
 impl HerdrError {
     /// An [`HerdrError::Io`].
     pub fn io(what: impl Into<String>, source: std::io::Error) -> Self {
-        HerdrError::Io { what: what.into(), source }
+        HerdrError::Io {
+            what: what.into(),
+            source,
+        }
     }
 
     /// An [`HerdrError::Invalid`].
     pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
-        HerdrError::Invalid { field: field.into(), message: message.into() }
+        HerdrError::Invalid {
+            field: field.into(),
+            message: message.into(),
+        }
     }
 }
 

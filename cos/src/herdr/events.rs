@@ -29,12 +29,16 @@ pub enum PaneEvent {
 impl PaneEvent {
     /// Parse Herdr's event envelope. `None` for events this plugin does not act on.
     pub fn parse(json: &str) -> HerdrResult<Option<PaneEvent>> {
-        let v: Value = serde_json::from_str(json.trim())
-            .map_err(|e| HerdrError::invalid("HERDR_PLUGIN_EVENT_JSON", format!("is not JSON: {e}")))?;
+        let v: Value = serde_json::from_str(json.trim()).map_err(|e| {
+            HerdrError::invalid("HERDR_PLUGIN_EVENT_JSON", format!("is not JSON: {e}"))
+        })?;
         let text = |v: &Value, what: &str| {
-            v.as_str().filter(|s| !s.is_empty()).map(str::to_string).ok_or_else(|| {
-                HerdrError::invalid("HERDR_PLUGIN_EVENT_JSON", format!("has no {what}"))
-            })
+            v.as_str()
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .ok_or_else(|| {
+                    HerdrError::invalid("HERDR_PLUGIN_EVENT_JSON", format!("has no {what}"))
+                })
         };
         let data = &v["data"];
         Ok(match v["event"].as_str().unwrap_or_default() {
@@ -42,7 +46,9 @@ impl PaneEvent {
                 from: text(&data["previous_pane_id"], "data.previous_pane_id")?,
                 to: text(&data["pane"]["pane_id"], "data.pane.pane_id")?,
             }),
-            "pane_closed" | "pane.closed" => Some(PaneEvent::Closed { pane: text(&data["pane_id"], "data.pane_id")? }),
+            "pane_closed" | "pane.closed" => Some(PaneEvent::Closed {
+                pane: text(&data["pane_id"], "data.pane_id")?,
+            }),
             _ => None,
         })
     }
@@ -116,10 +122,24 @@ mod tests {
     #[test]
     fn herdrs_envelopes_parse() {
         let moved = r#"{"event":"pane_moved","data":{"type":"pane_moved","previous_pane_id":"w1:p2","previous_workspace_id":"w1","previous_tab_id":"w1:t1","pane":{"pane_id":"w2:p1","terminal_id":"t","workspace_id":"w2","tab_id":"w2:t1","focused":true,"agent_status":"idle","revision":3}}}"#;
-        assert_eq!(PaneEvent::parse(moved).unwrap(), Some(PaneEvent::Moved { from: "w1:p2".into(), to: "w2:p1".into() }));
+        assert_eq!(
+            PaneEvent::parse(moved).unwrap(),
+            Some(PaneEvent::Moved {
+                from: "w1:p2".into(),
+                to: "w2:p1".into()
+            })
+        );
         let closed = r#"{"event":"pane_closed","data":{"type":"pane_closed","pane_id":"w1:p2","workspace_id":"w1"}}"#;
-        assert_eq!(PaneEvent::parse(closed).unwrap(), Some(PaneEvent::Closed { pane: "w1:p2".into() }));
-        assert_eq!(PaneEvent::parse(r#"{"event":"tab_focused","data":{}}"#).unwrap(), None);
+        assert_eq!(
+            PaneEvent::parse(closed).unwrap(),
+            Some(PaneEvent::Closed {
+                pane: "w1:p2".into()
+            })
+        );
+        assert_eq!(
+            PaneEvent::parse(r#"{"event":"tab_focused","data":{}}"#).unwrap(),
+            None
+        );
         assert!(PaneEvent::parse(r#"{"event":"pane_moved","data":{}}"#).is_err());
         assert!(PaneEvent::parse("{").is_err());
     }
@@ -133,28 +153,71 @@ mod tests {
                 s.panes.insert("w1:p2".into(), entry("sb-a"));
                 s.pending.insert(
                     "w1:p1".into(),
-                    PendingStart { created_at: 1, refreshed_at: None, pane: Some("w1:p3".into()), box_name: "b".into() },
+                    PendingStart {
+                        created_at: 1,
+                        refreshed_at: None,
+                        pane: Some("w1:p3".into()),
+                        box_name: "b".into(),
+                    },
                 );
                 Ok(())
             })
             .await
             .unwrap();
-        let out = apply(&store, &PaneEvent::Moved { from: "w1:p2".into(), to: "w2:p1".into() }).await.unwrap();
+        let out = apply(
+            &store,
+            &PaneEvent::Moved {
+                from: "w1:p2".into(),
+                to: "w2:p1".into(),
+            },
+        )
+        .await
+        .unwrap();
         assert_eq!(out.moved.unwrap().box_id, "sb-a");
         let state = store.read().await.unwrap();
         assert!(!state.panes.contains_key("w1:p2"));
         assert_eq!(state.panes["w2:p1"].box_id, "sb-a");
         // A start whose panes move follows them.
-        apply(&store, &PaneEvent::Moved { from: "w1:p1".into(), to: "w3:p1".into() }).await.unwrap();
-        let out = apply(&store, &PaneEvent::Moved { from: "w1:p3".into(), to: "w3:p2".into() }).await.unwrap();
+        apply(
+            &store,
+            &PaneEvent::Moved {
+                from: "w1:p1".into(),
+                to: "w3:p1".into(),
+            },
+        )
+        .await
+        .unwrap();
+        let out = apply(
+            &store,
+            &PaneEvent::Moved {
+                from: "w1:p3".into(),
+                to: "w3:p2".into(),
+            },
+        )
+        .await
+        .unwrap();
         assert!(out.pending_moved);
         let state = store.read().await.unwrap();
         assert_eq!(state.pending["w3:p1"].pane.as_deref(), Some("w3:p2"));
         // Closing drops the mapping and says which sandbox it was.
-        let out = apply(&store, &PaneEvent::Closed { pane: "w2:p1".into() }).await.unwrap();
+        let out = apply(
+            &store,
+            &PaneEvent::Closed {
+                pane: "w2:p1".into(),
+            },
+        )
+        .await
+        .unwrap();
         assert_eq!(out.dropped, [entry("sb-a")]);
         assert!(store.read().await.unwrap().panes.is_empty());
-        let out = apply(&store, &PaneEvent::Closed { pane: "w9:p9".into() }).await.unwrap();
+        let out = apply(
+            &store,
+            &PaneEvent::Closed {
+                pane: "w9:p9".into(),
+            },
+        )
+        .await
+        .unwrap();
         assert_eq!(out, EventOutcome::default());
     }
 }

@@ -42,7 +42,9 @@ pub struct HerdrHost {
 impl HerdrHost {
     /// `HERDR_BIN_PATH`, else `herdr`.
     pub fn from_env() -> HerdrHost {
-        let bin = std::env::var_os("HERDR_BIN_PATH").filter(|b| !b.is_empty()).unwrap_or_else(|| "herdr".into());
+        let bin = std::env::var_os("HERDR_BIN_PATH")
+            .filter(|b| !b.is_empty())
+            .unwrap_or_else(|| "herdr".into());
         HerdrHost { bin }
     }
 
@@ -71,7 +73,10 @@ impl HerdrHost {
             } else {
                 out.status.to_string()
             };
-            return Err(HerdrError::Herdr { command: what, message: why });
+            return Err(HerdrError::Herdr {
+                command: what,
+                message: why,
+            });
         }
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
@@ -91,7 +96,10 @@ impl HerdrHost {
                 command: what.clone(),
                 message: format!("no answer within {}s", CALL_TIMEOUT.as_secs()),
             })?
-            .map_err(|e| HerdrError::Herdr { command: what, message: format!("cannot run {:?}: {e}", self.bin) })?;
+            .map_err(|e| HerdrError::Herdr {
+                command: what,
+                message: format!("cannot run {:?}: {e}", self.bin),
+            })?;
         Ok(out)
     }
 
@@ -114,7 +122,14 @@ impl HerdrHost {
 
     /// `pane process-info --pane <pane>`: the pane's shell and its foreground process group.
     pub async fn process_info(&self, pane: &str) -> HerdrResult<ProcessInfo> {
-        let out = self.call(&["pane".into(), "process-info".into(), "--pane".into(), pane.into()]).await?;
+        let out = self
+            .call(&[
+                "pane".into(),
+                "process-info".into(),
+                "--pane".into(),
+                pane.into(),
+            ])
+            .await?;
         let v: Value = serde_json::from_str(out.trim()).map_err(|_| HerdrError::Herdr {
             command: "pane process-info".into(),
             message: format!("no JSON in its answer {:?}", out.trim()),
@@ -129,7 +144,11 @@ impl HerdrHost {
                         name: p["name"].as_str().unwrap_or_default().to_string(),
                         argv: p["argv"]
                             .as_array()
-                            .map(|a| a.iter().filter_map(|w| w.as_str().map(str::to_string)).collect())
+                            .map(|a| {
+                                a.iter()
+                                    .filter_map(|w| w.as_str().map(str::to_string))
+                                    .collect()
+                            })
                             .unwrap_or_default(),
                     })
                     .collect()
@@ -137,15 +156,27 @@ impl HerdrHost {
             .unwrap_or_default();
         Ok(ProcessInfo {
             shell_pid: info["shell_pid"].as_u64().map(|p| p as u32),
-            foreground_pgid: info["foreground_process_group_id"].as_u64().map(|p| p as u32),
+            foreground_pgid: info["foreground_process_group_id"]
+                .as_u64()
+                .map(|p| p as u32),
             foreground,
         })
     }
 
     /// `pane split <pane> --direction … [--ratio] [--cwd] [--env K=V]… --focus|--no-focus`;
     /// returns the new pane's id.
-    pub async fn split(&self, pane: &str, direction: Direction, options: &Split) -> HerdrResult<String> {
-        let mut args: Vec<String> = vec!["pane".into(), "split".into(), pane.into(), "--direction".into()];
+    pub async fn split(
+        &self,
+        pane: &str,
+        direction: Direction,
+        options: &Split,
+    ) -> HerdrResult<String> {
+        let mut args: Vec<String> = vec![
+            "pane".into(),
+            "split".into(),
+            pane.into(),
+            "--direction".into(),
+        ];
         args.push(
             match direction {
                 Direction::Right => "right",
@@ -162,7 +193,14 @@ impl HerdrHost {
         for (k, v) in &options.env {
             args.extend(["--env".into(), format!("{k}={v}")]);
         }
-        args.push(if options.focus { "--focus" } else { "--no-focus" }.into());
+        args.push(
+            if options.focus {
+                "--focus"
+            } else {
+                "--no-focus"
+            }
+            .into(),
+        );
         let out = self.call(&args).await?;
         new_pane_id(&out).ok_or_else(|| HerdrError::Herdr {
             command: "pane split".into(),
@@ -172,23 +210,35 @@ impl HerdrHost {
 
     /// `pane rename <pane> <title>`.
     pub async fn rename(&self, pane: &str, title: &str) -> HerdrResult<()> {
-        self.call(&["pane".into(), "rename".into(), pane.into(), title.into()]).await.map(drop)
+        self.call(&["pane".into(), "rename".into(), pane.into(), title.into()])
+            .await
+            .map(drop)
     }
 
     /// `pane run <pane> <command>`: types `command` and Enter into the pane's shell.
     pub async fn run_in_pane(&self, pane: &str, command: &str) -> HerdrResult<()> {
-        self.call(&["pane".into(), "run".into(), pane.into(), command.into()]).await.map(drop)
+        self.call(&["pane".into(), "run".into(), pane.into(), command.into()])
+            .await
+            .map(drop)
     }
 
     /// `pane close <pane>`.
     pub async fn close(&self, pane: &str) -> HerdrResult<()> {
-        self.call(&["pane".into(), "close".into(), pane.into()]).await.map(drop)
+        self.call(&["pane".into(), "close".into(), pane.into()])
+            .await
+            .map(drop)
     }
 
     /// `notification show <title> --body <body>`, best effort: a failed notification never
     /// fails the action (the result line is the record).
     pub async fn notify(&self, title: &str, body: &str) {
-        let args = ["notification".into(), "show".into(), title.into(), "--body".into(), body.into()];
+        let args = [
+            "notification".into(),
+            "show".into(),
+            title.into(),
+            "--body".into(),
+            body.into(),
+        ];
         if let Err(e) = self.call(&args).await {
             tracing::debug!(error = %e, "herdr notification failed");
         }
@@ -196,8 +246,14 @@ impl HerdrHost {
 
     /// `plugin config-dir <id>`.
     pub async fn config_dir(&self, plugin_id: &str) -> HerdrResult<PathBuf> {
-        let out = self.call(&["plugin".into(), "config-dir".into(), plugin_id.into()]).await?;
-        let dir = out.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or_default();
+        let out = self
+            .call(&["plugin".into(), "config-dir".into(), plugin_id.into()])
+            .await?;
+        let dir = out
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .unwrap_or_default();
         // Some versions answer JSON; accept both.
         let dir = match serde_json::from_str::<Value>(dir) {
             Ok(v) => ["path", "config_dir", "dir"]
@@ -257,14 +313,20 @@ impl ProcessInfo {
     /// Whether the pane's shell is in the foreground (a typed line reaches the shell).
     pub fn shell_in_foreground(&self) -> bool {
         match (self.shell_pid, self.foreground_pgid) {
-            (Some(shell), Some(group)) => group == shell || self.foreground.iter().any(|p| p.pid == shell),
+            (Some(shell), Some(group)) => {
+                group == shell || self.foreground.iter().any(|p| p.pid == shell)
+            }
             _ => false,
         }
     }
 
     /// The foreground command, for messages (`claude --resume`, `cos herdr connect w1:p2`).
     pub fn foreground_command(&self) -> String {
-        let leader = self.foreground.iter().find(|p| Some(p.pid) == self.foreground_pgid).or(self.foreground.first());
+        let leader = self
+            .foreground
+            .iter()
+            .find(|p| Some(p.pid) == self.foreground_pgid)
+            .or(self.foreground.first());
         match leader {
             Some(p) if !p.argv.is_empty() => {
                 let mut words: Vec<&str> = p.argv.iter().map(String::as_str).take(4).collect();
@@ -281,14 +343,19 @@ impl ProcessInfo {
     /// Whether the foreground is this plugin's own attach (`cos herdr connect|provision`).
     pub fn runs_our_attach(&self) -> bool {
         self.foreground.iter().any(|p| {
-            p.argv.windows(2).any(|w| w[0] == "herdr" && matches!(w[1].as_str(), "connect" | "provision"))
+            p.argv
+                .windows(2)
+                .any(|w| w[0] == "herdr" && matches!(w[1].as_str(), "connect" | "provision"))
         })
     }
 }
 
 /// The diagnostics in `herdr config check`'s stdout; `None` when it is not such an answer.
 pub fn parse_config_check(stdout: &str) -> Option<Vec<String>> {
-    let mut lines = stdout.lines().map(str::trim_end).filter(|l| !l.trim().is_empty());
+    let mut lines = stdout
+        .lines()
+        .map(str::trim_end)
+        .filter(|l| !l.trim().is_empty());
     match lines.next()? {
         "config: ok" => Some(Vec::new()),
         "config: issues found" => Some(lines.map(str::to_string).collect()),
@@ -299,21 +366,26 @@ pub fn parse_config_check(stdout: &str) -> Option<Vec<String>> {
 /// `.result.pane.pane_id` (or `.pane.pane_id`, `.pane_id`) of a `pane split` answer.
 pub fn new_pane_id(answer: &str) -> Option<String> {
     let v: Value = serde_json::from_str(answer.trim()).ok()?;
-    let found = [&v["result"]["pane"]["pane_id"], &v["pane"]["pane_id"], &v["pane_id"]]
-        .into_iter()
-        .find_map(|p| p.as_str().filter(|s| !s.is_empty()).map(str::to_string));
+    let found = [
+        &v["result"]["pane"]["pane_id"],
+        &v["pane"]["pane_id"],
+        &v["pane_id"],
+    ]
+    .into_iter()
+    .find_map(|p| p.as_str().filter(|s| !s.is_empty()).map(str::to_string));
     found
 }
 
 /// The first `X.Y.Z` in `text`.
 pub fn parse_version(text: &str) -> Option<(u64, u64, u64)> {
-    text.split(|c: char| !(c.is_ascii_digit() || c == '.')).find_map(|word| {
-        let mut parts = word.split('.');
-        let major = parts.next()?.parse().ok()?;
-        let minor = parts.next()?.parse().ok()?;
-        let patch = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
-        Some((major, minor, patch))
-    })
+    text.split(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .find_map(|word| {
+            let mut parts = word.split('.');
+            let major = parts.next()?.parse().ok()?;
+            let minor = parts.next()?.parse().ok()?;
+            let patch = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+            Some((major, minor, patch))
+        })
 }
 
 #[cfg(test)]
@@ -322,15 +394,23 @@ mod tests {
 
     #[test]
     fn answers() {
-        assert_eq!(new_pane_id(r#"{"result":{"pane":{"pane_id":"w1:p2"}}}"#).as_deref(), Some("w1:p2"));
+        assert_eq!(
+            new_pane_id(r#"{"result":{"pane":{"pane_id":"w1:p2"}}}"#).as_deref(),
+            Some("w1:p2")
+        );
         assert_eq!(new_pane_id("nope"), None);
         assert_eq!(parse_version("herdr 0.8.2\n"), Some((0, 8, 2)));
         assert_eq!(parse_version("herdr v1.10"), Some((1, 10, 0)));
         assert_eq!(parse_version("herdr"), None);
         assert_eq!(parse_config_check("config: ok\n"), Some(vec![]));
         assert_eq!(
-            parse_config_check("config: issues found\nunknown config key ui.x\nprefix+s: kept a, disabled b\n"),
-            Some(vec!["unknown config key ui.x".to_string(), "prefix+s: kept a, disabled b".to_string()])
+            parse_config_check(
+                "config: issues found\nunknown config key ui.x\nprefix+s: kept a, disabled b\n"
+            ),
+            Some(vec![
+                "unknown config key ui.x".to_string(),
+                "prefix+s: kept a, disabled b".to_string()
+            ])
         );
         assert_eq!(parse_config_check("error: no such command"), None);
     }
@@ -342,7 +422,11 @@ mod tests {
             name: name.into(),
             argv: argv.iter().map(|s| s.to_string()).collect(),
         };
-        let idle = ProcessInfo { shell_pid: Some(10), foreground_pgid: Some(10), foreground: vec![p(10, "bash", &["-bash"])] };
+        let idle = ProcessInfo {
+            shell_pid: Some(10),
+            foreground_pgid: Some(10),
+            foreground: vec![p(10, "bash", &["-bash"])],
+        };
         assert!(idle.shell_in_foreground());
         let busy = ProcessInfo {
             shell_pid: Some(10),
@@ -355,9 +439,23 @@ mod tests {
         let ours = ProcessInfo {
             shell_pid: Some(10),
             foreground_pgid: Some(30),
-            foreground: vec![p(30, "cos", &["/opt/cos", "--endpoint", "http://x", "herdr", "connect", "w1:p2"])],
+            foreground: vec![p(
+                30,
+                "cos",
+                &[
+                    "/opt/cos",
+                    "--endpoint",
+                    "http://x",
+                    "herdr",
+                    "connect",
+                    "w1:p2",
+                ],
+            )],
         };
         assert!(ours.runs_our_attach());
-        assert!(!ProcessInfo::default().shell_in_foreground(), "unknown is not idle");
+        assert!(
+            !ProcessInfo::default().shell_in_foreground(),
+            "unknown is not idle"
+        );
     }
 }

@@ -236,7 +236,15 @@ pub fn parse_binding(text: &str) -> Option<Vec<Chord>> {
             return None;
         }
         return Some(
-            ('1'..='9').map(|d| Chord { prefix, combo: normalise(Combo { key: Key::Char(d), mods }) }).collect(),
+            ('1'..='9')
+                .map(|d| Chord {
+                    prefix,
+                    combo: normalise(Combo {
+                        key: Key::Char(d),
+                        mods,
+                    }),
+                })
+                .collect(),
         );
     }
     parse_combo(body).map(|combo| vec![Chord { prefix, combo }])
@@ -244,7 +252,13 @@ pub fn parse_binding(text: &str) -> Option<Vec<Chord>> {
 
 fn combo_label(combo: Combo) -> String {
     let mut parts: Vec<String> = Vec::new();
-    for (bit, name) in [(CTRL, "ctrl"), (ALT, "alt"), (SHIFT, "shift"), (SUPER, "super"), (HYPER, "hyper")] {
+    for (bit, name) in [
+        (CTRL, "ctrl"),
+        (ALT, "alt"),
+        (SHIFT, "shift"),
+        (SUPER, "super"),
+        (HYPER, "hyper"),
+    ] {
         if combo.mods & bit != 0 {
             parts.push(name.into());
         }
@@ -271,7 +285,10 @@ fn combo_label(combo: Combo) -> String {
 fn binding_values(item: &Item) -> Vec<String> {
     match item {
         Item::Value(Value::String(s)) => vec![s.value().clone()],
-        Item::Value(Value::Array(a)) => a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect(),
+        Item::Value(Value::Array(a)) => a
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect(),
         _ => Vec::new(),
     }
 }
@@ -298,10 +315,18 @@ pub fn command_entries(doc: &DocumentMut) -> Vec<CommandEntry> {
         index,
         keys: t.get("key").map(binding_values).unwrap_or_default(),
         command: t.get("command").and_then(Item::as_str).map(str::to_string),
-        kind: t.get("type").and_then(Item::as_str).unwrap_or("shell").to_string(),
+        kind: t
+            .get("type")
+            .and_then(Item::as_str)
+            .unwrap_or("shell")
+            .to_string(),
     };
     match commands {
-        Item::ArrayOfTables(tables) => tables.iter().enumerate().map(|(i, t)| entry(i, t)).collect(),
+        Item::ArrayOfTables(tables) => tables
+            .iter()
+            .enumerate()
+            .map(|(i, t)| entry(i, t))
+            .collect(),
         Item::Value(Value::Array(items)) => items
             .iter()
             .enumerate()
@@ -348,13 +373,28 @@ impl Bindings {
     /// (the ones being re-placed).
     pub fn of(doc: &DocumentMut, skip: impl Fn(&CommandEntry) -> bool) -> Bindings {
         let keys = keys_table(doc);
-        let prefix_text = keys.and_then(|k| k.get("prefix")).and_then(Item::as_str).unwrap_or(DEFAULT_PREFIX);
-        let mut out = Bindings { prefix: parse_combo(prefix_text).or_else(|| parse_combo(DEFAULT_PREFIX)), ..Default::default() };
+        let prefix_text = keys
+            .and_then(|k| k.get("prefix"))
+            .and_then(Item::as_str)
+            .unwrap_or(DEFAULT_PREFIX);
+        let mut out = Bindings {
+            prefix: parse_combo(prefix_text).or_else(|| parse_combo(DEFAULT_PREFIX)),
+            ..Default::default()
+        };
         let user_value = |field: &str| -> Option<&Item> {
             let k = keys?;
-            k.get(field).or_else(|| if field == "zoom" { k.get("fullscreen") } else { None })
+            k.get(field).or_else(|| {
+                if field == "zoom" {
+                    k.get("fullscreen")
+                } else {
+                    None
+                }
+            })
         };
-        let fields = DEFAULT_BINDINGS.iter().map(|(f, _)| *f).chain(UNSET_FIELDS.iter().copied());
+        let fields = DEFAULT_BINDINGS
+            .iter()
+            .map(|(f, _)| *f)
+            .chain(UNSET_FIELDS.iter().copied());
         // User fields first, then custom commands, then the defaults nobody replaced.
         for field in fields.clone() {
             if let Some(item) = user_value(field) {
@@ -381,28 +421,49 @@ impl Bindings {
 
     fn take_all(&mut self, value: &str, field: &str, default: bool) {
         for chord in parse_binding(value).unwrap_or_default() {
-            self.taken.entry(chord).or_insert_with(|| Holder { field: field.to_string(), default });
+            self.taken.entry(chord).or_insert_with(|| Holder {
+                field: field.to_string(),
+                default,
+            });
         }
     }
 
     /// Who holds `chord`, if anyone (the prefix key itself counts as held).
     pub fn holder(&self, chord: &Chord) -> Option<Holder> {
         if chord.prefix && Some(chord.combo) == self.prefix {
-            return Some(Holder { field: "keys.prefix".into(), default: false });
+            return Some(Holder {
+                field: "keys.prefix".into(),
+                default: false,
+            });
         }
         self.taken.get(chord).cloned()
     }
 
     /// Mark `chord` as taken by `field`.
     pub fn take(&mut self, chord: Chord, field: &str) {
-        self.taken.insert(chord, Holder { field: field.to_string(), default: false });
+        self.taken.insert(
+            chord,
+            Holder {
+                field: field.to_string(),
+                default: false,
+            },
+        );
     }
 
     /// The first free chord among `wanted`, then `prefix+shift+<letter>` for the letters of
     /// `hint`, then every other `prefix+shift+<letter>`, then `prefix+alt+<letter>`.
     pub fn first_free(&self, wanted: &str, hint: &str) -> Option<Chord> {
-        let letter = |mods: u8, c: char| Chord { prefix: true, combo: Combo { key: Key::Char(c), mods } };
-        let hinted = hint.chars().filter(char::is_ascii_lowercase).map(|c| letter(SHIFT, c));
+        let letter = |mods: u8, c: char| Chord {
+            prefix: true,
+            combo: Combo {
+                key: Key::Char(c),
+                mods,
+            },
+        };
+        let hinted = hint
+            .chars()
+            .filter(char::is_ascii_lowercase)
+            .map(|c| letter(SHIFT, c));
         let shifted = ('a'..='z').map(|c| letter(SHIFT, c));
         let alted = ('a'..='z').map(|c| letter(ALT, c));
         parse_binding(wanted)
@@ -455,11 +516,21 @@ mod tests {
         }
         let close_tab = b.holder(&chord("prefix+shift+x")).unwrap();
         assert_eq!(close_tab.describe(), "keys.close_tab (Herdr's default)");
-        for free in ["prefix+shift+s", "prefix+shift+c", "prefix+shift+y", "prefix+shift+a", "prefix+shift+i", "prefix+shift+e"] {
+        for free in [
+            "prefix+shift+s",
+            "prefix+shift+c",
+            "prefix+shift+y",
+            "prefix+shift+a",
+            "prefix+shift+i",
+            "prefix+shift+e",
+        ] {
             assert!(b.holder(&chord(free)).is_none(), "{free} is taken");
         }
         // The prefix key itself cannot be a prefix binding.
-        assert_eq!(b.holder(&chord("prefix+ctrl+b")).unwrap().field, "keys.prefix");
+        assert_eq!(
+            b.holder(&chord("prefix+ctrl+b")).unwrap().field,
+            "keys.prefix"
+        );
     }
 
     #[test]
@@ -468,21 +539,50 @@ mod tests {
                     new_tab = [\"prefix+shift+s\", \"ctrl+t\"]\nfullscreen = \"prefix+m\"\n\n\
                     [[keys.command]]\nkey = \"prefix+shift+y\"\ncommand = \"lazygit\"\n";
         let b = Bindings::of(&doc(text), |_| false);
-        assert!(b.holder(&chord("prefix+shift+x")).is_none(), "close_tab was moved by the user");
-        assert!(b.holder(&chord("prefix+s")).is_none(), "settings was unbound");
-        assert_eq!(b.holder(&chord("prefix+alt+w")).unwrap().field, "keys.close_tab");
-        assert_eq!(b.holder(&chord("prefix+shift+s")).unwrap().field, "keys.new_tab");
-        assert!(b.holder(&chord("prefix+c")).is_none(), "new_tab's default is gone");
+        assert!(
+            b.holder(&chord("prefix+shift+x")).is_none(),
+            "close_tab was moved by the user"
+        );
+        assert!(
+            b.holder(&chord("prefix+s")).is_none(),
+            "settings was unbound"
+        );
+        assert_eq!(
+            b.holder(&chord("prefix+alt+w")).unwrap().field,
+            "keys.close_tab"
+        );
+        assert_eq!(
+            b.holder(&chord("prefix+shift+s")).unwrap().field,
+            "keys.new_tab"
+        );
+        assert!(
+            b.holder(&chord("prefix+c")).is_none(),
+            "new_tab's default is gone"
+        );
         assert_eq!(b.holder(&chord("prefix+m")).unwrap().field, "keys.zoom");
         assert!(b.holder(&chord("prefix+z")).is_none());
-        assert_eq!(b.holder(&chord("prefix+shift+y")).unwrap().field, "keys.command[0]");
-        assert_eq!(b.holder(&chord("prefix+ctrl+a")).unwrap().field, "keys.prefix");
+        assert_eq!(
+            b.holder(&chord("prefix+shift+y")).unwrap().field,
+            "keys.command[0]"
+        );
+        assert_eq!(
+            b.holder(&chord("prefix+ctrl+a")).unwrap().field,
+            "keys.prefix"
+        );
         assert!(b.holder(&chord("prefix+ctrl+b")).is_none());
         // A dotted or inline `keys` is read the same way.
-        let b = Bindings::of(&doc("keys.command = [{ key = \"prefix+shift+i\", command = \"x\" }]\n"), |_| false);
-        assert_eq!(b.holder(&chord("prefix+shift+i")).unwrap().field, "keys.command[0]");
+        let b = Bindings::of(
+            &doc("keys.command = [{ key = \"prefix+shift+i\", command = \"x\" }]\n"),
+            |_| false,
+        );
+        assert_eq!(
+            b.holder(&chord("prefix+shift+i")).unwrap().field,
+            "keys.command[0]"
+        );
         // An entry without a command is disabled by Herdr and takes nothing.
-        let b = Bindings::of(&doc("[[keys.command]]\nkey = \"prefix+shift+i\"\n"), |_| false);
+        let b = Bindings::of(&doc("[[keys.command]]\nkey = \"prefix+shift+i\"\n"), |_| {
+            false
+        });
         assert!(b.holder(&chord("prefix+shift+i")).is_none());
     }
 
@@ -490,11 +590,23 @@ mod tests {
     fn the_next_free_key_follows_the_hint() {
         let b = Bindings::of(&doc(""), |_| false);
         // X is close_tab, D is close_workspace, so delete gets E.
-        assert_eq!(b.first_free("prefix+shift+x", "delete").unwrap().label(), "prefix+shift+e");
-        assert_eq!(b.first_free("prefix+shift+s", "start").unwrap().label(), "prefix+shift+s");
+        assert_eq!(
+            b.first_free("prefix+shift+x", "delete").unwrap().label(),
+            "prefix+shift+e"
+        );
+        assert_eq!(
+            b.first_free("prefix+shift+s", "start").unwrap().label(),
+            "prefix+shift+s"
+        );
         let mut b = Bindings::of(&doc("[keys]\nnew_tab = \"prefix+shift+e\"\n"), |_| false);
-        assert_eq!(b.first_free("prefix+shift+x", "delete").unwrap().label(), "prefix+shift+a");
+        assert_eq!(
+            b.first_free("prefix+shift+x", "delete").unwrap().label(),
+            "prefix+shift+a"
+        );
         b.take(chord("prefix+shift+a"), "keys.command[0]");
-        assert_eq!(b.first_free("prefix+shift+x", "delete").unwrap().label(), "prefix+shift+b");
+        assert_eq!(
+            b.first_free("prefix+shift+x", "delete").unwrap().label(),
+            "prefix+shift+b"
+        );
     }
 }

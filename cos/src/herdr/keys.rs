@@ -28,25 +28,55 @@ pub const KEYS_BACKUP: &str = "config.toml.before-createos";
 
 /// The backup of `config_toml`: `<its name>.before-createos` beside it.
 pub fn backup_path(config_toml: &Path) -> PathBuf {
-    let name = config_toml.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "config.toml".into());
+    let name = config_toml
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "config.toml".into());
     config_toml.with_file_name(format!("{name}.before-createos"))
 }
 
 /// The bindings `setup` adds: (preferred key, action, description). None of the keys is a
 /// Herdr default; any that the user has taken is replaced by the next free one.
 pub const KEY_BINDINGS: &[(&str, &str, &str)] = &[
-    ("prefix+shift+s", "start", "start an agent in a new CreateOS sandbox"),
-    ("prefix+shift+c", "attach", "reattach the CreateOS agent to this pane"),
-    ("prefix+shift+y", "sync", "two-way sync with the CreateOS sandbox"),
-    ("prefix+shift+a", "apply", "apply CreateOS sandbox changes locally"),
-    ("prefix+shift+i", "info", "show this pane's CreateOS sandbox"),
-    ("prefix+shift+e", "delete", "delete this pane's CreateOS sandbox (twice to confirm)"),
+    (
+        "prefix+shift+s",
+        "start",
+        "start an agent in a new CreateOS sandbox",
+    ),
+    (
+        "prefix+shift+c",
+        "attach",
+        "reattach the CreateOS agent to this pane",
+    ),
+    (
+        "prefix+shift+y",
+        "sync",
+        "two-way sync with the CreateOS sandbox",
+    ),
+    (
+        "prefix+shift+a",
+        "apply",
+        "apply CreateOS sandbox changes locally",
+    ),
+    (
+        "prefix+shift+i",
+        "info",
+        "show this pane's CreateOS sandbox",
+    ),
+    (
+        "prefix+shift+e",
+        "delete",
+        "delete this pane's CreateOS sandbox (twice to confirm)",
+    ),
 ];
 
 /// The comment put above the first binding added (in the `[[keys.command]]` form).
 fn added_comment(path: &Path) -> String {
     let backup = backup_path(path);
-    let name = backup.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = backup
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     format!("# CreateOS Sandbox (added by cos setup herdr; the file before it is {name})")
 }
 
@@ -81,20 +111,31 @@ impl KeysOutcome {
 
 /// The command bindings of a parsed `config.toml`: (key, command) pairs, in any form.
 pub fn existing_bindings(doc: &DocumentMut) -> Vec<(Option<String>, Option<String>)> {
-    command_entries(doc).into_iter().map(|e| (e.keys.first().cloned(), e.command)).collect()
+    command_entries(doc)
+        .into_iter()
+        .map(|e| (e.keys.first().cloned(), e.command))
+        .collect()
 }
 
 fn is_ours(entry: &CommandEntry) -> bool {
     entry.kind == "plugin_action"
-        && entry.command.as_deref().is_some_and(|c| c.strip_prefix(PLUGIN_ID).is_some_and(|a| a.starts_with('.')))
+        && entry.command.as_deref().is_some_and(|c| {
+            c.strip_prefix(PLUGIN_ID)
+                .is_some_and(|a| a.starts_with('.'))
+        })
 }
 
 /// Add the missing bindings to `text` (a whole `config.toml`): returns the new text (None when
 /// nothing changed) and the outcome. Text that is not TOML, or a `keys`/`keys.command` of
 /// an unexpected type, is refused rather than rewritten.
 pub fn add_bindings_to(text: &str, path: &Path) -> HerdrResult<(Option<String>, KeysOutcome)> {
-    let refuse = |message: String| HerdrError::Config { path: path.to_path_buf(), message };
-    let mut doc: DocumentMut = text.parse().map_err(|e| refuse(format!("is not valid TOML ({e}); left unchanged")))?;
+    let refuse = |message: String| HerdrError::Config {
+        path: path.to_path_buf(),
+        message,
+    };
+    let mut doc: DocumentMut = text
+        .parse()
+        .map_err(|e| refuse(format!("is not valid TOML ({e}); left unchanged")))?;
     if doc.get("keys").is_some_and(|k| k.as_table_like().is_none()) {
         return Err(refuse("`keys` is not a table; left unchanged".into()));
     }
@@ -108,13 +149,20 @@ pub fn add_bindings_to(text: &str, path: &Path) -> HerdrResult<(Option<String>, 
         let command = entry.command.clone().unwrap_or_default();
         let action = command.rsplit('.').next().unwrap_or_default().to_string();
         let field = format!("keys.command[{}]", entry.index);
-        let [key] = entry.keys.as_slice() else { continue };
-        let Some(chord) = parse_binding(key).and_then(|c| (c.len() == 1).then(|| c[0])) else { continue };
+        let [key] = entry.keys.as_slice() else {
+            continue;
+        };
+        let Some(chord) = parse_binding(key).and_then(|c| (c.len() == 1).then(|| c[0])) else {
+            continue;
+        };
         match taken.holder(&chord) {
             None => taken.take(chord, &field),
             Some(holder) => {
                 let Some(free) = taken.first_free(key, &action) else {
-                    outcome.notes.push(format!("{command} on {key} clashes with {}; no free key", holder.describe()));
+                    outcome.notes.push(format!(
+                        "{command} on {key} clashes with {}; no free key",
+                        holder.describe()
+                    ));
                     continue;
                 };
                 taken.take(free, &field);
@@ -123,7 +171,10 @@ pub fn add_bindings_to(text: &str, path: &Path) -> HerdrResult<(Option<String>, 
                     holder.describe(),
                     free.label()
                 ));
-                outcome.moved.push(BoundKey { action, key: free.label() });
+                outcome.moved.push(BoundKey {
+                    action,
+                    key: free.label(),
+                });
                 moves.push((entry.index, free.label()));
             }
         }
@@ -133,7 +184,9 @@ pub fn add_bindings_to(text: &str, path: &Path) -> HerdrResult<(Option<String>, 
         .iter()
         .filter(|(_, action, _)| {
             let command = format!("{PLUGIN_ID}.{action}");
-            !entries.iter().any(|e| is_ours(e) && e.command.as_deref() == Some(command.as_str()))
+            !entries
+                .iter()
+                .any(|e| is_ours(e) && e.command.as_deref() == Some(command.as_str()))
         })
         .collect();
     // The usual keys that are free are kept for their own action: a substitute never takes
@@ -148,9 +201,12 @@ pub fn add_bindings_to(text: &str, path: &Path) -> HerdrResult<(Option<String>, 
     let mut wanted = Vec::new();
     for (key, action, description) in missing {
         let command = format!("{PLUGIN_ID}.{action}");
-        let own = wanted_chord(key).filter(|c| taken.holder(c).is_some_and(|h| h.field == reserved(action)));
+        let own = wanted_chord(key)
+            .filter(|c| taken.holder(c).is_some_and(|h| h.field == reserved(action)));
         let Some(chord) = own.or_else(|| taken.first_free(key, action)) else {
-            outcome.notes.push(format!("{command}: no free key found; bind it by hand"));
+            outcome
+                .notes
+                .push(format!("{command}: no free key found; bind it by hand"));
             continue;
         };
         let field = reserved(action);
@@ -159,11 +215,17 @@ pub fn add_bindings_to(text: &str, path: &Path) -> HerdrResult<(Option<String>, 
                 .and_then(|c| taken.holder(&c[0]))
                 .map(|h| h.describe())
                 .unwrap_or_else(|| "taken".into());
-            outcome.notes.push(format!("{action}: {key} is {why}; took {} instead", chord.label()));
+            outcome.notes.push(format!(
+                "{action}: {key} is {why}; took {} instead",
+                chord.label()
+            ));
         }
         taken.take(chord, &field);
         wanted.push((chord.label(), command, *description));
-        outcome.added.push(BoundKey { action: (*action).to_string(), key: chord.label() });
+        outcome.added.push(BoundKey {
+            action: (*action).to_string(),
+            key: chord.label(),
+        });
     }
     if wanted.is_empty() && moves.is_empty() {
         return Ok((None, outcome));
@@ -178,9 +240,15 @@ pub fn add_bindings_to(text: &str, path: &Path) -> HerdrResult<(Option<String>, 
     // A `[keys]` header (or no keys at all) takes `[[keys.command]]` tables; dotted
     // (`keys.x = …`) and inline (`keys = { … }`) forms take an inline array.
     let tables_form = matches!(keys, Item::Table(t) if !t.is_dotted());
-    let keys = keys.as_table_like_mut().ok_or_else(|| refuse("`keys` is not a table; left unchanged".into()))?;
+    let keys = keys
+        .as_table_like_mut()
+        .ok_or_else(|| refuse("`keys` is not a table; left unchanged".into()))?;
     if keys.get("command").is_none() {
-        let empty = if tables_form { Item::ArrayOfTables(ArrayOfTables::new()) } else { value(toml_edit::Array::new()) };
+        let empty = if tables_form {
+            Item::ArrayOfTables(ArrayOfTables::new())
+        } else {
+            value(toml_edit::Array::new())
+        };
         keys.insert("command", empty);
     }
     match keys.get_mut("command") {
@@ -197,7 +265,8 @@ pub fn add_bindings_to(text: &str, path: &Path) -> HerdrResult<(Option<String>, 
                 t.insert("command", value(command.as_str()));
                 t.insert("description", value(*description));
                 if i == 0 {
-                    t.decor_mut().set_prefix(format!("\n{}\n", added_comment(path)));
+                    t.decor_mut()
+                        .set_prefix(format!("\n{}\n", added_comment(path)));
                 }
                 tables.push(t);
             }
@@ -223,7 +292,12 @@ pub fn add_bindings_to(text: &str, path: &Path) -> HerdrResult<(Option<String>, 
             items.set_trailing("\n");
             items.set_trailing_comma(true);
         }
-        _ => return Err(refuse("`keys.command` is neither a list nor [[keys.command]] tables; left unchanged".into())),
+        _ => {
+            return Err(refuse(
+                "`keys.command` is neither a list nor [[keys.command]] tables; left unchanged"
+                    .into(),
+            ))
+        }
     }
     Ok((Some(doc.to_string()), outcome))
 }
@@ -235,7 +309,10 @@ pub fn add_bindings_to(text: &str, path: &Path) -> HerdrResult<(Option<String>, 
 /// alone. The file as it was is kept in `config.toml.before-createos` (rewritten at every
 /// edit, so it is always the state right before the last one). A symlinked `config.toml`
 /// (dotfile managers) is written through: its target is updated and the link stays a link.
-pub async fn install_key_bindings<F, Fut>(config_toml: &Path, mut check: F) -> HerdrResult<KeysOutcome>
+pub async fn install_key_bindings<F, Fut>(
+    config_toml: &Path,
+    mut check: F,
+) -> HerdrResult<KeysOutcome>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = HerdrResult<Vec<String>>>,
@@ -246,11 +323,18 @@ where
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(HerdrError::io(format!("reading {}", target.display()), e)),
     };
-    let (new_text, mut outcome) = add_bindings_to(existing_text.as_deref().unwrap_or_default(), config_toml)?;
-    let Some(new_text) = new_text else { return Ok(outcome) };
+    let (new_text, mut outcome) =
+        add_bindings_to(existing_text.as_deref().unwrap_or_default(), config_toml)?;
+    let Some(new_text) = new_text else {
+        return Ok(outcome);
+    };
     let before = check().await?;
-    let dir = config_toml.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| HerdrError::io(format!("creating {}", dir.display()), e))?;
+    let dir = config_toml
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)
+        .map_err(|e| HerdrError::io(format!("creating {}", dir.display()), e))?;
     if let Some(original) = &existing_text {
         let backup = backup_path(config_toml);
         write_bytes_atomic(&backup, original.as_bytes(), 0o600)?;
@@ -260,7 +344,11 @@ where
     write_bytes_atomic(&target, new_text.as_bytes(), mode)?;
     let after = check().await;
     let fresh: Vec<String> = match &after {
-        Ok(after) => after.iter().filter(|d| !before.contains(d)).cloned().collect(),
+        Ok(after) => after
+            .iter()
+            .filter(|d| !before.contains(d))
+            .cloned()
+            .collect(),
         Err(e) => vec![e.to_string()],
     };
     if fresh.is_empty() {
@@ -268,10 +356,14 @@ where
     }
     let restored = match &existing_text {
         Some(original) => write_bytes_atomic(&target, original.as_bytes(), mode),
-        None => std::fs::remove_file(&target).map_err(|e| HerdrError::io(format!("removing {}", target.display()), e)),
+        None => std::fs::remove_file(&target)
+            .map_err(|e| HerdrError::io(format!("removing {}", target.display()), e)),
     };
     let state = match restored {
-        Ok(()) => format!("{} was put back as it was; nothing changed", config_toml.display()),
+        Ok(()) => format!(
+            "{} was put back as it was; nothing changed",
+            config_toml.display()
+        ),
         Err(e) => format!(
             "putting {} back failed too ({e}): copy {} over it",
             config_toml.display(),
@@ -280,7 +372,10 @@ where
     };
     Err(HerdrError::Config {
         path: config_toml.to_path_buf(),
-        message: format!("`herdr config check` reported new problems after adding the keys: {}; {state}", fresh.join(" | ")),
+        message: format!(
+            "`herdr config check` reported new problems after adding the keys: {}; {state}",
+            fresh.join(" | ")
+        ),
     })
 }
 
@@ -292,8 +387,9 @@ fn write_target(path: &Path) -> HerdrResult<PathBuf> {
     for _ in 0..40 {
         match std::fs::symlink_metadata(&current) {
             Ok(meta) if meta.file_type().is_symlink() => {
-                let link = std::fs::read_link(&current)
-                    .map_err(|e| HerdrError::io(format!("reading the link {}", current.display()), e))?;
+                let link = std::fs::read_link(&current).map_err(|e| {
+                    HerdrError::io(format!("reading the link {}", current.display()), e)
+                })?;
                 current = match current.parent() {
                     Some(parent) if link.is_relative() => parent.join(link),
                     _ => link,
@@ -302,14 +398,19 @@ fn write_target(path: &Path) -> HerdrResult<PathBuf> {
             _ => return Ok(current),
         }
     }
-    Err(HerdrError::invalid("config.toml", format!("{} is a symlink loop", path.display())))
+    Err(HerdrError::invalid(
+        "config.toml",
+        format!("{} is a symlink loop", path.display()),
+    ))
 }
 
 fn file_mode(path: &Path) -> Option<u32> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::metadata(path).ok().map(|m| m.permissions().mode() & 0o777)
+        std::fs::metadata(path)
+            .ok()
+            .map(|m| m.permissions().mode() & 0o777)
     }
     #[cfg(not(unix))]
     {
@@ -334,11 +435,21 @@ mod tests {
 
     fn commands(text: &str) -> Vec<String> {
         let doc: DocumentMut = text.parse().unwrap();
-        existing_bindings(&doc).into_iter().filter_map(|(_, c)| c).collect()
+        existing_bindings(&doc)
+            .into_iter()
+            .filter_map(|(_, c)| c)
+            .collect()
     }
 
     fn key_of(outcome: &KeysOutcome, action: &str) -> String {
-        outcome.added.iter().chain(&outcome.moved).find(|b| b.action == action).unwrap().key.clone()
+        outcome
+            .added
+            .iter()
+            .chain(&outcome.moved)
+            .find(|b| b.action == action)
+            .unwrap()
+            .key
+            .clone()
     }
 
     /// Every key we write is free in Herdr's effective bindings of the file *before* our
@@ -347,12 +458,21 @@ mod tests {
         let doc: DocumentMut = before.parse().unwrap();
         let taken = Bindings::of(&doc, is_ours);
         let after_doc: DocumentMut = after.parse().unwrap();
-        let ours: Vec<_> = command_entries(&after_doc).into_iter().filter(is_ours).collect();
+        let ours: Vec<_> = command_entries(&after_doc)
+            .into_iter()
+            .filter(is_ours)
+            .collect();
         assert!(!ours.is_empty());
         let mut seen = std::collections::BTreeSet::new();
         for e in ours {
             let chord = parse_binding(&e.keys[0]).unwrap()[0];
-            assert!(taken.holder(&chord).is_none(), "{} took {} from {:?}", e.command.unwrap(), e.keys[0], taken.holder(&chord));
+            assert!(
+                taken.holder(&chord).is_none(),
+                "{} took {} from {:?}",
+                e.command.unwrap(),
+                e.keys[0],
+                taken.holder(&chord)
+            );
             assert!(seen.insert(chord), "two of ours on {}", e.keys[0]);
         }
     }
@@ -375,8 +495,14 @@ mod tests {
         // b is free.
         assert_eq!(key_of(&outcome, "start"), "prefix+shift+b");
         let notes = outcome.notes.join("\n");
-        assert!(notes.contains("start: prefix+shift+s is keys.new_tab; took prefix+shift+b"), "{notes}");
-        assert!(notes.contains("apply: prefix+shift+a is keys.command[0]"), "{notes}");
+        assert!(
+            notes.contains("start: prefix+shift+s is keys.new_tab; took prefix+shift+b"),
+            "{notes}"
+        );
+        assert!(
+            notes.contains("apply: prefix+shift+a is keys.command[0]"),
+            "{notes}"
+        );
         // A substitute never takes the usual key of another of ours.
         let before = "[keys]\nnew_tab = \"prefix+shift+s\"\n";
         let (text, outcome) = add(before);
@@ -394,8 +520,18 @@ mod tests {
     fn our_binding_on_close_tab_from_an_earlier_setup_is_moved() {
         let before = "[[keys.command]]\nkey = \"prefix+shift+x\"\ntype = \"plugin_action\"\ncommand = \"createos.sandbox.delete\"\n";
         let (text, outcome) = add(before);
-        assert_eq!(outcome.moved, [BoundKey { action: "delete".into(), key: "prefix+shift+e".into() }]);
-        assert!(outcome.notes[0].contains("keys.close_tab (Herdr's default)"), "{:?}", outcome.notes);
+        assert_eq!(
+            outcome.moved,
+            [BoundKey {
+                action: "delete".into(),
+                key: "prefix+shift+e".into()
+            }]
+        );
+        assert!(
+            outcome.notes[0].contains("keys.close_tab (Herdr's default)"),
+            "{:?}",
+            outcome.notes
+        );
         assert_eq!(text.matches("createos.sandbox.delete").count(), 1);
         assert!(!text.contains("prefix+shift+x"), "{text}");
         assert_no_key_is_taken("", &text);
@@ -461,9 +597,18 @@ mod tests {
         assert!(add_bindings_to("[keys]\ncommand = \"x\"\n", Path::new("c")).is_err());
     }
 
-    fn checker(answers: Vec<Vec<&'static str>>) -> impl FnMut() -> std::future::Ready<HerdrResult<Vec<String>>> {
+    fn checker(
+        answers: Vec<Vec<&'static str>>,
+    ) -> impl FnMut() -> std::future::Ready<HerdrResult<Vec<String>>> {
         let mut answers = answers.into_iter();
-        move || std::future::ready(Ok(answers.next().expect("checked too often").into_iter().map(String::from).collect()))
+        move || {
+            std::future::ready(Ok(answers
+                .next()
+                .expect("checked too often")
+                .into_iter()
+                .map(String::from)
+                .collect()))
+        }
     }
 
     #[tokio::test]
@@ -474,25 +619,43 @@ mod tests {
         std::fs::write(&path, original).unwrap();
         let pre = "unknown config key ui.bogus; ignoring";
         // A diagnostic the file already had is the user's: the keys stay.
-        let outcome = install_key_bindings(&path, checker(vec![vec![pre], vec![pre]])).await.unwrap();
+        let outcome = install_key_bindings(&path, checker(vec![vec![pre], vec![pre]]))
+            .await
+            .unwrap();
         assert_eq!(outcome.added.len(), 6);
-        assert_eq!(std::fs::read_to_string(dir.path().join(KEYS_BACKUP)).unwrap(), original);
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(KEYS_BACKUP)).unwrap(),
+            original
+        );
         assert_eq!(commands(&std::fs::read_to_string(&path).unwrap()).len(), 6);
         // A new one puts the file back exactly, and says so without suggesting reset-keys.
         std::fs::write(&path, original).unwrap();
-        let err = install_key_bindings(&path, checker(vec![vec![pre], vec![pre, "prefix+shift+s: kept a, disabled b"]]))
-            .await
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("prefix+shift+s: kept a, disabled b") && err.contains("put back"), "{err}");
+        let err = install_key_bindings(
+            &path,
+            checker(vec![
+                vec![pre],
+                vec![pre, "prefix+shift+s: kept a, disabled b"],
+            ]),
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("prefix+shift+s: kept a, disabled b") && err.contains("put back"),
+            "{err}"
+        );
         assert!(!err.contains(pre) && !err.contains("reset-keys"), "{err}");
         assert_eq!(std::fs::read_to_string(&path).unwrap(), original);
         // A file that did not exist is removed again.
         let fresh = dir.path().join("new.toml");
-        install_key_bindings(&fresh, checker(vec![vec![], vec!["x"]])).await.unwrap_err();
+        install_key_bindings(&fresh, checker(vec![vec![], vec!["x"]]))
+            .await
+            .unwrap_err();
         assert!(!fresh.exists());
         // Nothing to add: no check runs at all.
-        install_key_bindings(&path, checker(vec![vec![], vec![]])).await.unwrap();
+        install_key_bindings(&path, checker(vec![vec![], vec![]]))
+            .await
+            .unwrap();
         install_key_bindings(&path, checker(vec![])).await.unwrap();
     }
 
@@ -506,12 +669,27 @@ mod tests {
         std::fs::write(&real, "[ui]\ntheme = \"dark\"\n").unwrap();
         let link = dir.path().join("config.toml");
         std::os::unix::fs::symlink("dotfiles/herdr.toml", &link).unwrap();
-        let outcome = install_key_bindings(&link, checker(vec![vec![], vec![]])).await.unwrap();
+        let outcome = install_key_bindings(&link, checker(vec![vec![], vec![]]))
+            .await
+            .unwrap();
         assert_eq!(outcome.added.len(), 6);
-        assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink(), "the link was replaced");
+        assert!(
+            std::fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink(),
+            "the link was replaced"
+        );
         let text = std::fs::read_to_string(&real).unwrap();
         assert_eq!(commands(&text).len(), 6);
-        assert_eq!(std::fs::read_to_string(dir.path().join(KEYS_BACKUP)).unwrap(), "[ui]\ntheme = \"dark\"\n");
-        assert!(install_key_bindings(&link, checker(vec![])).await.unwrap().added.is_empty());
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(KEYS_BACKUP)).unwrap(),
+            "[ui]\ntheme = \"dark\"\n"
+        );
+        assert!(install_key_bindings(&link, checker(vec![]))
+            .await
+            .unwrap()
+            .added
+            .is_empty());
     }
 }

@@ -64,7 +64,10 @@ pub async fn provision(
     let say = |text: String| progress(format!("{text}\r\n").as_bytes());
 
     say(format!("[0/5] listing the files of {}", spec.local));
-    let options = SnapshotOptions { excludes: spec.excludes.clone(), ..SnapshotOptions::new() };
+    let options = SnapshotOptions {
+        excludes: spec.excludes.clone(),
+        ..SnapshotOptions::new()
+    };
     let snapshot = tokio::select! {
         s = Snapshot::scan_async(&spec.local, options) => s?,
         _ = cancel.cancelled() => return Err(cancelled()),
@@ -83,7 +86,10 @@ pub async fn provision(
                 // The create may have reached the server (or be about to register there)
                 // even though its answer never arrived.
                 Created::Sent => {
-                    say(format!("checking whether sandbox {} was created after all", spec.box_name));
+                    say(format!(
+                        "checking whether sandbox {} was created after all",
+                        spec.box_name
+                    ));
                     find_by_name(client, &spec.box_name, CREATE_SETTLE, CREATE_POLL).await
                 }
                 Created::NotSent => None,
@@ -91,7 +97,11 @@ pub async fn provision(
             match sandbox {
                 None => Err(err),
                 Some(sb) => {
-                    say(format!("cleaning up: deleting sandbox {} ({})", spec.box_name, sb.id()));
+                    say(format!(
+                        "cleaning up: deleting sandbox {} ({})",
+                        spec.box_name,
+                        sb.id()
+                    ));
                     match sb.destroy().await {
                         Ok(_) if matches!(err, HerdrError::Api(createos_sandbox::Error::Cancelled)) => Err(HerdrError::Remote {
                             step: "provisioning".into(),
@@ -145,8 +155,13 @@ async fn steps(
     progress: Progress<'_>,
     created: &mut Created,
 ) -> HerdrResult<Provisioned> {
-    say(format!("[1/5] creating sandbox {} ({})", spec.box_name, spec.shape));
-    let mut request = CreateSandbox::new(&spec.shape).name(&spec.box_name).auto_pause_after(spec.auto_pause_secs);
+    say(format!(
+        "[1/5] creating sandbox {} ({})",
+        spec.box_name, spec.shape
+    ));
+    let mut request = CreateSandbox::new(&spec.shape)
+        .name(&spec.box_name)
+        .auto_pause_after(spec.auto_pause_secs);
     if let Some(rootfs) = &spec.rootfs {
         request = request.rootfs(rootfs);
     }
@@ -160,7 +175,9 @@ async fn steps(
         Ok(sandbox) => sandbox,
         Err(e) => {
             // A definite refusal (4xx other than timeout / rate limit) created nothing.
-            if e.status().is_some_and(|s| (400..500).contains(&s) && s != 408 && s != 429) {
+            if e.status()
+                .is_some_and(|s| (400..500).contains(&s) && s != 408 && s != 429)
+            {
                 *created = Created::NotSent;
             }
             return Err(e.into());
@@ -168,35 +185,72 @@ async fn steps(
     };
     *created = Created::Done(sandbox.clone());
 
-    say(format!("[2/5] uploading {} files to {}", snapshot.files().len(), spec.remote_root));
+    say(format!(
+        "[2/5] uploading {} files to {}",
+        snapshot.files().len(),
+        spec.remote_root
+    ));
     let remote = ApiRemote::new(sandbox.clone());
     let uploaded = transfer::upload_snapshot(&remote, snapshot, &spec.remote_root, None).await?;
 
     say("[3/5] committing the baseline".to_string());
-    let out = remote.run_sh(PREPARE, vec![spec.remote_root.clone()], Vec::new()).await?;
+    let out = remote
+        .run_sh(PREPARE, vec![spec.remote_root.clone()], Vec::new())
+        .await?;
     if !out.success() {
-        return Err(remote_failure("baseline commit", &sandbox, &out.stderr, &out.stdout, out.exit_code));
+        return Err(remote_failure(
+            "baseline commit",
+            &sandbox,
+            &out.stderr,
+            &out.stdout,
+            out.exit_code,
+        ));
     }
 
     say(match agent.installer {
-        Some(_) => format!("[4/5] installing {} with its official installer", agent.title),
+        Some(_) => format!(
+            "[4/5] installing {} with its official installer",
+            agent.title
+        ),
         None => format!("[4/5] {} needs no install", agent.title),
     });
     let bin = install(&sandbox, agent, progress).await?;
 
     say(format!("[5/5] starting {} ({rows}x{cols})", agent.title));
-    let process = sandbox.processes().start(agent_process(agent, &bin, &spec.remote_root, rows, cols)).await?;
-    Ok(Provisioned { sandbox, process_id: process.id().to_string(), bin, files: uploaded.files })
+    let process = sandbox
+        .processes()
+        .start(agent_process(agent, &bin, &spec.remote_root, rows, cols))
+        .await?;
+    Ok(Provisioned {
+        sandbox,
+        process_id: process.id().to_string(),
+        bin,
+        files: uploaded.files,
+    })
 }
 
-fn remote_failure(step: &str, sandbox: &Sandbox, stderr: &str, stdout: &str, code: i32) -> HerdrError {
-    let text = if stderr.trim().is_empty() { stdout.trim() } else { stderr.trim() };
+fn remote_failure(
+    step: &str,
+    sandbox: &Sandbox,
+    stderr: &str,
+    stdout: &str,
+    code: i32,
+) -> HerdrError {
+    let text = if stderr.trim().is_empty() {
+        stdout.trim()
+    } else {
+        stderr.trim()
+    };
     let tail: Vec<&str> = text.lines().rev().take(5).collect();
     let tail: Vec<&str> = tail.into_iter().rev().collect();
     HerdrError::Remote {
         step: step.into(),
         sandbox: sandbox.id().to_string(),
-        message: format!("exit {code}{}{}", if tail.is_empty() { "" } else { ": " }, tail.join(" / ")),
+        message: format!(
+            "exit {code}{}{}",
+            if tail.is_empty() { "" } else { ": " },
+            tail.join(" / ")
+        ),
     }
 }
 
@@ -212,14 +266,19 @@ async fn install(sandbox: &Sandbox, agent: Agent, progress: Progress<'_>) -> Her
     while let Some(event) = events.next().await {
         match event? {
             OutputEvent::Data { bytes, stream, .. } => {
-                let is_err = matches!(stream, createos_sandbox::stream::process_output::StreamKind::Stderr);
+                let is_err = matches!(
+                    stream,
+                    createos_sandbox::stream::process_output::StreamKind::Stderr
+                );
                 if is_err {
                     stderr.extend_from_slice(&bytes);
                 } else {
                     stdout.extend_from_slice(&bytes);
                 }
                 // Terminals in raw mode need \r\n.
-                let text = String::from_utf8_lossy(&bytes).replace("\r\n", "\n").replace('\n', "\r\n");
+                let text = String::from_utf8_lossy(&bytes)
+                    .replace("\r\n", "\n")
+                    .replace('\n', "\r\n");
                 progress(text.as_bytes());
             }
             OutputEvent::Exit { code, signal } => {
@@ -228,14 +287,23 @@ async fn install(sandbox: &Sandbox, agent: Agent, progress: Progress<'_>) -> Her
             }
             OutputEvent::Gap { .. } => {}
             OutputEvent::Error(message) => {
-                return Err(HerdrError::Remote { step: "agent install".into(), sandbox: sandbox.id().into(), message })
+                return Err(HerdrError::Remote {
+                    step: "agent install".into(),
+                    sandbox: sandbox.id().into(),
+                    message,
+                })
             }
         }
     }
     let (code, signal) = match exit {
         Some(e) => e,
         None => {
-            let info = process.wait(createos_sandbox::api::processes::WaitScope::Leader, Some(Duration::from_secs(600))).await?;
+            let info = process
+                .wait(
+                    createos_sandbox::api::processes::WaitScope::Leader,
+                    Some(Duration::from_secs(600)),
+                )
+                .await?;
             (info.exit_code, info.signal)
         }
     };
@@ -249,12 +317,20 @@ async fn install(sandbox: &Sandbox, agent: Agent, progress: Progress<'_>) -> Her
         }
         return Err(err);
     }
-    let bin = stdout.lines().map(str::trim).rfind(|l| l.starts_with('/')).unwrap_or_default().to_string();
+    let bin = stdout
+        .lines()
+        .map(str::trim)
+        .rfind(|l| l.starts_with('/'))
+        .unwrap_or_default()
+        .to_string();
     if bin.is_empty() {
         return Err(HerdrError::Remote {
             step: "agent install".into(),
             sandbox: sandbox.id().into(),
-            message: format!("{} was installed but its path could not be resolved", agent.binary),
+            message: format!(
+                "{} was installed but its path could not be resolved",
+                agent.binary
+            ),
         });
     }
     Ok(bin)
@@ -262,7 +338,13 @@ async fn install(sandbox: &Sandbox, agent: Agent, progress: Progress<'_>) -> Her
 
 /// The agent's PTY process: `bash -lc` puts the installers' directories on PATH, then execs the
 /// binary (passed as `$0`, never interpolated) in the worktree.
-pub fn agent_process(agent: Agent, bin: &str, remote_root: &str, rows: u16, cols: u16) -> ProcessSpec {
+pub fn agent_process(
+    agent: Agent,
+    bin: &str,
+    remote_root: &str,
+    rows: u16,
+    cols: u16,
+) -> ProcessSpec {
     let script = format!("export PATH=\"{AGENT_PATH_DIRS}:$PATH\"; exec \"$0\" \"$@\"");
     ProcessSpec::shell(script)
         .arg(bin)
@@ -274,14 +356,24 @@ pub fn agent_process(agent: Agent, bin: &str, remote_root: &str, rows: u16, cols
 /// The live sandbox named `name`, looked for every `poll` until `within` has passed (a create
 /// whose answer was lost may be registered by the server only after our first look). The
 /// names are unique per start, so a match is ours.
-pub async fn find_by_name(client: &Client, name: &str, within: Duration, poll: Duration) -> Option<Sandbox> {
+pub async fn find_by_name(
+    client: &Client,
+    name: &str,
+    within: Duration,
+    poll: Duration,
+) -> Option<Sandbox> {
     use futures::TryStreamExt;
     let deadline = tokio::time::Instant::now() + within;
     loop {
-        let listed: Result<Vec<createos_sandbox::SandboxView>, _> =
-            client.list_sandboxes(ListSandboxes::default()).try_collect().await;
+        let listed: Result<Vec<createos_sandbox::SandboxView>, _> = client
+            .list_sandboxes(ListSandboxes::default())
+            .try_collect()
+            .await;
         if let Ok(all) = listed {
-            if let Some(view) = all.into_iter().rev().find(|v| v.name.as_deref() == Some(name) && !v.status.is_terminal())
+            if let Some(view) = all
+                .into_iter()
+                .rev()
+                .find(|v| v.name.as_deref() == Some(name) && !v.status.is_terminal())
             {
                 return client.sandbox(&view.id).ok();
             }

@@ -28,12 +28,19 @@ pub const REPORTS_DIR: &str = "reports";
 
 /// A fresh report token (32 hex digits).
 pub fn new_token() -> String {
-    format!("{:016x}{:016x}", rand::random::<u64>(), rand::random::<u64>())
+    format!(
+        "{:016x}{:016x}",
+        rand::random::<u64>(),
+        rand::random::<u64>()
+    )
 }
 
 fn report_path(store: &StateStore, token: &str) -> HerdrResult<PathBuf> {
     if token.len() != 32 || !token.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(HerdrError::invalid("report token", format!("{token:?} is not 32 hex digits")));
+        return Err(HerdrError::invalid(
+            "report token",
+            format!("{token:?} is not 32 hex digits"),
+        ));
     }
     Ok(store.dir().join(REPORTS_DIR).join(format!("{token}.json")))
 }
@@ -46,12 +53,18 @@ pub fn write_report(store: &StateStore, token: &str, result: &ActionResult) -> H
     builder.recursive(true);
     #[cfg(unix)]
     std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder.create(&dir).map_err(|e| HerdrError::io(format!("creating {}", dir.display()), e))?;
+    builder
+        .create(&dir)
+        .map_err(|e| HerdrError::io(format!("creating {}", dir.display()), e))?;
     write_bytes_atomic(&path, result.to_json().to_string().as_bytes(), 0o600)
 }
 
 /// Wait up to `within` for the report of `token`, and remove it.
-pub async fn take_report(store: &StateStore, token: &str, within: Duration) -> HerdrResult<Option<Value>> {
+pub async fn take_report(
+    store: &StateStore,
+    token: &str,
+    within: Duration,
+) -> HerdrResult<Option<Value>> {
     let path = report_path(store, token)?;
     let deadline = tokio::time::Instant::now() + within;
     loop {
@@ -87,7 +100,10 @@ pub async fn attach(env: &ActionEnv, wait: Duration) -> HerdrResult<ActionResult
         let what = match (info.shell_pid, info.foreground_pgid) {
             (None, _) => format!("pane {pane} has no live shell"),
             (Some(_), None) => format!("Herdr cannot tell what runs in pane {pane}"),
-            _ => format!("pane {pane} runs {} in the foreground, not its shell", info.foreground_command()),
+            _ => format!(
+                "pane {pane} runs {} in the foreground, not its shell",
+                info.foreground_command()
+            ),
         };
         return Err(HerdrError::Busy(format!(
             "{what}; attach types only into an idle shell (nothing was typed). Leave that program, then attach \
@@ -96,7 +112,10 @@ pub async fn attach(env: &ActionEnv, wait: Duration) -> HerdrResult<ActionResult
         )));
     }
     let token = new_token();
-    let line = env.typed_with(&env.pane_vars(&entry.agent), &["herdr", "connect", &pane, &token])?;
+    let line = env.typed_with(
+        &env.pane_vars(&entry.agent),
+        &["herdr", "connect", &pane, &token],
+    )?;
     env.host.run_in_pane(&pane, &line).await?;
     let report = take_report(&env.store, &token, wait).await?;
     let Some(report) = report else {
@@ -111,9 +130,15 @@ pub async fn attach(env: &ActionEnv, wait: Duration) -> HerdrResult<ActionResult
     };
     if report["ok"] != true {
         let why = report["error"].as_str().unwrap_or("no reason given");
-        return Err(HerdrError::invalid("attach", format!("`cos herdr connect` failed in pane {pane}: {why}")));
+        return Err(HerdrError::invalid(
+            "attach",
+            format!("`cos herdr connect` failed in pane {pane}: {why}"),
+        ));
     }
-    let mut result = ActionResult::ok("attach").with("box", entry.box_name).with("pane", pane).with("result", "attached");
+    let mut result = ActionResult::ok("attach")
+        .with("box", entry.box_name)
+        .with("pane", pane)
+        .with("result", "attached");
     for key in ["processId", "restarted"] {
         if let Some(v) = report.get(key) {
             result = result.with(key, v.clone());
@@ -131,13 +156,33 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = StateStore::open(dir.path()).unwrap();
         let token = new_token();
-        assert!(take_report(&store, &token, Duration::ZERO).await.unwrap().is_none());
-        write_report(&store, &token, &ActionResult::ok("connect").with("restarted", true)).unwrap();
-        let got = take_report(&store, &token, Duration::ZERO).await.unwrap().unwrap();
+        assert!(take_report(&store, &token, Duration::ZERO)
+            .await
+            .unwrap()
+            .is_none());
+        write_report(
+            &store,
+            &token,
+            &ActionResult::ok("connect").with("restarted", true),
+        )
+        .unwrap();
+        let got = take_report(&store, &token, Duration::ZERO)
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(got["restarted"], true);
-        assert!(take_report(&store, &token, Duration::ZERO).await.unwrap().is_none(), "taken once");
+        assert!(
+            take_report(&store, &token, Duration::ZERO)
+                .await
+                .unwrap()
+                .is_none(),
+            "taken once"
+        );
         for bad in ["../../etc/passwd", "", "zz", &"a".repeat(33)] {
-            assert!(write_report(&store, bad, &ActionResult::ok("connect")).is_err(), "{bad}");
+            assert!(
+                write_report(&store, bad, &ActionResult::ok("connect")).is_err(),
+                "{bad}"
+            );
         }
     }
 }

@@ -19,14 +19,22 @@ pub struct ActionResult {
 impl ActionResult {
     /// A success of `action`; add fields with [`ActionResult::with`].
     pub fn ok(action: &str) -> Self {
-        ActionResult { action: action.to_string(), ok: true, fields: Map::new() }
+        ActionResult {
+            action: action.to_string(),
+            ok: true,
+            fields: Map::new(),
+        }
     }
 
     /// A failure of `action` with `error` as its message.
     pub fn failed(action: &str, error: &str) -> Self {
         let mut fields = Map::new();
         fields.insert("error".into(), Value::String(error.to_string()));
-        ActionResult { action: action.to_string(), ok: false, fields }
+        ActionResult {
+            action: action.to_string(),
+            ok: false,
+            fields,
+        }
     }
 
     /// Add (or replace) a field. `schemaVersion`, `action` and `ok` cannot be overridden.
@@ -86,7 +94,11 @@ impl ActionResult {
 
 /// Find the last result line in `output` and parse its JSON.
 pub fn parse_last(output: &str) -> Option<Value> {
-    output.lines().rev().find_map(|l| l.strip_prefix(RESULT_PREFIX)).and_then(|j| serde_json::from_str(j).ok())
+    output
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix(RESULT_PREFIX))
+        .and_then(|j| serde_json::from_str(j).ok())
 }
 
 #[cfg(test)]
@@ -95,9 +107,13 @@ mod tests {
 
     #[test]
     fn line_has_fixed_fields_first_and_stays_one_line() {
-        let r = ActionResult::failed("start", "bad\nthing").with("ok", true).with("box", "hd-x");
+        let r = ActionResult::failed("start", "bad\nthing")
+            .with("ok", true)
+            .with("box", "hd-x");
         let line = r.line();
-        assert!(line.starts_with("CREATEOS_HERDR_RESULT: {\"schemaVersion\":1,\"action\":\"start\",\"ok\":false"));
+        assert!(line.starts_with(
+            "CREATEOS_HERDR_RESULT: {\"schemaVersion\":1,\"action\":\"start\",\"ok\":false"
+        ));
         assert!(!line.contains('\n'));
         let v = parse_last(&format!("noise\n{line}\n")).unwrap();
         assert_eq!(v["error"], "bad\nthing");

@@ -17,7 +17,9 @@ pub use super::keys::{install_key_bindings, BoundKey, KeysOutcome, KEYS_BACKUP, 
 
 /// The launcher every manifest entry runs: `exec <cos> herdr "$@"`.
 pub fn launcher_script(cos: &Path) -> HerdrResult<String> {
-    let text = cos.to_str().ok_or_else(|| HerdrError::invalid("cos path", "is not UTF-8"))?;
+    let text = cos
+        .to_str()
+        .ok_or_else(|| HerdrError::invalid("cos path", "is not UTF-8"))?;
     if !cos.is_absolute() || text.chars().any(char::is_control) {
         return Err(HerdrError::invalid(
             "cos path",
@@ -32,7 +34,8 @@ pub fn launcher_script(cos: &Path) -> HerdrResult<String> {
 
 /// Write the plugin directory: manifest, build script, launcher.
 pub fn write_plugin_dir(dir: &Path, cos: &Path) -> HerdrResult<()> {
-    std::fs::create_dir_all(dir).map_err(|e| HerdrError::io(format!("creating {}", dir.display()), e))?;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| HerdrError::io(format!("creating {}", dir.display()), e))?;
     write_bytes_atomic(&dir.join("herdr-plugin.toml"), MANIFEST.as_bytes(), 0o644)?;
     write_bytes_atomic(&dir.join("build.sh"), BUILD_SCRIPT.as_bytes(), 0o755)?;
     write_bytes_atomic(&dir.join("run.sh"), launcher_script(cos)?.as_bytes(), 0o755)
@@ -87,10 +90,22 @@ impl SetupOptions {
     pub fn plugin_config(&self) -> HerdrResult<PluginConfig> {
         let config = PluginConfig {
             agent: Some(self.agent.clone().unwrap_or_else(|| "claude-code".into())),
-            shape: Some(self.shape.clone().unwrap_or_else(|| super::config::DEFAULT_SHAPE.into())),
+            shape: Some(
+                self.shape
+                    .clone()
+                    .unwrap_or_else(|| super::config::DEFAULT_SHAPE.into()),
+            ),
             rootfs: self.rootfs.clone().filter(|r| !r.trim().is_empty()),
-            auto_pause: Some(self.auto_pause.clone().unwrap_or_else(|| super::config::DEFAULT_AUTO_PAUSE.into())),
-            remote_root: Some(self.remote_root.clone().unwrap_or_else(|| super::config::DEFAULT_REMOTE_ROOT.into())),
+            auto_pause: Some(
+                self.auto_pause
+                    .clone()
+                    .unwrap_or_else(|| super::config::DEFAULT_AUTO_PAUSE.into()),
+            ),
+            remote_root: Some(
+                self.remote_root
+                    .clone()
+                    .unwrap_or_else(|| super::config::DEFAULT_REMOTE_ROOT.into()),
+            ),
             ..Default::default()
         };
         config.settings(Path::new("(cos setup herdr flags)"))?;
@@ -113,9 +128,11 @@ pub struct Check {
 pub async fn check_tools(host: &HerdrHost) -> Vec<Check> {
     let mut checks = Vec::new();
     checks.push(match host.version().await {
-        Ok(v) if v >= MIN_HERDR_VERSION => {
-            Check { name: "herdr".into(), ok: true, detail: format!("{}.{}.{}", v.0, v.1, v.2) }
-        }
+        Ok(v) if v >= MIN_HERDR_VERSION => Check {
+            name: "herdr".into(),
+            ok: true,
+            detail: format!("{}.{}.{}", v.0, v.1, v.2),
+        },
         Ok(v) => Check {
             name: "herdr".into(),
             ok: false,
@@ -124,15 +141,32 @@ pub async fn check_tools(host: &HerdrHost) -> Vec<Check> {
                 v.0, v.1, v.2, MIN_HERDR_VERSION.0, MIN_HERDR_VERSION.1, MIN_HERDR_VERSION.2
             ),
         },
-        Err(e) => Check { name: "herdr".into(), ok: false, detail: e.to_string() },
+        Err(e) => Check {
+            name: "herdr".into(),
+            ok: false,
+            detail: e.to_string(),
+        },
     });
-    let git = tokio::process::Command::new("git").arg("--version").output().await;
+    let git = tokio::process::Command::new("git")
+        .arg("--version")
+        .output()
+        .await;
     checks.push(match git {
-        Ok(o) if o.status.success() => {
-            Check { name: "git".into(), ok: true, detail: String::from_utf8_lossy(&o.stdout).trim().to_string() }
-        }
-        Ok(o) => Check { name: "git".into(), ok: false, detail: o.status.to_string() },
-        Err(e) => Check { name: "git".into(), ok: false, detail: format!("not found: {e}") },
+        Ok(o) if o.status.success() => Check {
+            name: "git".into(),
+            ok: true,
+            detail: String::from_utf8_lossy(&o.stdout).trim().to_string(),
+        },
+        Ok(o) => Check {
+            name: "git".into(),
+            ok: false,
+            detail: o.status.to_string(),
+        },
+        Err(e) => Check {
+            name: "git".into(),
+            ok: false,
+            detail: format!("not found: {e}"),
+        },
     });
     checks
 }
@@ -156,13 +190,19 @@ pub fn find_plugin(answer: &str) -> HerdrResult<Option<InstalledPlugin>> {
         command: "plugin list".into(),
         message: format!("{why} in its answer {:?}", answer.trim()),
     };
-    let v: serde_json::Value = serde_json::from_str(answer.trim()).map_err(|_| unexpected("no JSON"))?;
-    let plugins = v["result"]["plugins"].as_array().ok_or_else(|| unexpected("no result.plugins"))?;
-    Ok(plugins.iter().find(|p| p["plugin_id"].as_str() == Some(PLUGIN_ID)).map(|p| InstalledPlugin {
-        enabled: p["enabled"].as_bool().unwrap_or(true),
-        source: p["source"]["kind"].as_str().unwrap_or("local").to_string(),
-        root: p["plugin_root"].as_str().unwrap_or_default().to_string(),
-    }))
+    let v: serde_json::Value =
+        serde_json::from_str(answer.trim()).map_err(|_| unexpected("no JSON"))?;
+    let plugins = v["result"]["plugins"]
+        .as_array()
+        .ok_or_else(|| unexpected("no result.plugins"))?;
+    Ok(plugins
+        .iter()
+        .find(|p| p["plugin_id"].as_str() == Some(PLUGIN_ID))
+        .map(|p| InstalledPlugin {
+            enabled: p["enabled"].as_bool().unwrap_or(true),
+            source: p["source"]["kind"].as_str().unwrap_or("local").to_string(),
+            root: p["plugin_root"].as_str().unwrap_or_default().to_string(),
+        }))
 }
 
 /// The plugin as Herdr has it (`plugin list --json --plugin createos.sandbox`).
@@ -182,7 +222,9 @@ pub fn write_plugin_config(dir: &Path, config: &PluginConfig, force: bool) -> He
     builder.recursive(true);
     #[cfg(unix)]
     std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder.create(dir).map_err(|e| HerdrError::io(format!("creating {}", dir.display()), e))?;
+    builder
+        .create(dir)
+        .map_err(|e| HerdrError::io(format!("creating {}", dir.display()), e))?;
     let mut text = serde_json::to_vec_pretty(config)
         .map_err(|e| HerdrError::io("encoding config.json", std::io::Error::other(e)))?;
     text.push(b'\n');
@@ -208,7 +250,14 @@ mod tests {
             {"plugin_id":"createos.sandbox","name":"CreateOS","version":"0.2.0","manifest_path":"/p/herdr-plugin.toml",
              "plugin_root":"/p","enabled":false,"source":{"kind":"github","owner":"o","repo":"r"}}]}}"#;
         let found = find_plugin(answer).unwrap().unwrap();
-        assert_eq!(found, InstalledPlugin { enabled: false, source: "github".into(), root: "/p".into() });
+        assert_eq!(
+            found,
+            InstalledPlugin {
+                enabled: false,
+                source: "github".into(),
+                root: "/p".into()
+            }
+        );
         let none = r#"{"id":"cli:plugin","result":{"type":"plugin_list","plugins":[]}}"#;
         assert_eq!(find_plugin(none).unwrap(), None);
         // The shape the old code looked for is not Herdr's: refused, never read as "not linked".
@@ -218,11 +267,36 @@ mod tests {
 
     #[test]
     fn options_are_checked() {
-        assert!(SetupOptions { agent: Some("nope".into()), ..Default::default() }.plugin_config().is_err());
-        assert!(SetupOptions { remote_root: Some("/w;x".into()), ..Default::default() }.plugin_config().is_err());
-        assert!(SetupOptions { auto_pause: Some("2d".into()), ..Default::default() }.plugin_config().is_err());
-        assert!(SetupOptions { shape: Some("big".into()), ..Default::default() }.plugin_config().is_err());
-        let c = SetupOptions { agent: Some("codex".into()), ..Default::default() }.plugin_config().unwrap();
+        assert!(SetupOptions {
+            agent: Some("nope".into()),
+            ..Default::default()
+        }
+        .plugin_config()
+        .is_err());
+        assert!(SetupOptions {
+            remote_root: Some("/w;x".into()),
+            ..Default::default()
+        }
+        .plugin_config()
+        .is_err());
+        assert!(SetupOptions {
+            auto_pause: Some("2d".into()),
+            ..Default::default()
+        }
+        .plugin_config()
+        .is_err());
+        assert!(SetupOptions {
+            shape: Some("big".into()),
+            ..Default::default()
+        }
+        .plugin_config()
+        .is_err());
+        let c = SetupOptions {
+            agent: Some("codex".into()),
+            ..Default::default()
+        }
+        .plugin_config()
+        .unwrap();
         assert_eq!(c.agent.as_deref(), Some("codex"));
         assert_eq!(c.remote_root.as_deref(), Some("/workspace"));
     }

@@ -107,7 +107,10 @@ impl State {
 
 /// Milliseconds since the epoch.
 pub fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 /// The state directory.
@@ -139,9 +142,9 @@ impl StateStore {
         builder.recursive(true);
         #[cfg(unix)]
         std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-        builder
-            .create(&dir)
-            .map_err(|e| HerdrError::io(format!("creating the state directory {}", dir.display()), e))?;
+        builder.create(&dir).map_err(|e| {
+            HerdrError::io(format!("creating the state directory {}", dir.display()), e)
+        })?;
         Ok(StateStore { dir })
     }
 
@@ -166,7 +169,10 @@ impl StateStore {
 
     /// Read, let `change` modify, and write back what changed, all under the lock. When
     /// `change` fails nothing is written.
-    pub async fn update<T>(&self, change: impl FnOnce(&mut State) -> HerdrResult<T>) -> HerdrResult<T> {
+    pub async fn update<T>(
+        &self,
+        change: impl FnOnce(&mut State) -> HerdrResult<T>,
+    ) -> HerdrResult<T> {
         let _lock = self.lock().await?;
         let before = self.load()?;
         let mut state = before.clone();
@@ -181,7 +187,10 @@ impl StateStore {
     }
 
     fn load(&self) -> HerdrResult<State> {
-        Ok(State { panes: read_map(&self.dir.join(PANES_FILE))?, pending: read_map(&self.dir.join(PENDING_FILE))? })
+        Ok(State {
+            panes: read_map(&self.dir.join(PANES_FILE))?,
+            pending: read_map(&self.dir.join(PENDING_FILE))?,
+        })
     }
 
     /// Take the lock, waiting up to [`LOCK_WAIT`] for another action to finish. The wait
@@ -193,7 +202,9 @@ impl StateStore {
         options.read(true).write(true).create(true).truncate(false);
         #[cfg(unix)]
         std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        let file = options.open(&path).map_err(|e| HerdrError::io(format!("opening {}", path.display()), e))?;
+        let file = options
+            .open(&path)
+            .map_err(|e| HerdrError::io(format!("opening {}", path.display()), e))?;
         let started = tokio::time::Instant::now();
         loop {
             match file.try_lock() {
@@ -203,12 +214,14 @@ impl StateStore {
                 }
                 Err(TryLockError::WouldBlock) => {
                     return Err(HerdrError::Busy(format!(
-                        "another CreateOS action has held {} for over {}s; try again when it is done",
-                        path.display(),
-                        LOCK_WAIT.as_secs()
-                    )))
+                    "another CreateOS action has held {} for over {}s; try again when it is done",
+                    path.display(),
+                    LOCK_WAIT.as_secs()
+                )))
                 }
-                Err(TryLockError::Error(e)) => return Err(HerdrError::io(format!("locking {}", path.display()), e)),
+                Err(TryLockError::Error(e)) => {
+                    return Err(HerdrError::io(format!("locking {}", path.display()), e))
+                }
             }
         }
     }
@@ -234,24 +247,37 @@ fn read_map<T: DeserializeOwned>(path: &Path) -> HerdrResult<BTreeMap<String, T>
                 ),
                 Err(e) => format!("is not valid ({parse}) and could not be moved aside ({e}); repair or remove it"),
             };
-            Err(HerdrError::State { path: path.to_path_buf(), message })
+            Err(HerdrError::State {
+                path: path.to_path_buf(),
+                message,
+            })
         }
     }
 }
 
 /// Write `value` as JSON to `path` atomically (mode 0600).
 pub fn write_atomic<T: Serialize>(path: &Path, value: &T) -> HerdrResult<()> {
-    let mut text =
-        serde_json::to_vec_pretty(value).map_err(|e| HerdrError::io("encoding the state", std::io::Error::other(e)))?;
+    let mut text = serde_json::to_vec_pretty(value)
+        .map_err(|e| HerdrError::io("encoding the state", std::io::Error::other(e)))?;
     text.push(b'\n');
     write_bytes_atomic(path, &text, 0o600)
 }
 
 /// Write `bytes` to `path` atomically with `mode` (Unix).
 pub fn write_bytes_atomic(path: &Path, bytes: &[u8], mode: u32) -> HerdrResult<()> {
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp-{}-{:08x}", std::process::id(), rand::random::<u32>()));
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(
+        ".{name}.tmp-{}-{:08x}",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
     let result = (|| -> std::io::Result<()> {
         let mut options = OpenOptions::new();
         options.write(true).create_new(true);
@@ -327,7 +353,10 @@ mod tests {
         });
         tokio::time::sleep(Duration::from_millis(100)).await;
         holder.unlock().unwrap();
-        let read = tokio::time::timeout(LOCK_WAIT / 2, waiting).await.expect("the waiter finished").unwrap();
+        let read = tokio::time::timeout(LOCK_WAIT / 2, waiting)
+            .await
+            .expect("the waiter finished")
+            .unwrap();
         assert!(read.is_ok(), "{read:?}");
     }
 
@@ -336,11 +365,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = StateStore::open(dir.path()).unwrap();
         std::fs::write(dir.path().join(PANES_FILE), b"{\"p1\": {\"box\": ").unwrap();
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
         let err = runtime.block_on(store.read()).unwrap_err().to_string();
         assert!(err.contains("moved aside"), "{err}");
         assert!(!dir.path().join(PANES_FILE).exists());
-        let aside = dir.path().join(format!("{PANES_FILE}.corrupt-{}", std::process::id()));
+        let aside = dir
+            .path()
+            .join(format!("{PANES_FILE}.corrupt-{}", std::process::id()));
         assert_eq!(std::fs::read(aside).unwrap(), b"{\"p1\": {\"box\": ");
     }
 
@@ -349,7 +383,12 @@ mod tests {
         let mut s = State::default();
         s.pending.insert(
             "src".into(),
-            PendingStart { created_at: 1_000, refreshed_at: None, pane: Some("new".into()), box_name: "b".into() },
+            PendingStart {
+                created_at: 1_000,
+                refreshed_at: None,
+                pane: Some("new".into()),
+                box_name: "b".into(),
+            },
         );
         assert!(s.pending_for("src", 2_000).is_some());
         assert!(s.pending_for("new", 2_000).is_some());
@@ -364,11 +403,22 @@ mod tests {
     fn a_refreshed_reservation_outlives_the_ttl() {
         let ttl = PENDING_TTL.as_millis() as u64;
         let mut s = State::default();
-        let p = PendingStart { created_at: 1_000, refreshed_at: Some(1_000 + ttl), pane: None, box_name: "b".into() };
+        let p = PendingStart {
+            created_at: 1_000,
+            refreshed_at: Some(1_000 + ttl),
+            pane: None,
+            box_name: "b".into(),
+        };
         s.pending.insert("src".into(), p);
-        assert!(s.pending_for("src", 1_000 + ttl + 10).is_some(), "refreshed reservations hold past created_at + TTL");
+        assert!(
+            s.pending_for("src", 1_000 + ttl + 10).is_some(),
+            "refreshed reservations hold past created_at + TTL"
+        );
         s.expire_pending(1_000 + ttl + 10);
         assert_eq!(s.pending.len(), 1);
-        assert!(s.pending_for("src", 1_000 + 2 * ttl).is_none(), "a reservation nobody refreshes still expires");
+        assert!(
+            s.pending_for("src", 1_000 + 2 * ttl).is_none(),
+            "a reservation nobody refreshes still expires"
+        );
     }
 }

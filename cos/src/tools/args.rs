@@ -18,12 +18,22 @@ impl Args {
     /// Check `raw` against `schema`.
     pub fn check(schema: &Value, raw: Option<Map<String, Value>>) -> Result<Args, ToolError> {
         let raw = raw.unwrap_or_default();
-        let props = schema["properties"].as_object().cloned().unwrap_or_default();
+        let props = schema["properties"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
         if let Some(extra) = raw.keys().find(|k| !props.contains_key(*k)) {
             let known: Vec<&String> = props.keys().collect();
-            return Err(bad(format!("unknown argument {extra:?} (accepted: {known:?})")));
+            return Err(bad(format!(
+                "unknown argument {extra:?} (accepted: {known:?})"
+            )));
         }
-        for req in schema["required"].as_array().into_iter().flatten().filter_map(Value::as_str) {
+        for req in schema["required"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+        {
             if raw.get(req).is_none_or(Value::is_null) {
                 return Err(bad(format!("missing required argument {req:?}")));
             }
@@ -47,7 +57,8 @@ impl Args {
 
     /// A required string (presence was checked against the schema).
     pub fn str(&self, key: &str) -> Result<&str, ToolError> {
-        self.opt_str(key).ok_or_else(|| bad(format!("missing required argument {key:?}")))
+        self.opt_str(key)
+            .ok_or_else(|| bad(format!("missing required argument {key:?}")))
     }
 
     /// An optional integer.
@@ -57,7 +68,8 @@ impl Args {
 
     /// A required integer.
     pub fn u64(&self, key: &str) -> Result<u64, ToolError> {
-        self.opt_u64(key).ok_or_else(|| bad(format!("missing required argument {key:?}")))
+        self.opt_u64(key)
+            .ok_or_else(|| bad(format!("missing required argument {key:?}")))
     }
 
     /// An optional boolean.
@@ -69,7 +81,12 @@ impl Args {
     pub fn strings(&self, key: &str) -> Vec<String> {
         self.get(key)
             .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
             .unwrap_or_default()
     }
 }
@@ -77,7 +94,9 @@ impl Args {
 fn check_value(key: &str, schema: &Value, value: &Value) -> Result<(), ToolError> {
     match schema["type"].as_str() {
         Some("string") => {
-            let s = value.as_str().ok_or_else(|| bad(format!("{key:?} must be a string")))?;
+            let s = value
+                .as_str()
+                .ok_or_else(|| bad(format!("{key:?} must be a string")))?;
             if s.contains('\0') {
                 return Err(bad(format!("{key:?} contains a NUL byte")));
             }
@@ -94,21 +113,44 @@ fn check_value(key: &str, schema: &Value, value: &Value) -> Result<(), ToolError
             }
         }
         Some("integer") => {
-            let n = value.as_u64().ok_or_else(|| bad(format!("{key:?} must be a non-negative integer")))?;
-            if schema["minimum"].as_u64().is_some_and(|min| n < min) || schema["maximum"].as_u64().is_some_and(|max| n > max) {
-                return Err(bad(format!("{key:?} = {n} is outside {}..={}", schema["minimum"], schema["maximum"])));
+            let n = value
+                .as_u64()
+                .ok_or_else(|| bad(format!("{key:?} must be a non-negative integer")))?;
+            if schema["minimum"].as_u64().is_some_and(|min| n < min)
+                || schema["maximum"].as_u64().is_some_and(|max| n > max)
+            {
+                return Err(bad(format!(
+                    "{key:?} = {n} is outside {}..={}",
+                    schema["minimum"], schema["maximum"]
+                )));
             }
         }
         Some("boolean") => {
-            value.as_bool().ok_or_else(|| bad(format!("{key:?} must be a boolean")))?;
+            value
+                .as_bool()
+                .ok_or_else(|| bad(format!("{key:?} must be a boolean")))?;
         }
         Some("array") => {
-            let items = value.as_array().ok_or_else(|| bad(format!("{key:?} must be an array")))?;
-            if schema["minItems"].as_u64().is_some_and(|m| (items.len() as u64) < m) {
-                return Err(bad(format!("{key:?} needs at least {} item(s)", schema["minItems"])));
+            let items = value
+                .as_array()
+                .ok_or_else(|| bad(format!("{key:?} must be an array")))?;
+            if schema["minItems"]
+                .as_u64()
+                .is_some_and(|m| (items.len() as u64) < m)
+            {
+                return Err(bad(format!(
+                    "{key:?} needs at least {} item(s)",
+                    schema["minItems"]
+                )));
             }
-            if schema["maxItems"].as_u64().is_some_and(|m| (items.len() as u64) > m) {
-                return Err(bad(format!("{key:?} takes at most {} item(s)", schema["maxItems"])));
+            if schema["maxItems"]
+                .as_u64()
+                .is_some_and(|m| (items.len() as u64) > m)
+            {
+                return Err(bad(format!(
+                    "{key:?} takes at most {} item(s)",
+                    schema["maxItems"]
+                )));
             }
             for (i, item) in items.iter().enumerate() {
                 check_value(&format!("{key}[{i}]"), &schema["items"], item)?;
@@ -129,7 +171,10 @@ mod tests {
         let schema = json!({"type": "object", "additionalProperties": false, "required": ["op"],
             "properties": {"op": {"type": "string", "enum": ["screen", "click"]}}});
         let err = Args::check(&schema, json!({"op": "scroll"}).as_object().cloned()).unwrap_err();
-        assert_eq!(err.to_string(), "invalid arguments: \"op\" must be one of: screen, click");
+        assert_eq!(
+            err.to_string(),
+            "invalid arguments: \"op\" must be one of: screen, click"
+        );
     }
 
     #[test]
@@ -137,12 +182,26 @@ mod tests {
         let schema = json!({"type": "object", "additionalProperties": false, "required": ["a"],
             "properties": {"a": {"type": "string", "minLength": 1}, "n": {"type": "integer", "minimum": 1, "maximum": 5},
                            "l": {"type": "array", "minItems": 1, "items": {"type": "string"}}}});
-        let ok = Args::check(&schema, json!({"a": "x", "n": 3, "l": ["q"]}).as_object().cloned()).unwrap();
+        let ok = Args::check(
+            &schema,
+            json!({"a": "x", "n": 3, "l": ["q"]}).as_object().cloned(),
+        )
+        .unwrap();
         assert_eq!(ok.str("a").unwrap(), "x");
         assert_eq!(ok.opt_u64("n"), Some(3));
         assert_eq!(ok.strings("l"), vec!["q"]);
-        for bad in [json!({}), json!({"a": ""}), json!({"a": "x", "z": 1}), json!({"a": "x", "n": 9}), json!({"a": "x", "l": []}), json!({"a": 1})] {
-            assert!(Args::check(&schema, bad.as_object().cloned()).is_err(), "{bad}");
+        for bad in [
+            json!({}),
+            json!({"a": ""}),
+            json!({"a": "x", "z": 1}),
+            json!({"a": "x", "n": 9}),
+            json!({"a": "x", "l": []}),
+            json!({"a": 1}),
+        ] {
+            assert!(
+                Args::check(&schema, bad.as_object().cloned()).is_err(),
+                "{bad}"
+            );
         }
     }
 }

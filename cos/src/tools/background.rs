@@ -77,7 +77,14 @@ impl Task {
 
     fn view(&self, id: &str) -> Value {
         match &self.kind {
-            Kind::Sync { sandbox, local, remote, mode, progress, task } => {
+            Kind::Sync {
+                sandbox,
+                local,
+                remote,
+                mode,
+                progress,
+                task,
+            } => {
                 let p = progress.lock().unwrap_or_else(|e| e.into_inner());
                 json!({
                     "transport_id": id,
@@ -97,7 +104,12 @@ impl Task {
                     "last_error": p.ended.clone().or_else(|| p.last_error.clone()),
                 })
             }
-            Kind::Tunnel { sandbox, remote_port, local, running } => json!({
+            Kind::Tunnel {
+                sandbox,
+                remote_port,
+                local,
+                running,
+            } => json!({
                 "transport_id": id,
                 "kind": "tunnel",
                 "session": self.session,
@@ -139,7 +151,9 @@ pub struct BackgroundTasks {
 
 impl std::fmt::Debug for BackgroundTasks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BackgroundTasks").field("ids", &self.ids()).finish()
+        f.debug_struct("BackgroundTasks")
+            .field("ids", &self.ids())
+            .finish()
     }
 }
 
@@ -159,7 +173,10 @@ fn count_report(p: &mut WatchProgress, report: &SyncReport) {
 impl BackgroundTasks {
     /// An empty registry whose tasks stop when `lifetime` is cancelled.
     pub fn new(lifetime: CancellationToken) -> Self {
-        BackgroundTasks { lifetime, running: Mutex::new(BTreeMap::new()) }
+        BackgroundTasks {
+            lifetime,
+            running: Mutex::new(BTreeMap::new()),
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Task>> {
@@ -177,7 +194,9 @@ impl BackgroundTasks {
         // Checked under the lock: stop_all drains under it too, so nothing slips in after.
         if self.lifetime.is_cancelled() {
             task.cancel.cancel();
-            return Err(ToolError::Refused("the tool server is shutting down".into()));
+            return Err(ToolError::Refused(
+                "the tool server is shutting down".into(),
+            ));
         }
         let mut id = new_id();
         while running.contains_key(&id) {
@@ -189,14 +208,25 @@ impl BackgroundTasks {
 
     /// Start watching with `syncer` (already run once by the caller): it syncs again after
     /// every burst of local changes, and every [`TWO_WAY_POLL`] (two-way) or [`BACKSTOP_POLL`].
-    pub fn start_sync(&self, session: &str, sandbox: &str, syncer: Arc<Syncer>) -> Result<String, ToolError> {
+    pub fn start_sync(
+        &self,
+        session: &str,
+        sandbox: &str,
+        syncer: Arc<Syncer>,
+    ) -> Result<String, ToolError> {
         if self.lifetime.is_cancelled() {
-            return Err(ToolError::Refused("the tool server is shutting down".into()));
+            return Err(ToolError::Refused(
+                "the tool server is shutting down".into(),
+            ));
         }
         let cancel = self.lifetime.child_token();
         let progress = Arc::new(Mutex::new(WatchProgress::default()));
         let mode = syncer.options().mode;
-        let poll = if mode == SyncMode::TwoWay { TWO_WAY_POLL } else { BACKSTOP_POLL };
+        let poll = if mode == SyncMode::TwoWay {
+            TWO_WAY_POLL
+        } else {
+            BACKSTOP_POLL
+        };
         let task = {
             let (syncer, cancel, progress) = (syncer.clone(), cancel.clone(), progress.clone());
             tokio::spawn(async move {
@@ -216,7 +246,8 @@ impl BackgroundTasks {
                     })
                     .await;
                 if let Err(err) = watched {
-                    progress.lock().unwrap_or_else(|e| e.into_inner()).ended = Some(format!("the watch stopped: {err}"));
+                    progress.lock().unwrap_or_else(|e| e.into_inner()).ended =
+                        Some(format!("the watch stopped: {err}"));
                 }
             })
         };
@@ -236,11 +267,22 @@ impl BackgroundTasks {
     }
 
     /// Register a running tunnel.
-    pub fn add_tunnel(&self, session: &str, sandbox: &str, remote_port: u16, running: RunningTunnel) -> Result<String, ToolError> {
+    pub fn add_tunnel(
+        &self,
+        session: &str,
+        sandbox: &str,
+        remote_port: u16,
+        running: RunningTunnel,
+    ) -> Result<String, ToolError> {
         let task = Task {
             session: session.to_string(),
             cancel: running.cancel_token(),
-            kind: Kind::Tunnel { sandbox: sandbox.to_string(), remote_port, local: running.local_addr(), running },
+            kind: Kind::Tunnel {
+                sandbox: sandbox.to_string(),
+                remote_port,
+                local: running.local_addr(),
+                running,
+            },
         };
         self.insert(task)
     }
@@ -253,7 +295,9 @@ impl BackgroundTasks {
     /// Stop background task `id` and wait until it has ended; its last state is returned.
     pub async fn stop(&self, id: &str) -> Result<Value, ToolError> {
         let task = self.lock().remove(id).ok_or_else(|| {
-            ToolError::Refused(format!("unknown background task {id:?}; sandbox_status lists the running ones"))
+            ToolError::Refused(format!(
+                "unknown background task {id:?}; sandbox_status lists the running ones"
+            ))
         })?;
         let mut view = task.view(id);
         task.stop().await;
@@ -266,8 +310,14 @@ impl BackgroundTasks {
     pub async fn stop_for_sandbox(&self, sandbox: &str) -> Vec<String> {
         let mine: Vec<(String, Task)> = {
             let mut running = self.lock();
-            let ids: Vec<String> = running.iter().filter(|(_, t)| t.sandbox() == sandbox).map(|(id, _)| id.clone()).collect();
-            ids.into_iter().filter_map(|id| running.remove(&id).map(|t| (id, t))).collect()
+            let ids: Vec<String> = running
+                .iter()
+                .filter(|(_, t)| t.sandbox() == sandbox)
+                .map(|(id, _)| id.clone())
+                .collect();
+            ids.into_iter()
+                .filter_map(|id| running.remove(&id).map(|t| (id, t)))
+                .collect()
         };
         let ids = mine.iter().map(|(id, _)| id.clone()).collect();
         futures::future::join_all(mine.into_iter().map(|(_, t)| t.stop())).await;

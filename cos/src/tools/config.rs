@@ -8,7 +8,12 @@ use serde_json::{Map, Value};
 
 /// Left out of the `sync: "once"` project copy at any depth, on top of the snapshot rules (the
 /// OpenCode V2 plugin's always-on excludes: dependencies, virtualenvs and tool state).
-pub const SYNC_ONCE_EXCLUDES: [&str; 4] = ["**/node_modules", "**/.venv", "**/.opencode", "**/.createos"];
+pub const SYNC_ONCE_EXCLUDES: [&str; 4] = [
+    "**/node_modules",
+    "**/.venv",
+    "**/.opencode",
+    "**/.createos",
+];
 
 /// Longest deadline a call may ask for (1 h).
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
@@ -127,13 +132,20 @@ pub fn env_vars() -> impl Iterator<Item = &'static str> {
 
 /// `skillDirs`: a JSON array of absolute host directories.
 fn skill_dirs(raw: Raw<'_>) -> Result<Vec<PathBuf>, String> {
-    let Raw::Opt(Value::Array(items)) = raw else { return Err("must be an array of absolute directory paths".into()) };
+    let Raw::Opt(Value::Array(items)) = raw else {
+        return Err("must be an array of absolute directory paths".into());
+    };
     items
         .iter()
         .map(|item| {
             let text = item.as_str().ok_or("must be an array of strings")?;
             let path = Path::new(text);
-            if !path.is_absolute() || text.contains('\0') || path.components().any(|c| c == std::path::Component::ParentDir) {
+            if !path.is_absolute()
+                || text.contains('\0')
+                || path
+                    .components()
+                    .any(|c| c == std::path::Component::ParentDir)
+            {
                 return Err(format!("{text:?} is not an absolute path without `..`"));
             }
             Ok(path.to_path_buf())
@@ -149,10 +161,19 @@ enum Raw<'a> {
 
 impl ToolsConfig {
     /// Resolve from `options` (a JSON object) and `env` (a variable lookup).
-    pub fn resolve(options: &Map<String, Value>, env: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        if let Some(unknown) = options.keys().find(|k| !KEYS.iter().any(|(key, _)| key == k)) {
+    pub fn resolve(
+        options: &Map<String, Value>,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
+        if let Some(unknown) = options
+            .keys()
+            .find(|k| !KEYS.iter().any(|(key, _)| key == k))
+        {
             let known: Vec<&str> = KEYS.iter().map(|(k, _)| *k).collect();
-            return Err(ConfigError(format!("unknown option {unknown:?} (known: {})", known.join(", "))));
+            return Err(ConfigError(format!(
+                "unknown option {unknown:?} (known: {})",
+                known.join(", ")
+            )));
         }
         let mut config = ToolsConfig::default();
         for (key, var) in KEYS {
@@ -167,7 +188,9 @@ impl ToolsConfig {
                 (Raw::Env(_), Some(var)) => var.to_string(),
                 _ => format!("option {key:?}"),
             };
-            config.apply(key, raw).map_err(|msg| ConfigError(format!("{origin}: {msg}")))?;
+            config
+                .apply(key, raw)
+                .map_err(|msg| ConfigError(format!("{origin}: {msg}")))?;
         }
         Ok(config)
     }
@@ -179,8 +202,13 @@ impl ToolsConfig {
             "skillDirs" => self.skill_dirs = skill_dirs(raw)?,
             "timeout" => {
                 let ms = match raw {
-                    Raw::Env(v) => v.trim().parse::<u64>().map_err(|_| format!("{v:?} is not an integer"))?,
-                    Raw::Opt(v) => v.as_u64().ok_or("must be an integer number of milliseconds")?,
+                    Raw::Env(v) => v
+                        .trim()
+                        .parse::<u64>()
+                        .map_err(|_| format!("{v:?} is not an integer"))?,
+                    Raw::Opt(v) => v
+                        .as_u64()
+                        .ok_or("must be an integer number of milliseconds")?,
                 };
                 if ms == 0 || ms > MAX_TIMEOUT.as_millis() as u64 {
                     return Err(format!("{ms} ms is outside 1..{}", MAX_TIMEOUT.as_millis()));
@@ -198,13 +226,15 @@ impl ToolsConfig {
                 }
                 match key {
                     "shape" => {
-                        createos_sandbox::validate::shape("shape", &text).map_err(|e| e.to_string())?;
+                        createos_sandbox::validate::shape("shape", &text)
+                            .map_err(|e| e.to_string())?;
                         self.shape = text;
                     }
                     "rootfs" => self.rootfs = non_empty(text)?,
                     "cwd" => self.cwd = normalize_abs(&text)?,
                     "network" => {
-                        createos_sandbox::validate::id("network", &text).map_err(|e| e.to_string())?;
+                        createos_sandbox::validate::id("network", &text)
+                            .map_err(|e| e.to_string())?;
                         self.network = Some(text);
                     }
                     "autoPause" => self.auto_pause = parse_auto_pause(&text)?,
@@ -231,7 +261,8 @@ impl ToolsConfig {
 
     /// Auto-pause in seconds for the control plane, when set.
     pub fn auto_pause_secs(&self) -> Option<u32> {
-        self.auto_pause.map(|d| d.as_secs().min(u32::MAX as u64) as u32)
+        self.auto_pause
+            .map(|d| d.as_secs().min(u32::MAX as u64) as u32)
     }
 }
 
@@ -278,7 +309,8 @@ pub fn parse_auto_pause(text: &str) -> Result<Option<Duration>, String> {
     if t.eq_ignore_ascii_case("off") {
         return Ok(None);
     }
-    let secs = createos_sandbox::validate::auto_pause_text("autoPause", t).map_err(|e| e.to_string())?;
+    let secs =
+        createos_sandbox::validate::auto_pause_text("autoPause", t).map_err(|e| e.to_string())?;
     Ok(Some(Duration::from_secs(u64::from(secs))))
 }
 
@@ -294,7 +326,10 @@ mod tests {
     #[test]
     fn env_beats_option_beats_default() {
         let o = opts(json!({"shape": "s-1vcpu-1gb", "cwd": "/srv//app/./x/..", "persist": false}));
-        let c = ToolsConfig::resolve(&o, |k| (k == "CREATEOS_SHAPE").then(|| "s-4vcpu-8gb".to_string())).unwrap();
+        let c = ToolsConfig::resolve(&o, |k| {
+            (k == "CREATEOS_SHAPE").then(|| "s-4vcpu-8gb".to_string())
+        })
+        .unwrap();
         assert_eq!(c.shape, "s-4vcpu-8gb");
         assert_eq!(c.cwd, "/srv/app");
         assert!(!c.persist);
@@ -304,9 +339,16 @@ mod tests {
 
     #[test]
     fn refuses_unknown_keys_and_bad_values() {
-        assert!(ToolsConfig::resolve(&opts(json!({"shap": "x"})), |_| None).unwrap_err().0.contains("unknown option"));
+        assert!(ToolsConfig::resolve(&opts(json!({"shap": "x"})), |_| None)
+            .unwrap_err()
+            .0
+            .contains("unknown option"));
         assert!(ToolsConfig::resolve(&opts(json!({"persist": "yes"})), |_| None).is_err());
-        assert!(ToolsConfig::resolve(&Map::new(), |k| (k == "CREATEOS_PERSIST").then(|| "1".into())).is_err());
+        assert!(
+            ToolsConfig::resolve(&Map::new(), |k| (k == "CREATEOS_PERSIST")
+                .then(|| "1".into()))
+            .is_err()
+        );
         assert!(ToolsConfig::resolve(&opts(json!({"timeout": 0})), |_| None).is_err());
         assert!(ToolsConfig::resolve(&opts(json!({"timeout": 3_600_001})), |_| None).is_err());
         assert!(ToolsConfig::resolve(&opts(json!({"cwd": "rel/path"})), |_| None).is_err());
@@ -317,9 +359,18 @@ mod tests {
     fn every_documented_key_has_its_default() {
         let c = ToolsConfig::resolve(&Map::new(), |_| None).unwrap();
         assert_eq!(c, ToolsConfig::default());
-        assert_eq!((c.mode, c.sync, c.sync_skills, c.persist), (Mode::Local, ProjectSync::None, true, true));
-        assert_eq!((c.shape.as_str(), c.rootfs.as_str(), c.cwd.as_str()), ("s-2vcpu-2gb", "devbox:1", "/root/workspace"));
-        assert_eq!((c.network.as_deref(), c.auto_pause), (None, Some(Duration::from_secs(1800))));
+        assert_eq!(
+            (c.mode, c.sync, c.sync_skills, c.persist),
+            (Mode::Local, ProjectSync::None, true, true)
+        );
+        assert_eq!(
+            (c.shape.as_str(), c.rootfs.as_str(), c.cwd.as_str()),
+            ("s-2vcpu-2gb", "devbox:1", "/root/workspace")
+        );
+        assert_eq!(
+            (c.network.as_deref(), c.auto_pause),
+            (None, Some(Duration::from_secs(1800)))
+        );
         let vars: Vec<&str> = env_vars().collect();
         assert_eq!(vars.len(), 9);
         assert!(vars.contains(&"CREATEOS_MODE") && vars.contains(&"CREATEOS_SYNC"));
@@ -327,18 +378,38 @@ mod tests {
 
     #[test]
     fn skill_dirs_are_absolute_paths() {
-        let c = ToolsConfig::resolve(&opts(json!({"skillDirs": ["/home/u/skills/a", "/opt/s"]})), |_| None).unwrap();
-        assert_eq!(c.skill_dirs, [PathBuf::from("/home/u/skills/a"), PathBuf::from("/opt/s")]);
-        for bad in [json!("/a"), json!(["rel/dir"]), json!(["/a/../b"]), json!([1])] {
-            assert!(ToolsConfig::resolve(&opts(json!({"skillDirs": bad})), |_| None).is_err(), "{bad}");
+        let c = ToolsConfig::resolve(
+            &opts(json!({"skillDirs": ["/home/u/skills/a", "/opt/s"]})),
+            |_| None,
+        )
+        .unwrap();
+        assert_eq!(
+            c.skill_dirs,
+            [PathBuf::from("/home/u/skills/a"), PathBuf::from("/opt/s")]
+        );
+        for bad in [
+            json!("/a"),
+            json!(["rel/dir"]),
+            json!(["/a/../b"]),
+            json!([1]),
+        ] {
+            assert!(
+                ToolsConfig::resolve(&opts(json!({"skillDirs": bad})), |_| None).is_err(),
+                "{bad}"
+            );
         }
     }
 
     #[test]
     fn mode_sync_and_sync_skills() {
-        let o = opts(json!({"mode": "remote", "sync": "once", "syncSkills": false, "network": "net-1", "autoPause": "off"}));
+        let o = opts(
+            json!({"mode": "remote", "sync": "once", "syncSkills": false, "network": "net-1", "autoPause": "off"}),
+        );
         let c = ToolsConfig::resolve(&o, |_| None).unwrap();
-        assert_eq!((c.mode, c.sync, c.sync_skills), (Mode::Remote, ProjectSync::Once, false));
+        assert_eq!(
+            (c.mode, c.sync, c.sync_skills),
+            (Mode::Remote, ProjectSync::Once, false)
+        );
         assert_eq!((c.network.as_deref(), c.auto_pause), (Some("net-1"), None));
         // The environment beats the option, key by key.
         let env = |k: &str| match k {
@@ -347,7 +418,10 @@ mod tests {
             _ => None,
         };
         let c = ToolsConfig::resolve(&o, env).unwrap();
-        assert_eq!((c.mode, c.sync, c.sync_skills), (Mode::Local, ProjectSync::None, false));
+        assert_eq!(
+            (c.mode, c.sync, c.sync_skills),
+            (Mode::Local, ProjectSync::None, false)
+        );
         // An empty variable counts as unset.
         let c = ToolsConfig::resolve(&o, |k| (k == "CREATEOS_MODE").then(String::new)).unwrap();
         assert_eq!(c.mode, Mode::Remote);
@@ -367,24 +441,47 @@ mod tests {
         assert!(err(json!({"shape": "s-2vcpu\u{0}"})).contains("NUL"));
         assert!(err(json!({"rootfs": " "})).contains("empty"));
         let env_err = |var: &'static str, value: &'static str| {
-            ToolsConfig::resolve(&Map::new(), |k| (k == var).then(|| value.to_string())).unwrap_err().0
+            ToolsConfig::resolve(&Map::new(), |k| (k == var).then(|| value.to_string()))
+                .unwrap_err()
+                .0
         };
         assert!(env_err("CREATEOS_MODE", "cloud").starts_with("CREATEOS_MODE: \"cloud\" is not"));
         assert!(env_err("CREATEOS_SYNC", "twice").contains("CREATEOS_SYNC"));
         assert!(env_err("CREATEOS_TIMEOUT", "12s").contains("CREATEOS_TIMEOUT"));
         assert!(env_err("CREATEOS_PERSIST", "TRUE").contains("CREATEOS_PERSIST"));
         // syncSkills has no variable: a look-alike is ignored, not read.
-        assert!(ToolsConfig::resolve(&Map::new(), |k| (k == "CREATEOS_SYNC_SKILLS").then(|| "bogus".into())).unwrap().sync_skills);
+        assert!(
+            ToolsConfig::resolve(&Map::new(), |k| (k == "CREATEOS_SYNC_SKILLS")
+                .then(|| "bogus".into()))
+            .unwrap()
+            .sync_skills
+        );
         // The valid timeout bounds.
-        assert_eq!(ToolsConfig::resolve(&opts(json!({"timeout": 3_600_000})), |_| None).unwrap().timeout, Some(MAX_TIMEOUT));
-        assert_eq!(ToolsConfig::resolve(&opts(json!({"timeout": 1})), |_| None).unwrap().timeout, Some(Duration::from_millis(1)));
+        assert_eq!(
+            ToolsConfig::resolve(&opts(json!({"timeout": 3_600_000})), |_| None)
+                .unwrap()
+                .timeout,
+            Some(MAX_TIMEOUT)
+        );
+        assert_eq!(
+            ToolsConfig::resolve(&opts(json!({"timeout": 1})), |_| None)
+                .unwrap()
+                .timeout,
+            Some(Duration::from_millis(1))
+        );
     }
 
     #[test]
     fn auto_pause_forms() {
-        assert_eq!(parse_auto_pause("30m").unwrap(), Some(Duration::from_secs(1800)));
+        assert_eq!(
+            parse_auto_pause("30m").unwrap(),
+            Some(Duration::from_secs(1800))
+        );
         assert_eq!(parse_auto_pause("off").unwrap(), None);
-        assert_eq!(parse_auto_pause("120").unwrap(), Some(Duration::from_secs(120)));
+        assert_eq!(
+            parse_auto_pause("120").unwrap(),
+            Some(Duration::from_secs(120))
+        );
         assert!(parse_auto_pause("1s").is_err());
     }
 }

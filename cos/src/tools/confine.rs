@@ -30,10 +30,10 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
+use crate::tools::ToolError;
 use createos_sandbox::error::Error;
 use createos_sandbox::snapshot::{classify_names, DropReason};
 use createos_sandbox::sync::safety::SENSITIVE_HOME_DIRS;
-use crate::tools::ToolError;
 
 /// Home folders that hold CreateOS's own credentials (`.oauth`, `.token`): never named, by
 /// anyone, at any depth below the home directory's first level or inside a project.
@@ -63,22 +63,49 @@ fn refused(field: &str, given: &Path, why: impl std::fmt::Display) -> String {
 }
 
 /// `given` (argument `field` of a tool) resolved and confined to `project`.
-pub fn agent_path(project: &Path, field: &str, given: &Path, expect: Expect) -> Result<PathBuf, ToolError> {
+pub fn agent_path(
+    project: &Path,
+    field: &str,
+    given: &Path,
+    expect: Expect,
+) -> Result<PathBuf, ToolError> {
     let home = home_dir();
     check_agent(project, home.as_deref(), field, given, expect).map_err(ToolError::InvalidArgs)
 }
 
 /// [`agent_path`] for a string argument.
-pub fn agent_arg(project: &Path, field: &str, given: &str, expect: Expect) -> Result<PathBuf, ToolError> {
+pub fn agent_arg(
+    project: &Path,
+    field: &str,
+    given: &str,
+    expect: Expect,
+) -> Result<PathBuf, ToolError> {
     agent_path(project, field, Path::new(given), expect)
 }
 
-fn check_agent(project: &Path, home: Option<&Path>, field: &str, given: &Path, expect: Expect) -> Result<PathBuf, String> {
+fn check_agent(
+    project: &Path,
+    home: Option<&Path>,
+    field: &str,
+    given: &Path,
+    expect: Expect,
+) -> Result<PathBuf, String> {
     check_text(field, given)?;
-    let project = project
-        .canonicalize()
-        .map_err(|e| refused(field, given, format!("cannot resolve the project directory {}: {e}", project.display())))?;
-    let joined = if given.is_absolute() { given.to_path_buf() } else { project.join(given) };
+    let project = project.canonicalize().map_err(|e| {
+        refused(
+            field,
+            given,
+            format!(
+                "cannot resolve the project directory {}: {e}",
+                project.display()
+            ),
+        )
+    })?;
+    let joined = if given.is_absolute() {
+        given.to_path_buf()
+    } else {
+        project.join(given)
+    };
     let resolved = resolve_existing_prefix(&joined).map_err(|why| refused(field, given, why))?;
     let Ok(relative) = resolved.strip_prefix(&project) else {
         return Err(refused(
@@ -93,7 +120,14 @@ fn check_agent(project: &Path, home: Option<&Path>, field: &str, given: &Path, e
     };
     let is_dir = check_expected(field, given, &resolved, expect)?;
     if let Some(why) = protected(relative, is_dir) {
-        return Err(refused(field, given, format!("{} is {why}: tools never read or write it", relative.display())));
+        return Err(refused(
+            field,
+            given,
+            format!(
+                "{} is {why}: tools never read or write it",
+                relative.display()
+            ),
+        ));
     }
     if let Some(why) = home.and_then(|home| home_rule(&resolved, home)) {
         return Err(refused(field, given, why));
@@ -104,24 +138,46 @@ fn check_agent(project: &Path, home: Option<&Path>, field: &str, given: &Path, e
 /// `given` (a person's `field`, e.g. `--dir`), resolved against the current directory and
 /// checked: see the [module docs](self). `force`: `None` when the command has no `--force`,
 /// else whether it was given.
-pub fn user_path(field: &str, given: &Path, expect: Expect, force: Option<bool>) -> Result<PathBuf, Error> {
+pub fn user_path(
+    field: &str,
+    given: &Path,
+    expect: Expect,
+    force: Option<bool>,
+) -> Result<PathBuf, Error> {
     let home = home_dir();
-    check_user(home.as_deref(), field, given, expect, force).map_err(|message| Error::invalid(field, message))
+    check_user(home.as_deref(), field, given, expect, force)
+        .map_err(|message| Error::invalid(field, message))
 }
 
-fn check_user(home: Option<&Path>, field: &str, given: &Path, expect: Expect, force: Option<bool>) -> Result<PathBuf, String> {
+fn check_user(
+    home: Option<&Path>,
+    field: &str,
+    given: &Path,
+    expect: Expect,
+    force: Option<bool>,
+) -> Result<PathBuf, String> {
     check_text(field, given)?;
     let joined = if given.is_absolute() {
         given.to_path_buf()
     } else {
-        std::env::current_dir().map_err(|e| refused(field, given, format!("cannot read the current directory: {e}")))?.join(given)
+        std::env::current_dir()
+            .map_err(|e| {
+                refused(
+                    field,
+                    given,
+                    format!("cannot read the current directory: {e}"),
+                )
+            })?
+            .join(given)
     };
     let resolved = resolve_existing_prefix(&joined).map_err(|why| refused(field, given, why))?;
     let is_dir = check_expected(field, given, &resolved, expect)?;
     if is_dir && resolved.parent().is_none() {
         return Err(refused(field, given, "refusing the file-system root `/`"));
     }
-    let Some(home) = home else { return Ok(resolved) };
+    let Some(home) = home else {
+        return Ok(resolved);
+    };
     if is_dir || expect == Expect::Dir {
         if let Some(why) = home_itself(&resolved, home) {
             return Err(refused(field, given, why));
@@ -133,7 +189,14 @@ fn check_user(home: Option<&Path>, field: &str, given: &Path, expect: Expect, fo
                 Some(false) if !is_createos(&first) => "; pass --force to use it anyway",
                 _ => "",
             };
-            Err(refused(field, given, format!("{} is inside ~/{first}, which holds credentials{hint}", resolved.display())))
+            Err(refused(
+                field,
+                given,
+                format!(
+                    "{} is inside ~/{first}, which holds credentials{hint}",
+                    resolved.display()
+                ),
+            ))
         }
         _ => Ok(resolved),
     }
@@ -146,9 +209,16 @@ pub fn skill_dir(project: &Path, field: &str, dir: &Path) -> Result<Option<PathB
     check_skill(project, home.as_deref(), field, dir).map_err(ToolError::InvalidArgs)
 }
 
-fn check_skill(project: &Path, home: Option<&Path>, field: &str, dir: &Path) -> Result<Option<PathBuf>, String> {
+fn check_skill(
+    project: &Path,
+    home: Option<&Path>,
+    field: &str,
+    dir: &Path,
+) -> Result<Option<PathBuf>, String> {
     check_text(field, dir)?;
-    let Ok(real) = std::fs::canonicalize(dir) else { return Ok(None) };
+    let Ok(real) = std::fs::canonicalize(dir) else {
+        return Ok(None);
+    };
     if !real.is_dir() {
         return Ok(None);
     }
@@ -171,12 +241,15 @@ fn check_skill(project: &Path, home: Option<&Path>, field: &str, dir: &Path) -> 
             // Skills live under ~/.config (opencode, …), so that folder is allowed here; the
             // credential folders and the deny-list's directories (.config/gcloud/, …) are not.
             let first = first_component(rest).unwrap_or_default();
-            let strict = SENSITIVE_HOME_DIRS.iter().any(|d| *d != ".config" && first == *d)
+            let strict = SENSITIVE_HOME_DIRS
+                .iter()
+                .any(|d| *d != ".config" && first == *d)
                 || is_createos(&first)
                 || CONFIG_CREDENTIALS.iter().any(|d| rest.starts_with(d));
             let denied = protected(rest, true);
             if strict || denied.is_some() {
-                let why = denied.unwrap_or_else(|| format!("inside ~/{first}, which holds credentials"));
+                let why =
+                    denied.unwrap_or_else(|| format!("inside ~/{first}, which holds credentials"));
                 return Err(refused(field, dir, format!("{} is {why}", real.display())));
             }
         }
@@ -195,29 +268,57 @@ fn check_text(field: &str, given: &Path) -> Result<(), String> {
 }
 
 /// Check `expect` on the resolved path; answers whether it is an existing directory.
-fn check_expected(field: &str, given: &Path, resolved: &Path, expect: Expect) -> Result<bool, String> {
+fn check_expected(
+    field: &str,
+    given: &Path,
+    resolved: &Path,
+    expect: Expect,
+) -> Result<bool, String> {
     match std::fs::metadata(resolved) {
-        Ok(meta) if expect == Expect::Dir && !meta.is_dir() => Err(refused(field, given, format!("{} is not a directory", resolved.display()))),
+        Ok(meta) if expect == Expect::Dir && !meta.is_dir() => Err(refused(
+            field,
+            given,
+            format!("{} is not a directory", resolved.display()),
+        )),
         Ok(meta) => Ok(meta.is_dir()),
         Err(e) if e.kind() == io::ErrorKind::NotFound && expect == Expect::Destination => Ok(false),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(refused(field, given, format!("{} does not exist", resolved.display()))),
-        Err(e) => Err(refused(field, given, format!("cannot read {}: {e}", resolved.display()))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(refused(
+            field,
+            given,
+            format!("{} does not exist", resolved.display()),
+        )),
+        Err(e) => Err(refused(
+            field,
+            given,
+            format!("cannot read {}: {e}", resolved.display()),
+        )),
     }
 }
 
 /// Why `relative` (inside a project) is protected: VCS metadata, a path of the snapshot
 /// credential deny-list (as a directory when `is_dir`), or CreateOS's credential folder.
 fn protected(relative: &Path, is_dir: bool) -> Option<String> {
-    if relative.components().any(|c| matches!(c, Component::Normal(n) if is_createos(&n.to_string_lossy()))) {
-        return Some(format!("inside a {CREATEOS_DIR} folder, which holds CreateOS credentials"));
+    if relative
+        .components()
+        .any(|c| matches!(c, Component::Normal(n) if is_createos(&n.to_string_lossy())))
+    {
+        return Some(format!(
+            "inside a {CREATEOS_DIR} folder, which holds CreateOS credentials"
+        ));
     }
     let name = relative.as_os_str().as_bytes();
     if name.is_empty() {
         return None;
     }
     let verdict = classify_names(&[], &[], &[name]).ok()?.into_iter().next()?;
-    match if is_dir { verdict.as_dir } else { verdict.as_file } {
-        Some(why @ (DropReason::DenyList(_) | DropReason::Vcs)) => Some(format!("left out by the snapshot rules ({why})")),
+    match if is_dir {
+        verdict.as_dir
+    } else {
+        verdict.as_file
+    } {
+        Some(why @ (DropReason::DenyList(_) | DropReason::Vcs)) => {
+            Some(format!("left out by the snapshot rules ({why})"))
+        }
         _ => None,
     }
 }
@@ -228,15 +329,25 @@ fn home_rule(resolved: &Path, home: &Path) -> Option<String> {
     if let Some(why) = home_itself(resolved, home) {
         return Some(why);
     }
-    credential_folder(resolved, home)
-        .map(|first| format!("{} is inside ~/{first}, which holds credentials or account configuration", resolved.display()))
+    credential_folder(resolved, home).map(|first| {
+        format!(
+            "{} is inside ~/{first}, which holds credentials or account configuration",
+            resolved.display()
+        )
+    })
 }
 
 fn home_itself(resolved: &Path, home: &Path) -> Option<String> {
     if resolved == home {
         return Some(format!("{} is your home directory", home.display()));
     }
-    home.starts_with(resolved).then(|| format!("{} contains your home directory {}", resolved.display(), home.display()))
+    home.starts_with(resolved).then(|| {
+        format!(
+            "{} contains your home directory {}",
+            resolved.display(),
+            home.display()
+        )
+    })
 }
 
 /// The first component below `home` when `resolved` lies in one of its credential folders.
@@ -274,7 +385,10 @@ fn resolve_existing_prefix(path: &Path) -> Result<PathBuf, String> {
                 if let Some(first) = rest.first() {
                     // It did not resolve: a dangling symlink would be written through.
                     if std::fs::symlink_metadata(resolved.join(first)).is_ok() {
-                        return Err(format!("{} is a symlink that does not resolve", prefix.join(first).display()));
+                        return Err(format!(
+                            "{} is a symlink that does not resolve",
+                            prefix.join(first).display()
+                        ));
                     }
                 }
                 for part in rest {
@@ -286,7 +400,12 @@ fn resolve_existing_prefix(path: &Path) -> Result<PathBuf, String> {
                 }
                 return Ok(resolved);
             }
-            Err(e) if e.kind() == io::ErrorKind::NotFound || e.kind() == io::ErrorKind::NotADirectory => continue,
+            Err(e)
+                if e.kind() == io::ErrorKind::NotFound
+                    || e.kind() == io::ErrorKind::NotADirectory =>
+            {
+                continue
+            }
             Err(e) => return Err(format!("cannot resolve {}: {e}", prefix.display())),
         }
     }

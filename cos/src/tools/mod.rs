@@ -81,7 +81,10 @@ pub struct ToolOutput {
 impl ToolOutput {
     /// A JSON result.
     pub fn json(value: Value) -> Self {
-        ToolOutput { content: vec![Part::Json(value)], meta: Map::new() }
+        ToolOutput {
+            content: vec![Part::Json(value)],
+            meta: Map::new(),
+        }
     }
 
     /// Add a metadata entry.
@@ -109,7 +112,11 @@ pub struct CallCtx {
 impl CallCtx {
     /// A caller in `session`, stopped by `cancel`, without progress reports.
     pub fn new(session: impl Into<String>, cancel: CancellationToken) -> Self {
-        CallCtx { session: session.into(), cancel, progress: None }
+        CallCtx {
+            session: session.into(),
+            cancel,
+            progress: None,
+        }
     }
 
     /// Report progress to the caller, if it listens.

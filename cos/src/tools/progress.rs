@@ -36,7 +36,9 @@ pub struct Reporter {
 
 impl std::fmt::Debug for Reporter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Reporter").field("started", &self.inner.started).finish_non_exhaustive()
+        f.debug_struct("Reporter")
+            .field("started", &self.inner.started)
+            .finish_non_exhaustive()
     }
 }
 
@@ -44,7 +46,14 @@ impl Reporter {
     /// A reporter for `ctx` doing `phase`, or `None` when nobody listens.
     pub fn start(ctx: &CallCtx, phase: impl Into<String>) -> Option<Reporter> {
         let sink = ctx.progress.clone()?;
-        let inner = Arc::new(Inner { sink, started: Instant::now(), now: Mutex::new(Now { phase: phase.into(), ..Default::default() }) });
+        let inner = Arc::new(Inner {
+            sink,
+            started: Instant::now(),
+            now: Mutex::new(Now {
+                phase: phase.into(),
+                ..Default::default()
+            }),
+        });
         tokio::spawn(tick(Arc::downgrade(&inner)));
         Some(Reporter { inner })
     }
@@ -57,7 +66,10 @@ impl Reporter {
     pub fn phase(&self, phase: impl Into<String>) {
         let message = {
             let mut now = self.now();
-            *now = Now { phase: phase.into(), ..Default::default() };
+            *now = Now {
+                phase: phase.into(),
+                ..Default::default()
+            };
             render(&now, self.inner.started.elapsed())
         };
         (self.inner.sink)(message);
@@ -88,7 +100,10 @@ async fn tick(inner: Weak<Inner>) {
     loop {
         every.tick().await;
         let Some(inner) = inner.upgrade() else { return };
-        let message = render(&inner.now.lock().unwrap_or_else(|e| e.into_inner()), inner.started.elapsed());
+        let message = render(
+            &inner.now.lock().unwrap_or_else(|e| e.into_inner()),
+            inner.started.elapsed(),
+        );
         (inner.sink)(message);
     }
 }
@@ -114,7 +129,9 @@ fn render(now: &Now, elapsed: Duration) -> String {
 /// call has reported nothing for [`EVERY`], `<what> (Ns)` is sent, until the returned guard
 /// is dropped. Without a sink, `ctx` is returned unchanged and nothing runs.
 pub fn heartbeat(ctx: CallCtx, what: &str) -> (CallCtx, Option<Heartbeat>) {
-    let Some(sink) = ctx.progress.clone() else { return (ctx, None) };
+    let Some(sink) = ctx.progress.clone() else {
+        return (ctx, None);
+    };
     let last = Arc::new(Mutex::new(Instant::now()));
     let wrapped: ProgressSink = {
         let last = last.clone();
@@ -142,7 +159,10 @@ pub fn heartbeat(ctx: CallCtx, what: &str) -> (CallCtx, Option<Heartbeat>) {
             }
         })
     };
-    let ctx = CallCtx { progress: Some(wrapped), ..ctx };
+    let ctx = CallCtx {
+        progress: Some(wrapped),
+        ..ctx
+    };
     (ctx, Some(Heartbeat { stop, _task: task }))
 }
 
@@ -174,10 +194,27 @@ mod tests {
 
     #[test]
     fn renders_output_and_bytes() {
-        let now = Now { phase: "running `make`".into(), output: Some(OutputNote { bytes: 12, last_line: Some("ok".into()) }), bytes: None };
-        assert_eq!(render(&now, Duration::from_secs(3)), "running `make` (3s): 12 bytes of output; last line: ok");
-        let now = Now { phase: "uploading".into(), output: None, bytes: Some((5, Some(10))) };
-        assert_eq!(render(&now, Duration::ZERO), "uploading (0s): 5 of 10 bytes");
+        let now = Now {
+            phase: "running `make`".into(),
+            output: Some(OutputNote {
+                bytes: 12,
+                last_line: Some("ok".into()),
+            }),
+            bytes: None,
+        };
+        assert_eq!(
+            render(&now, Duration::from_secs(3)),
+            "running `make` (3s): 12 bytes of output; last line: ok"
+        );
+        let now = Now {
+            phase: "uploading".into(),
+            output: None,
+            bytes: Some((5, Some(10))),
+        };
+        assert_eq!(
+            render(&now, Duration::ZERO),
+            "uploading (0s): 5 of 10 bytes"
+        );
         assert_eq!(short("echo hi\necho there"), "echo hi…");
         assert_eq!(short(&"x".repeat(70)).chars().count(), 61);
     }

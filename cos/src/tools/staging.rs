@@ -22,11 +22,17 @@ pub struct Staged {
 
 /// Copy the project into `config.cwd` when `sync` is `once`. Called only for a sandbox that
 /// was never initialized, so the copy happens once per sandbox.
-pub async fn stage_project(sandbox: &Sandbox, config: &ToolsConfig, project: &Path) -> Result<Option<u64>, ToolError> {
+pub async fn stage_project(
+    sandbox: &Sandbox,
+    config: &ToolsConfig,
+    project: &Path,
+) -> Result<Option<u64>, ToolError> {
     if config.sync != ProjectSync::Once {
         return Ok(None);
     }
-    let options = super::config::SYNC_ONCE_EXCLUDES.iter().fold(SnapshotOptions::new(), |o, p| o.exclude(*p));
+    let options = super::config::SYNC_ONCE_EXCLUDES
+        .iter()
+        .fold(SnapshotOptions::new(), |o, p| o.exclude(*p));
     let snapshot = match Snapshot::scan_async(project.to_path_buf(), options).await {
         Ok(snapshot) => snapshot,
         // An empty project (or one whose every file is filtered out) has nothing to copy;
@@ -61,7 +67,11 @@ pub fn check_skill_dirs(config: &ToolsConfig, project: &Path) -> Result<(), Tool
 /// directories (virtual or built-in skills) are skipped; each is checked again as it is
 /// copied (see [`confine::skill_dir`]), so a directory swapped for a link since the start is
 /// refused.
-pub async fn stage_skills(sandbox: &Sandbox, config: &ToolsConfig, project: &Path) -> Result<Vec<String>, ToolError> {
+pub async fn stage_skills(
+    sandbox: &Sandbox,
+    config: &ToolsConfig,
+    project: &Path,
+) -> Result<Vec<String>, ToolError> {
     if !config.sync_skills {
         return Ok(Vec::new());
     }
@@ -104,7 +114,10 @@ fn guest_targets(given: &Path, real: &Path, project: &Path, cwd: &str) -> Vec<St
 }
 
 fn staging_error(what: &str, path: &Path, err: Error) -> ToolError {
-    ToolError::Refused(format!("staging {what} {} into the session sandbox failed: {err}", path.display()))
+    ToolError::Refused(format!(
+        "staging {what} {} into the session sandbox failed: {err}",
+        path.display()
+    ))
 }
 
 #[cfg(test)]
@@ -119,11 +132,20 @@ mod tests {
         std::fs::create_dir_all(&skill).unwrap();
         let real = std::fs::canonicalize(&skill).unwrap();
         let targets = guest_targets(&skill, &real, &project, "/root/workspace");
-        assert_eq!(targets, [skill.to_string_lossy().into_owned(), "/root/workspace/.opencode/skills/lint".to_string()]);
+        assert_eq!(
+            targets,
+            [
+                skill.to_string_lossy().into_owned(),
+                "/root/workspace/.opencode/skills/lint".to_string()
+            ]
+        );
 
         let outside = tmp.path().join("global/skills/x");
         std::fs::create_dir_all(&outside).unwrap();
         let real = std::fs::canonicalize(&outside).unwrap();
-        assert_eq!(guest_targets(&outside, &real, &project, "/root/workspace"), [outside.to_string_lossy().into_owned()]);
+        assert_eq!(
+            guest_targets(&outside, &real, &project, "/root/workspace"),
+            [outside.to_string_lossy().into_owned()]
+        );
     }
 }

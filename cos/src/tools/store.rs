@@ -43,16 +43,24 @@ impl BindingStore {
     pub fn new(state_dir: &Path, endpoint: &str, account: &str, project: &Path) -> Self {
         let mut digest = Sha256::new();
         // Length-prefixed parts: no two tuples give the same input.
-        for part in [endpoint.as_bytes(), account.as_bytes(), project.to_string_lossy().as_bytes()] {
+        for part in [
+            endpoint.as_bytes(),
+            account.as_bytes(),
+            project.to_string_lossy().as_bytes(),
+        ] {
             digest.update((part.len() as u64).to_be_bytes());
             digest.update(part);
         }
-        BindingStore { dir: state_dir.join("bindings").join(hex(&digest.finalize())) }
+        BindingStore {
+            dir: state_dir.join("bindings").join(hex(&digest.finalize())),
+        }
     }
 
     /// The default state directory: `dirs::state_dir()` (else the data dir) + `createos-sandbox`.
     pub fn default_state_dir() -> Option<PathBuf> {
-        dirs::state_dir().or_else(dirs::data_dir).map(|d| d.join("createos-sandbox"))
+        dirs::state_dir()
+            .or_else(dirs::data_dir)
+            .map(|d| d.join("createos-sandbox"))
     }
 
     /// The directory holding this project's bindings.
@@ -68,9 +76,12 @@ impl BindingStore {
     /// The record of `session`, if any. A corrupt file is an error, not a silent new sandbox.
     pub fn load(&self, session: &str) -> io::Result<Option<BindingRecord>> {
         match std::fs::read(self.path(session)) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .map(Some)
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("binding record of session {session:?}: {e}"))),
+            Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("binding record of session {session:?}: {e}"),
+                )
+            }),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e),
         }
@@ -81,7 +92,10 @@ impl BindingStore {
         std::fs::create_dir_all(&self.dir)?;
         let path = self.path(session);
         let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-        std::fs::write(&tmp, serde_json::to_vec_pretty(record).map_err(io::Error::other)?)?;
+        std::fs::write(
+            &tmp,
+            serde_json::to_vec_pretty(record).map_err(io::Error::other)?,
+        )?;
         std::fs::rename(&tmp, &path)
     }
 
@@ -103,7 +117,9 @@ impl BindingStore {
         let mut out = Vec::new();
         for entry in entries {
             let name = entry?.file_name().to_string_lossy().into_owned();
-            let Some(stem) = name.strip_suffix(".json") else { continue };
+            let Some(stem) = name.strip_suffix(".json") else {
+                continue;
+            };
             let Some(session) = unhex(stem) else { continue };
             if let Some(record) = self.load(&session)? {
                 out.push((session, record));
@@ -118,7 +134,10 @@ fn unhex(s: &str) -> Option<String> {
     if !s.len().is_multiple_of(2) {
         return None;
     }
-    let bytes: Option<Vec<u8>> = (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect();
+    let bytes: Option<Vec<u8>> = (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect();
     String::from_utf8(bytes?).ok()
 }
 
@@ -131,11 +150,23 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let a = BindingStore::new(dir.path(), "https://a.example/", "u1", Path::new("/proj/a"));
         let b = BindingStore::new(dir.path(), "https://a.example/", "u1", Path::new("/proj/b"));
-        let other_endpoint = BindingStore::new(dir.path(), "http://127.0.0.1:9/", "u1", Path::new("/proj/a"));
-        let other_account = BindingStore::new(dir.path(), "https://a.example/", "u2", Path::new("/proj/a"));
+        let other_endpoint = BindingStore::new(
+            dir.path(),
+            "http://127.0.0.1:9/",
+            "u1",
+            Path::new("/proj/a"),
+        );
+        let other_account =
+            BindingStore::new(dir.path(), "https://a.example/", "u2", Path::new("/proj/a"));
         assert_ne!(a.dir(), other_endpoint.dir());
         assert_ne!(a.dir(), other_account.dir());
-        let rec = BindingRecord { id: "sb-1".into(), cwd: "/w".into(), source: "s|r".into(), owned: true, initialized: false };
+        let rec = BindingRecord {
+            id: "sb-1".into(),
+            cwd: "/w".into(),
+            source: "s|r".into(),
+            owned: true,
+            initialized: false,
+        };
         a.save("../evil/session", &rec).unwrap();
         assert_eq!(a.load("../evil/session").unwrap(), Some(rec.clone()));
         assert_eq!(b.load("../evil/session").unwrap(), None);

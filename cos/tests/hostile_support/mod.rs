@@ -181,20 +181,40 @@ impl Guest {
     /// A new sandbox with the fakes installed (no archive, manifest or patch served yet).
     pub async fn create(env: &common::Env) -> Guest {
         let dir = format!("/tmp/cos-hostile-{:016x}", rand::random::<u64>());
-        let path = format!("{dir}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
-        let sandbox = env.client.create_sandbox(CreateSandbox::new("s-1vcpu-1gb").env("PATH", path)).await.expect("create");
+        let path =
+            format!("{dir}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+        let sandbox = env
+            .client
+            .create_sandbox(CreateSandbox::new("s-1vcpu-1gb").env("PATH", path))
+            .await
+            .expect("create");
         let guest = Guest { sandbox, dir };
-        for (name, text) in [("tar", TAR), ("python3", PYTHON), ("find", FIND), ("git", GIT)] {
+        for (name, text) in [
+            ("tar", TAR),
+            ("python3", PYTHON),
+            ("find", FIND),
+            ("git", GIT),
+        ] {
             let text = text.replace("@H@", &guest.dir).replace("@TREE@", TREE);
-            guest.put(&format!("bin/{name}"), text.as_bytes(), true).await;
+            guest
+                .put(&format!("bin/{name}"), text.as_bytes(), true)
+                .await;
         }
         guest.put("wrap.py", WRAP.as_bytes(), false).await;
         // over SSH the guest's sshd sets PATH itself; root's shell (bash) reads ~/.bashrc for
         // commands sshd runs, and the guest owns that file (`$HOME`: the sandbox's own home in
         // every isolation mode, never the host's)
-        guest.sh(&format!("printf 'export PATH=%s/bin:$PATH\\n' {} >> \"$HOME/.bashrc\"", guest.dir)).await;
+        guest
+            .sh(&format!(
+                "printf 'export PATH=%s/bin:$PATH\\n' {} >> \"$HOME/.bashrc\"",
+                guest.dir
+            ))
+            .await;
         let which = guest.sh("command -v tar python3 find git").await;
-        assert!(which.lines().all(|l| l.starts_with(&guest.dir)), "the fakes come first on PATH: {which}");
+        assert!(
+            which.lines().all(|l| l.starts_with(&guest.dir)),
+            "the fakes come first on PATH: {which}"
+        );
         guest
     }
 
@@ -204,7 +224,9 @@ impl Guest {
         let encoded = base64::engine::general_purpose::STANDARD.encode(bytes);
         let script = r#"mkdir -p -- "$(dirname -- "$1")" && base64 -d > "$1" && if [ "$2" = x ]; then chmod 755 "$1"; fi"#;
         let mode = if executable { "x" } else { "-" };
-        let request = ExecRequest::new("sh").args(["-c", script, "sh", &format!("{}/{name}", self.dir), mode]).stdin(encoded);
+        let request = ExecRequest::new("sh")
+            .args(["-c", script, "sh", &format!("{}/{name}", self.dir), mode])
+            .stdin(encoded);
         let out = self.sandbox.exec_with(request).await.expect("exec");
         assert!(out.success(), "writing {name}: {}", out.stderr);
     }
@@ -216,7 +238,8 @@ impl Guest {
 
     /// Add `entries` (manifest entries) to every manifest answer.
     pub async fn serve_manifest(&self, entries: &Value) {
-        self.put("manifest.json", entries.to_string().as_bytes(), false).await;
+        self.put("manifest.json", entries.to_string().as_bytes(), false)
+            .await;
     }
 
     /// Serve `patch` to `git diff`.
@@ -233,7 +256,13 @@ impl Guest {
 
     /// How often a fake was called for real work (`tar` packing, `python3` manifests, …).
     pub async fn calls(&self, fake: &str) -> usize {
-        self.sh(&format!("cat {}/{fake}.calls 2>/dev/null || true", self.dir)).await.lines().count()
+        self.sh(&format!(
+            "cat {}/{fake}.calls 2>/dev/null || true",
+            self.dir
+        ))
+        .await
+        .lines()
+        .count()
     }
 }
 
@@ -260,11 +289,27 @@ impl Host {
         std::fs::write(project.join("src/main.rs"), "fn main() {}\n").unwrap();
         git(&project, &["init", "-q"]);
         git(&project, &["add", "-A"]);
-        git(&project, &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"]);
+        git(
+            &project,
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "commit",
+                "-qm",
+                "init",
+            ],
+        );
         // untracked and ignored from here on: a local secret the guest must not overwrite
         std::fs::write(project.join(".gitignore"), ".env\n").unwrap();
         std::fs::write(project.join(".env"), "API_TOKEN=local\n").unwrap();
-        Host { tmp, project, outside, home }
+        Host {
+            tmp,
+            project,
+            outside,
+            home,
+        }
     }
 
     /// Everything that must not change whatever the guest sends: the outside directory and
@@ -276,11 +321,24 @@ impl Host {
     /// Assert the outside directory and `.git` are as `before`, and no file of the project
     /// holds the outside file's content.
     pub fn assert_guarded(&self, before: &(Tree, Tree), what: &str) {
-        assert_eq!(tree(&self.outside), before.0, "{what}: the directory outside the project changed");
-        assert_eq!(tree(&self.project.join(".git")), before.1, "{what}: .git changed");
+        assert_eq!(
+            tree(&self.outside),
+            before.0,
+            "{what}: the directory outside the project changed"
+        );
+        assert_eq!(
+            tree(&self.project.join(".git")),
+            before.1,
+            "{what}: .git changed"
+        );
         assert_no_secret(&self.project, what);
         let hooks: Vec<_> = std::fs::read_dir(self.project.join(".git/hooks"))
-            .map(|d| d.flatten().map(|e| e.file_name()).filter(|n| !n.to_string_lossy().ends_with(".sample")).collect())
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name())
+                    .filter(|n| !n.to_string_lossy().ends_with(".sample"))
+                    .collect()
+            })
             .unwrap_or_default();
         assert!(hooks.is_empty(), "{what}: hooks appeared: {hooks:?}");
     }
@@ -288,7 +346,14 @@ impl Host {
     /// `cos -o json <args>` against `env`, HOME here.
     pub fn cos(&self, env: &common::Env, args: &[&str]) -> Output {
         Command::new(env!("CARGO_BIN_EXE_cos"))
-            .args(["--endpoint", &env.base_url(), "--api-key", &env.mock.api_key(), "-o", "json"])
+            .args([
+                "--endpoint",
+                &env.base_url(),
+                "--api-key",
+                &env.mock.api_key(),
+                "-o",
+                "json",
+            ])
             .args(args)
             .env_remove("CREATEOS_API_KEY")
             .env_remove("CREATEOS_SANDBOX_BASE_URL")
@@ -302,8 +367,17 @@ impl Host {
 }
 
 pub fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git").arg("-C").arg(dir).args(args).output().unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -323,7 +397,9 @@ pub fn tree(root: &Path) -> Tree {
     let mut out = Tree::new();
     let mut todo = vec![PathBuf::new()];
     while let Some(rel) = todo.pop() {
-        let Ok(entries) = std::fs::read_dir(root.join(&rel)) else { continue };
+        let Ok(entries) = std::fs::read_dir(root.join(&rel)) else {
+            continue;
+        };
         for entry in entries.flatten() {
             let path = rel.join(entry.file_name());
             let full = root.join(&path);
@@ -334,7 +410,10 @@ pub fn tree(root: &Path) -> Tree {
                 todo.push(path.clone());
                 Node::Dir
             } else if meta.is_file() {
-                Node::File { content: std::fs::read(&full).unwrap(), mode: meta.permissions().mode() & 0o7777 }
+                Node::File {
+                    content: std::fs::read(&full).unwrap(),
+                    mode: meta.permissions().mode() & 0o7777,
+                }
             } else {
                 Node::Other(meta.mode())
             };
@@ -349,15 +428,24 @@ pub fn changed(before: &Tree, after: &Tree) -> Vec<PathBuf> {
     let mut paths: Vec<PathBuf> = before.keys().chain(after.keys()).cloned().collect();
     paths.sort();
     paths.dedup();
-    paths.into_iter().filter(|p| before.get(p) != after.get(p)).collect()
+    paths
+        .into_iter()
+        .filter(|p| before.get(p) != after.get(p))
+        .collect()
 }
 
 /// No file below `root` holds [`SECRET`].
 pub fn assert_no_secret(root: &Path, what: &str) {
     for (path, node) in tree(root) {
         if let Node::File { content, .. } = node {
-            let hit = content.windows(SECRET.len()).any(|w| w == SECRET.as_bytes());
-            assert!(!hit, "{what}: {} holds a host file's content", path.display());
+            let hit = content
+                .windows(SECRET.len())
+                .any(|w| w == SECRET.as_bytes());
+            assert!(
+                !hit,
+                "{what}: {} holds a host file's content",
+                path.display()
+            );
         }
     }
 }
@@ -371,8 +459,20 @@ pub struct Raw<'a> {
     pub link: &'a [u8],
 }
 
-pub fn raw<'a>(name: &'a str, kind: tar::EntryType, mode: u32, data: &'a str, link: &'a str) -> Raw<'a> {
-    Raw { name: name.as_bytes(), kind, mode, data: data.as_bytes(), link: link.as_bytes() }
+pub fn raw<'a>(
+    name: &'a str,
+    kind: tar::EntryType,
+    mode: u32,
+    data: &'a str,
+    link: &'a str,
+) -> Raw<'a> {
+    Raw {
+        name: name.as_bytes(),
+        kind,
+        mode,
+        data: data.as_bytes(),
+        link: link.as_bytes(),
+    }
 }
 
 /// A tar of `entries`, names unchecked (as a hostile guest would write them).
@@ -399,8 +499,16 @@ pub fn archive(entries: &[Raw<'_>]) -> Vec<u8> {
 
 /// Every case of the unpacker's rules in one archive, with what each must come to when all of
 /// it is asked for: `(shown name, refusal code)`, and the benign entries that must arrive.
-pub fn every_case(outside: &Path) -> (Vec<u8>, Vec<(&'static str, &'static str)>, Vec<&'static str>) {
-    use tar::EntryType::{Block, Char, Directory as D, Fifo, Link as H, Regular as F, Symlink as S};
+pub fn every_case(
+    outside: &Path,
+) -> (
+    Vec<u8>,
+    Vec<(&'static str, &'static str)>,
+    Vec<&'static str>,
+) {
+    use tar::EntryType::{
+        Block, Char, Directory as D, Fifo, Link as H, Regular as F, Symlink as S,
+    };
     let out = outside.to_str().unwrap();
     let entries = [
         raw("/abs-escape.txt", F, 0o644, "x", ""),
@@ -413,8 +521,20 @@ pub fn every_case(outside: &Path) -> (Vec<u8>, Vec<(&'static str, &'static str)>
         raw("rel-out", S, 0o777, "", "../../outside/secret.txt"),
         raw("hl-passwd", H, 0o644, "", "/etc/passwd"),
         raw("hl-up", H, 0o644, "", "../outside/secret.txt"),
-        raw(".git/hooks/post-commit", F, 0o755, "#!/bin/sh\ntouch /tmp/pwned\n", ""),
-        raw(".git/config", F, 0o644, "[core]\n\tfsmonitor = touch /tmp/pwned\n", ""),
+        raw(
+            ".git/hooks/post-commit",
+            F,
+            0o755,
+            "#!/bin/sh\ntouch /tmp/pwned\n",
+            "",
+        ),
+        raw(
+            ".git/config",
+            F,
+            0o644,
+            "[core]\n\tfsmonitor = touch /tmp/pwned\n",
+            "",
+        ),
         raw("vendor/.hg/hgrc", F, 0o644, "[hooks]\n", ""),
         raw(".svn/entries", F, 0o644, "x", ""),
         raw(".jj/repo/store", F, 0o644, "x", ""),
@@ -473,7 +593,17 @@ pub fn every_case(outside: &Path) -> (Vec<u8>, Vec<(&'static str, &'static str)>
         ("to-git", "symlink-to-protected"),
         ("chain-a", "symlink-leaves"),
     ];
-    let arrive = vec!["ok.txt", "dir/ok2.txt", "good-link", "ok-copy.txt", "new\nline.txt", "exec.sh", "wanted.txt", "chain-b", "d"];
+    let arrive = vec![
+        "ok.txt",
+        "dir/ok2.txt",
+        "good-link",
+        "ok-copy.txt",
+        "new\nline.txt",
+        "exec.sh",
+        "wanted.txt",
+        "chain-b",
+        "d",
+    ];
     (archive(&entries), refused, arrive)
 }
 
@@ -482,13 +612,21 @@ pub fn refusals(list: &Value) -> Vec<(String, String)> {
     list.as_array()
         .unwrap_or_else(|| panic!("not a list of refusals: {list}"))
         .iter()
-        .map(|r| (r["path"].as_str().unwrap().to_string(), r["reason"].as_str().unwrap().to_string()))
+        .map(|r| {
+            (
+                r["path"].as_str().unwrap().to_string(),
+                r["reason"].as_str().unwrap().to_string(),
+            )
+        })
         .collect()
 }
 
 /// The expected refusals as owned pairs, sorted (the names shown escaped, as the client does).
 pub fn expected(list: &[(&str, &str)]) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = list.iter().map(|(p, r)| (p.escape_debug().to_string(), r.to_string())).collect();
+    let mut out: Vec<(String, String)> = list
+        .iter()
+        .map(|(p, r)| (p.escape_debug().to_string(), r.to_string()))
+        .collect();
     out.sort();
     out
 }

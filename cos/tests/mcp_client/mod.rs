@@ -60,7 +60,15 @@ pub struct Setup<'a> {
 
 impl<'a> Setup<'a> {
     pub fn new(env: &'a Env, state: &'a Path, project: &'a Path) -> Self {
-        Setup { env, state, project, options: "{}", extra_env: Vec::new(), signed_out: false, extra_args: Vec::new() }
+        Setup {
+            env,
+            state,
+            project,
+            options: "{}",
+            extra_env: Vec::new(),
+            signed_out: false,
+            extra_args: Vec::new(),
+        }
     }
 
     /// The command line, not started (for runs that must fail before the protocol starts).
@@ -78,7 +86,10 @@ impl<'a> Setup<'a> {
             .env("CREATEOS_API_KEY", self.env.mock.api_key())
             .env("HOME", self.state)
             .env("RUST_LOG", "warn");
-        for var in CONFIG_VARS.into_iter().chain(cos::tools::config::env_vars()) {
+        for var in CONFIG_VARS
+            .into_iter()
+            .chain(cos::tools::config::env_vars())
+        {
             cmd.env_remove(var);
         }
         if self.signed_out {
@@ -104,7 +115,14 @@ impl<'a> Setup<'a> {
             .expect("cos mcp starts");
         let stdin = child.stdin.take();
         let lines = BufReader::new(child.stdout.take().expect("stdout piped")).lines();
-        let mut mcp = Mcp { child, stdin, lines, next_id: 0, stash: HashMap::new(), notifications: Vec::new() };
+        let mut mcp = Mcp {
+            child,
+            stdin,
+            lines,
+            next_id: 0,
+            stash: HashMap::new(),
+            notifications: Vec::new(),
+        };
         let init = mcp
             .request("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "cos-test", "version": "0"}}))
             .await;
@@ -117,12 +135,23 @@ impl<'a> Setup<'a> {
 impl Mcp {
     /// Start `cos mcp` against `env` with state and project in `dir`, configuration `options`
     /// (a JSON object) and extra environment variables.
-    pub async fn start(env: &Env, dir: &Path, options: &str, extra_env: &[(&'static str, &str)]) -> Mcp {
+    pub async fn start(
+        env: &Env,
+        dir: &Path,
+        options: &str,
+        extra_env: &[(&'static str, &str)],
+    ) -> Mcp {
         Mcp::start_in(env, dir, dir, options, extra_env).await
     }
 
     /// Like [`Mcp::start`], with the state (and HOME) in `state` and the project in `project`.
-    pub async fn start_in(env: &Env, state: &Path, project: &Path, options: &str, extra_env: &[(&'static str, &str)]) -> Mcp {
+    pub async fn start_in(
+        env: &Env,
+        state: &Path,
+        project: &Path,
+        options: &str,
+        extra_env: &[(&'static str, &str)],
+    ) -> Mcp {
         let mut setup = Setup::new(env, state, project);
         setup.options = options;
         setup.extra_env = extra_env.iter().map(|(k, v)| (*k, v.to_string())).collect();
@@ -149,7 +178,8 @@ impl Mcp {
                 .unwrap_or_else(|_| panic!("no answer to request {id} in time"))
                 .expect("read stdout")
                 .expect("stdout open");
-            let msg: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("non-protocol output on stdout {line:?}: {e}"));
+            let msg: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("non-protocol output on stdout {line:?}: {e}"));
             assert_eq!(msg["jsonrpc"], "2.0", "{msg}");
             let Some(got) = msg["id"].as_u64() else {
                 self.notifications.push(msg);
@@ -171,13 +201,21 @@ impl Mcp {
     /// Every listed tool.
     pub async fn tools(&mut self) -> Vec<Value> {
         let list = self.request("tools/list", json!({})).await;
-        list["result"]["tools"].as_array().unwrap_or_else(|| panic!("no tools: {list}")).clone()
+        list["result"]["tools"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no tools: {list}"))
+            .clone()
     }
 
     /// A `tools/call` result (the `result` member) in the default session.
     pub async fn call(&mut self, name: &str, args: Value) -> Value {
-        let answer = self.request("tools/call", json!({"name": name, "arguments": args})).await;
-        answer.get("result").cloned().unwrap_or_else(|| panic!("{name}: no result: {answer}"))
+        let answer = self
+            .request("tools/call", json!({"name": name, "arguments": args}))
+            .await;
+        answer
+            .get("result")
+            .cloned()
+            .unwrap_or_else(|| panic!("{name}: no result: {answer}"))
     }
 
     /// The JSON body of a successful call.
@@ -189,14 +227,23 @@ impl Mcp {
     /// The error text of a call that must fail.
     pub async fn refused(&mut self, name: &str, args: Value) -> String {
         let result = self.call(name, args).await;
-        assert_eq!(result["isError"], true, "{name} should have failed: {result}");
-        result["content"][0]["text"].as_str().unwrap_or_default().to_string()
+        assert_eq!(
+            result["isError"], true,
+            "{name} should have failed: {result}"
+        );
+        result["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
     }
 
     /// Close stdin and wait for a clean exit.
     pub async fn stop(mut self) {
         drop(self.stdin.take());
-        let status = tokio::time::timeout(ANSWER_LIMIT, self.child.wait()).await.expect("cos mcp exits in time").expect("wait");
+        let status = tokio::time::timeout(ANSWER_LIMIT, self.child.wait())
+            .await
+            .expect("cos mcp exits in time")
+            .expect("wait");
         assert!(status.success(), "cos mcp exit status {status}");
     }
 }
@@ -204,40 +251,53 @@ impl Mcp {
 /// The JSON text content of a successful result.
 pub fn ok_json(result: &Value) -> Value {
     assert_ne!(result["isError"], true, "tool failed: {result}");
-    let text = result["content"][0]["text"].as_str().unwrap_or_else(|| panic!("no text content: {result}"));
+    let text = result["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text content: {result}"));
     serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
 }
 
 /// A string member, or a panic naming the value.
 pub fn string(value: &Value, key: &str) -> String {
-    value[key].as_str().unwrap_or_else(|| panic!("no string {key:?} in {value}")).to_string()
+    value[key]
+        .as_str()
+        .unwrap_or_else(|| panic!("no string {key:?} in {value}"))
+        .to_string()
 }
 
 /// Total requests that reached the emulator, all operations together.
 pub async fn total_requests(env: &Env) -> u64 {
     let stats = env.stats().await;
-    stats["requests"].as_object().map(|m| m.values().filter_map(Value::as_u64).sum()).unwrap_or(0)
+    stats["requests"]
+        .as_object()
+        .map(|m| m.values().filter_map(Value::as_u64).sum())
+        .unwrap_or(0)
 }
 
 impl Mcp {
     /// A call that must fail with an error text containing `needle`.
     pub async fn refused_with(&mut self, name: &str, args: Value, needle: &str) {
         let text = self.refused(name, args).await;
-        assert!(text.contains(needle), "{name}: error {text:?} does not mention {needle:?}");
+        assert!(
+            text.contains(needle),
+            "{name}: error {text:?} does not mention {needle:?}"
+        );
     }
 }
 
 impl Mcp {
     /// A notification (no answer expected), e.g. `notifications/cancelled`.
     pub async fn notify(&mut self, method: &str, params: Value) {
-        self.send(json!({"jsonrpc": "2.0", "method": method, "params": params})).await;
+        self.send(json!({"jsonrpc": "2.0", "method": method, "params": params}))
+            .await;
     }
 
     /// Send a request without waiting for its answer; returns its id (for a cancellation).
     pub async fn send_request(&mut self, method: &str, params: Value) -> u64 {
         self.next_id += 1;
         let id = self.next_id;
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
         id
     }
 
@@ -248,13 +308,21 @@ impl Mcp {
             params["_meta"] = meta;
         }
         let answer = self.request("tools/call", params).await;
-        answer.get("result").cloned().unwrap_or_else(|| panic!("{name}: no result: {answer}"))
+        answer
+            .get("result")
+            .cloned()
+            .unwrap_or_else(|| panic!("{name}: no result: {answer}"))
     }
 
     /// A `tools/call` result in session `session` (sent as `_meta`; `None` = the default one).
     pub async fn call_in(&mut self, name: &str, args: Value, session: Option<&str>) -> Value {
-        let answer = self.request("tools/call", Self::call_params(name, args, session)).await;
-        answer.get("result").cloned().unwrap_or_else(|| panic!("{name}: no result: {answer}"))
+        let answer = self
+            .request("tools/call", Self::call_params(name, args, session))
+            .await;
+        answer
+            .get("result")
+            .cloned()
+            .unwrap_or_else(|| panic!("{name}: no result: {answer}"))
     }
 
     /// `tools/call` parameters, with the session as `_meta` when given.
@@ -268,23 +336,36 @@ impl Mcp {
 
     /// The names of every listed tool.
     pub async fn tool_names(&mut self) -> Vec<String> {
-        self.tools().await.iter().map(|t| string(t, "name")).collect()
+        self.tools()
+            .await
+            .iter()
+            .map(|t| string(t, "name"))
+            .collect()
     }
 }
 
 /// The text content of a successful result.
 pub fn ok_text(result: &Value) -> String {
     assert_ne!(result["isError"], true, "tool failed: {result}");
-    result["content"][0]["text"].as_str().unwrap_or_else(|| panic!("no text content: {result}")).to_string()
+    result["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text content: {result}"))
+        .to_string()
 }
 
 /// The error text of a result that must be a tool error.
 pub fn error_text(result: &Value) -> String {
     assert_eq!(result["isError"], true, "expected a tool error: {result}");
-    result["content"][0]["text"].as_str().unwrap_or_default().to_string()
+    result["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// The `sandboxId` of a result's metadata.
 pub fn sandbox_of(result: &Value) -> String {
-    result["_meta"]["sandboxId"].as_str().unwrap_or_else(|| panic!("no sandboxId: {result}")).to_string()
+    result["_meta"]["sandboxId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no sandboxId: {result}"))
+        .to_string()
 }

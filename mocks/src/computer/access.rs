@@ -10,10 +10,10 @@ use serde_json::json;
 
 use super::model::{parse_screen_id, DesktopError};
 use super::{lock_desktop, DesktopCell};
-use crate::state::AppState;
 use crate::auth::Caller;
 use crate::envelope::ApiError;
 use crate::sandbox::{SandboxRef, Status};
+use crate::state::AppState;
 
 /// The only image that ships the desktop stack.
 pub const DESKTOP_ROOTFS: &str = "desktop:1";
@@ -34,7 +34,10 @@ impl DesktopAccess {
 
 /// 409 `{"desktop": msg, "code": "desktop_unavailable"}`.
 pub fn desktop_unavailable(msg: impl Into<String>) -> ApiError {
-    ApiError::fail(StatusCode::CONFLICT, json!({"desktop": msg.into(), "code": DESKTOP_UNAVAILABLE}))
+    ApiError::fail(
+        StatusCode::CONFLICT,
+        json!({"desktop": msg.into(), "code": DESKTOP_UNAVAILABLE}),
+    )
 }
 
 impl From<DesktopError> for ApiError {
@@ -74,7 +77,9 @@ pub fn open(state: &AppState, caller: &Caller, id: &str) -> Result<DesktopAccess
     let delay = state.computer.startup_delay();
     if !delay.is_zero() {
         let started = running_at.unwrap_or_else(crate::clock::now);
-        let up_at = time::Duration::try_from(delay).ok().and_then(|d| started.checked_add(d));
+        let up_at = time::Duration::try_from(delay)
+            .ok()
+            .and_then(|d| started.checked_add(d));
         if up_at.is_none_or(|t| crate::clock::now() < t) {
             return Err(desktop_unavailable("desktop is starting"));
         }
@@ -86,7 +91,8 @@ pub fn open(state: &AppState, caller: &Caller, id: &str) -> Result<DesktopAccess
 
 /// A query string, with JSend 400 instead of axum's plain-text rejection.
 pub fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
-    q.map(|Query(v)| v).map_err(|e| ApiError::validation("query", e.body_text()))
+    q.map(|Query(v)| v)
+        .map_err(|e| ApiError::validation("query", e.body_text()))
 }
 
 /// `?screen_id=` of every route outside the screens sub-resource.

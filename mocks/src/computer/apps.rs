@@ -31,7 +31,13 @@ pub struct AppSpec {
 pub const APPS: &[AppSpec] = &[
     AppSpec {
         id: "firefox",
-        aliases: &["firefox-esr", "mozilla-firefox", "browser", "web-browser", "x-www-browser"],
+        aliases: &[
+            "firefox-esr",
+            "mozilla-firefox",
+            "browser",
+            "web-browser",
+            "x-www-browser",
+        ],
         class: "firefox",
         display: "Mozilla Firefox",
         kind: AppKind::Browser,
@@ -118,11 +124,15 @@ pub fn find_app(raw: &str) -> Option<&'static AppSpec> {
     if let Some(base) = name.rsplit('/').next() {
         name = base;
     }
-    let name = name.strip_suffix(".desktop").unwrap_or(name).to_ascii_lowercase();
+    let name = name
+        .strip_suffix(".desktop")
+        .unwrap_or(name)
+        .to_ascii_lowercase();
     if name.is_empty() {
         return None;
     }
-    APPS.iter().find(|a| a.id == name || a.aliases.contains(&name.as_str()))
+    APPS.iter()
+        .find(|a| a.id == name || a.aliases.contains(&name.as_str()))
 }
 
 /// Whether a window of `app` matches the windows list `application` filter: the
@@ -134,7 +144,8 @@ pub fn matches_filter(app: &AppSpec, filter: &str) -> bool {
         return true;
     }
     let hay = [app.id, app.class, app.display];
-    hay.iter().any(|h| h.to_ascii_lowercase().contains(&needle)) || app.aliases.iter().any(|a| a.contains(&needle))
+    hay.iter().any(|h| h.to_ascii_lowercase().contains(&needle))
+        || app.aliases.iter().any(|a| a.contains(&needle))
 }
 
 /// Last path component (`/` for the root).
@@ -229,19 +240,28 @@ pub fn classify_target(raw: &str) -> Result<OpenTarget, TargetError> {
     let lower = target.to_ascii_lowercase();
     if let Some(rest) = lower.strip_prefix("file://") {
         let path = &target[target.len() - rest.len()..];
-        let path = percent_encoding::percent_decode_str(path).decode_utf8_lossy().into_owned();
+        let path = percent_encoding::percent_decode_str(path)
+            .decode_utf8_lossy()
+            .into_owned();
         return if path.starts_with('/') {
             Ok(OpenTarget::Path(path))
         } else {
-            Err(TargetError::Invalid("file URL must carry an absolute path".into()))
+            Err(TargetError::Invalid(
+                "file URL must carry an absolute path".into(),
+            ))
         };
     }
-    if lower.starts_with("http://") || lower.starts_with("https://") || lower.starts_with("about:") {
+    if lower.starts_with("http://") || lower.starts_with("https://") || lower.starts_with("about:")
+    {
         return Ok(OpenTarget::Url(target.to_string()));
     }
     match scheme_of(target) {
-        Some(scheme) => Err(TargetError::NoHandler(format!("no application is registered for {scheme}: links"))),
-        None => Err(TargetError::Invalid("target must be a URL or an absolute path".into())),
+        Some(scheme) => Err(TargetError::NoHandler(format!(
+            "no application is registered for {scheme}: links"
+        ))),
+        None => Err(TargetError::Invalid(
+            "target must be a URL or an absolute path".into(),
+        )),
     }
 }
 
@@ -250,12 +270,16 @@ fn scheme_of(target: &str) -> Option<&str> {
     let (scheme, _) = target.split_once(':')?;
     let mut chars = scheme.chars();
     let first = chars.next()?;
-    (first.is_ascii_alphabetic() && chars.all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))).then_some(scheme)
+    (first.is_ascii_alphabetic() && chars.all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)))
+        .then_some(scheme)
 }
 
 /// Which application opens a local file, by extension (the image's MIME defaults).
 pub fn handler_for_file(path: &str) -> &'static AppSpec {
-    let ext = basename(path).rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase()).unwrap_or_default();
+    let ext = basename(path)
+        .rsplit_once('.')
+        .map(|(_, e)| e.to_ascii_lowercase())
+        .unwrap_or_default();
     let id = match ext.as_str() {
         "html" | "htm" | "xhtml" | "pdf" | "svg" => "firefox",
         "png" | "jpg" | "jpeg" | "gif" | "bmp" | "webp" | "ico" | "tif" | "tiff" => "ristretto",
@@ -281,20 +305,44 @@ mod tests {
     #[test]
     fn titles_follow_the_application() {
         let ff = find_app("firefox").unwrap();
-        assert_eq!(initial_title(ff, Some("https://a.b/"), "h"), "https://a.b/ \u{2014} Mozilla Firefox");
+        assert_eq!(
+            initial_title(ff, Some("https://a.b/"), "h"),
+            "https://a.b/ \u{2014} Mozilla Firefox"
+        );
         let term = find_app("xfce4-terminal").unwrap();
-        assert_eq!(initial_title(term, None, "calm-otter"), "Terminal - root@calm-otter: ~");
+        assert_eq!(
+            initial_title(term, None, "calm-otter"),
+            "Terminal - root@calm-otter: ~"
+        );
         let ed = find_app("mousepad").unwrap();
-        assert_eq!(initial_title(ed, Some("/work/notes.txt"), "h"), "notes.txt - Mousepad");
+        assert_eq!(
+            initial_title(ed, Some("/work/notes.txt"), "h"),
+            "notes.txt - Mousepad"
+        );
     }
 
     #[test]
     fn targets_are_classified() {
-        assert_eq!(classify_target("https://x.y").unwrap(), OpenTarget::Url("https://x.y".into()));
-        assert_eq!(classify_target("file:///tmp/a%20b").unwrap(), OpenTarget::Path("/tmp/a b".into()));
-        assert_eq!(classify_target("/etc").unwrap(), OpenTarget::Path("/etc".into()));
-        assert!(matches!(classify_target("mailto:a@b"), Err(TargetError::NoHandler(_))));
-        assert!(matches!(classify_target("notes.txt"), Err(TargetError::Invalid(_))));
+        assert_eq!(
+            classify_target("https://x.y").unwrap(),
+            OpenTarget::Url("https://x.y".into())
+        );
+        assert_eq!(
+            classify_target("file:///tmp/a%20b").unwrap(),
+            OpenTarget::Path("/tmp/a b".into())
+        );
+        assert_eq!(
+            classify_target("/etc").unwrap(),
+            OpenTarget::Path("/etc".into())
+        );
+        assert!(matches!(
+            classify_target("mailto:a@b"),
+            Err(TargetError::NoHandler(_))
+        ));
+        assert!(matches!(
+            classify_target("notes.txt"),
+            Err(TargetError::Invalid(_))
+        ));
         assert_eq!(handler_for_file("/a/b.PNG").id, "ristretto");
         assert_eq!(handler_for_file("/a/b").id, "mousepad");
     }

@@ -20,7 +20,11 @@ impl Default for Desktop {
         let (w, h) = DEFAULT_SCREEN_SIZE;
         let mut screens = BTreeMap::new();
         screens.insert(0, Screen::new(0, w, h));
-        Desktop { screens, next_window: 0, shots: VecDeque::new() }
+        Desktop {
+            screens,
+            next_window: 0,
+            shots: VecDeque::new(),
+        }
     }
 }
 
@@ -35,16 +39,27 @@ impl Desktop {
 
     /// Starts a new X screen on the lowest free display number.
     pub fn create_screen(&mut self, width: u32, height: u32) -> Result<&Screen, DesktopError> {
-        let n = (0..MAX_SCREENS).find(|n| !self.screens.contains_key(n)).ok_or(DesktopError::ScreenLimit)?;
-        Ok(self.screens.entry(n).or_insert_with(|| Screen::new(n, width, height)))
+        let n = (0..MAX_SCREENS)
+            .find(|n| !self.screens.contains_key(n))
+            .ok_or(DesktopError::ScreenLimit)?;
+        Ok(self
+            .screens
+            .entry(n)
+            .or_insert_with(|| Screen::new(n, width, height)))
     }
 
     /// Stops a screen and everything on it; screen-0 is the session's own display.
     pub fn delete_screen(&mut self, n: u8) -> Result<(), DesktopError> {
         if n == 0 {
-            return Err(DesktopError::invalid("screen_id", "screen-0 cannot be deleted"));
+            return Err(DesktopError::invalid(
+                "screen_id",
+                "screen-0 cannot be deleted",
+            ));
         }
-        self.screens.remove(&n).map(|_| ()).ok_or(DesktopError::ScreenNotFound)
+        self.screens
+            .remove(&n)
+            .map(|_| ())
+            .ok_or(DesktopError::ScreenNotFound)
     }
 
     /// The same session for a fork child, minus its noVNC links and screenshot budget.
@@ -70,7 +85,11 @@ impl Desktop {
             return Ok(());
         }
         let window = Duration::from_secs(1);
-        while self.shots.front().is_some_and(|t| now.duration_since(*t) >= window) {
+        while self
+            .shots
+            .front()
+            .is_some_and(|t| now.duration_since(*t) >= window)
+        {
             self.shots.pop_front();
         }
         if self.shots.len() >= limit as usize {
@@ -91,7 +110,14 @@ mod tests {
     fn screen_ids_parse_strictly() {
         assert_eq!(parse_screen_id("screen-0").unwrap(), 0);
         assert_eq!(parse_screen_id("screen-7").unwrap(), 7);
-        for bad in ["screen-8", "screen-01", "screen-", "0", "Screen-1", "screen--1"] {
+        for bad in [
+            "screen-8",
+            "screen-01",
+            "screen-",
+            "0",
+            "Screen-1",
+            "screen--1",
+        ] {
             assert!(parse_screen_id(bad).is_err(), "{bad}");
         }
     }
@@ -102,7 +128,10 @@ mod tests {
         for n in 1..MAX_SCREENS {
             assert_eq!(d.create_screen(640, 480).unwrap().number, n);
         }
-        assert_eq!(d.create_screen(640, 480).unwrap_err(), DesktopError::ScreenLimit);
+        assert_eq!(
+            d.create_screen(640, 480).unwrap_err(),
+            DesktopError::ScreenLimit
+        );
         assert!(d.delete_screen(0).is_err());
         d.delete_screen(3).unwrap();
         assert_eq!(d.create_screen(640, 480).unwrap().number, 3);
@@ -114,7 +143,11 @@ mod tests {
         let t0 = Instant::now();
         assert!(d.admit_screenshot(2, t0).is_ok());
         assert!(d.admit_screenshot(2, t0).is_ok());
-        assert!(d.admit_screenshot(2, t0 + Duration::from_millis(100)).is_err());
-        assert!(d.admit_screenshot(2, t0 + Duration::from_millis(1000)).is_ok());
+        assert!(d
+            .admit_screenshot(2, t0 + Duration::from_millis(100))
+            .is_err());
+        assert!(d
+            .admit_screenshot(2, t0 + Duration::from_millis(1000))
+            .is_ok());
     }
 }

@@ -9,7 +9,9 @@ use std::collections::BTreeSet;
 use super::apps::{self, AppKind};
 use super::keys::{self, Key, KeyAction, Modifier};
 use super::layout;
-use super::model::{AddressEdit, Button, DesktopError, Grab, Hit, Part, Screen, Window, MAX_WINDOW_TEXT};
+use super::model::{
+    AddressEdit, Button, DesktopError, Grab, Hit, Part, Screen, Window, MAX_WINDOW_TEXT,
+};
 
 /// Lines one scroll notch moves (the toolkit default).
 pub const LINES_PER_NOTCH: u32 = 3;
@@ -25,8 +27,14 @@ impl ScrollDirection {
         match raw.map(str::trim) {
             Some("up") => Ok(ScrollDirection::Up),
             Some("down") => Ok(ScrollDirection::Down),
-            None | Some("") => Err(DesktopError::invalid("direction", "direction is required (up|down)")),
-            Some(other) => Err(DesktopError::invalid("direction", format!("unknown direction {other:?} (up|down)"))),
+            None | Some("") => Err(DesktopError::invalid(
+                "direction",
+                "direction is required (up|down)",
+            )),
+            Some(other) => Err(DesktopError::invalid(
+                "direction",
+                format!("unknown direction {other:?} (up|down)"),
+            )),
         }
     }
 }
@@ -35,7 +43,9 @@ impl Screen {
     /// Moves the pointer (clamped to the screen); a held title-bar grab drags its window.
     pub fn pointer_move(&mut self, x: i64, y: i64) {
         self.cursor = self.clamp_point(x, y);
-        let Some(grab) = self.grab.clone() else { return };
+        let Some(grab) = self.grab.clone() else {
+            return;
+        };
         if !self.buttons.contains(&Button::Left) {
             self.grab = None;
             return;
@@ -63,7 +73,11 @@ impl Screen {
                 let grabbable = button == Button::Left && nth == 1 && *part == Part::TitleBar;
                 if let (true, Ok(w)) = (grabbable, self.window(&id)) {
                     if !w.maximized {
-                        let grab = Grab { window: id.clone(), dx: x - w.frame.x, dy: y - w.frame.y };
+                        let grab = Grab {
+                            window: id.clone(),
+                            dx: x - w.frame.x,
+                            dy: y - w.frame.y,
+                        };
                         self.grab = Some(grab);
                     }
                 }
@@ -100,7 +114,10 @@ impl Screen {
             Hit::Window(id, Part::AddressBar) => self.window_mut(&id).map(|w| {
                 // A click in the address bar selects the whole URL.
                 let text = w.location.clone().unwrap_or_default();
-                w.address_edit = Some(AddressEdit { text, selected: true });
+                w.address_edit = Some(AddressEdit {
+                    text,
+                    selected: true,
+                });
             }),
             Hit::Window(id, Part::Content) => self.window_mut(&id).map(|w| {
                 w.address_edit = None;
@@ -132,7 +149,9 @@ impl Screen {
     /// Scrolls the window under the pointer by `amount` notches.
     pub fn scroll(&mut self, direction: ScrollDirection, amount: u32) {
         let (x, y) = self.cursor;
-        let Hit::Window(id, _) = self.hit(x, y) else { return };
+        let Hit::Window(id, _) = self.hit(x, y) else {
+            return;
+        };
         if let Ok(w) = self.window_mut(&id) {
             let max = w.line_count().saturating_sub(1) as u32;
             let delta = amount.saturating_mul(LINES_PER_NOTCH);
@@ -181,7 +200,10 @@ impl Screen {
     /// Types literal text into the focused window (`\n` presses Return).
     pub fn type_text(&mut self, text: &str) -> Result<(), DesktopError> {
         let no_modifiers = BTreeSet::new();
-        let enter = Key { name: "Return".into(), action: KeyAction::Return };
+        let enter = Key {
+            name: "Return".into(),
+            action: KeyAction::Return,
+        };
         for c in text.replace("\r\n", "\n").chars() {
             match c {
                 '\n' | '\r' => self.key_effect(&enter, &no_modifiers)?,
@@ -194,7 +216,9 @@ impl Screen {
     }
 
     fn insert_char(&mut self, c: char) -> Result<(), DesktopError> {
-        let Some(w) = self.focused_window_mut() else { return Ok(()) };
+        let Some(w) = self.focused_window_mut() else {
+            return Ok(());
+        };
         edit(w, |text, selected| {
             if *selected {
                 text.clear();
@@ -209,7 +233,9 @@ impl Screen {
         let alt = mods.contains(&Modifier::Alt);
         let shift = mods.contains(&Modifier::Shift);
         let super_key = mods.contains(&Modifier::Super);
-        let Some(focused) = self.focused.clone() else { return Ok(()) };
+        let Some(focused) = self.focused.clone() else {
+            return Ok(());
+        };
         if alt && !ctrl && key.name == "F4" {
             return self.close(&focused);
         }
@@ -256,7 +282,13 @@ impl Screen {
         }
     }
 
-    fn ctrl_shortcut(&mut self, id: &str, kind: AppKind, c: char, shift: bool) -> Result<(), DesktopError> {
+    fn ctrl_shortcut(
+        &mut self,
+        id: &str,
+        kind: AppKind,
+        c: char,
+        shift: bool,
+    ) -> Result<(), DesktopError> {
         // Terminals keep ctrl+c/ctrl+v for the shell and copy/paste with ctrl+shift.
         let terminal = kind == AppKind::Terminal;
         let clipboard_shortcut = if terminal { shift } else { !shift };
@@ -292,7 +324,10 @@ impl Screen {
             'l' if kind == AppKind::Browser => {
                 let w = self.window_mut(id)?;
                 let text = w.location.clone().unwrap_or_default();
-                w.address_edit = Some(AddressEdit { text, selected: true });
+                w.address_edit = Some(AddressEdit {
+                    text,
+                    selected: true,
+                });
                 Ok(())
             }
             'q' if kind != AppKind::Terminal => self.close(id),
@@ -322,14 +357,18 @@ fn edit(w: &mut Window, f: impl FnOnce(&mut String, &mut bool)) -> Result<(), De
     if let Some(bar) = w.address_edit.as_mut() {
         f(&mut bar.text, &mut bar.selected);
         if bar.text.len() > MAX_WINDOW_TEXT {
-            bar.text.truncate(floor_char_boundary(&bar.text, MAX_WINDOW_TEXT));
-            return Err(DesktopError::ActionFailed("address bar text is too long".into()));
+            bar.text
+                .truncate(floor_char_boundary(&bar.text, MAX_WINDOW_TEXT));
+            return Err(DesktopError::ActionFailed(
+                "address bar text is too long".into(),
+            ));
         }
         return Ok(());
     }
     f(&mut w.text, &mut w.text_selected);
     if w.text.len() > MAX_WINDOW_TEXT {
-        w.text.truncate(floor_char_boundary(&w.text, MAX_WINDOW_TEXT));
+        w.text
+            .truncate(floor_char_boundary(&w.text, MAX_WINDOW_TEXT));
         return Err(DesktopError::ActionFailed(format!(
             "window {} cannot hold more than {MAX_WINDOW_TEXT} bytes of text",
             w.id
@@ -382,7 +421,11 @@ pub fn address_text(w: &Window) -> (&str, bool) {
 
 /// Visible text lines of a window: from its scroll position, at most `rows`.
 pub fn visible_lines(w: &Window, rows: usize) -> Vec<&str> {
-    w.text.split('\n').skip(w.scroll as usize).take(rows).collect()
+    w.text
+        .split('\n')
+        .skip(w.scroll as usize)
+        .take(rows)
+        .collect()
 }
 
 /// Rows the text area of a window shows.
@@ -404,7 +447,10 @@ mod tests {
         let mut d = Desktop::default();
         let id = d.new_window_id();
         let spec = apps::find_app(app).unwrap();
-        d.screen_mut(0).unwrap().add_window(id.clone(), spec, "w".into()).unwrap();
+        d.screen_mut(0)
+            .unwrap()
+            .add_window(id.clone(), spec, "w".into())
+            .unwrap();
         (d, id)
     }
 
@@ -451,7 +497,11 @@ mod tests {
         let (mut d, id) = desktop_with("mousepad");
         let s = d.screen_mut(0).unwrap();
         let f = s.window(&id).unwrap().frame;
-        s.drag(Button::Left, (f.x as i64 + 20, f.y as i64 + 10), (f.x as i64 + 70, f.y as i64 + 60));
+        s.drag(
+            Button::Left,
+            (f.x as i64 + 20, f.y as i64 + 10),
+            (f.x as i64 + 70, f.y as i64 + 60),
+        );
         let moved = s.window(&id).unwrap().frame;
         assert_eq!((moved.x, moved.y), (f.x + 50, f.y + 50));
         let max = layout::maximize_button(&moved);

@@ -15,9 +15,9 @@ use super::keys::{parse_key, Key};
 use super::layout::Rect;
 use super::model::{Button, DesktopError, Screen};
 use super::{apps, screenshot, seed};
-use crate::state::AppState;
 use crate::auth::Caller;
 use crate::envelope::{ok, ApiError, JsonBody};
+use crate::state::AppState;
 
 /// Longest text accepted by one `type` call, and the clipboard.
 pub const MAX_TYPE_CHARS: usize = 65_536;
@@ -95,9 +95,10 @@ pub struct ScreenshotQuery {
 fn int_param(field: &'static str, raw: &Option<String>) -> Result<Option<i64>, DesktopError> {
     match raw.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
         None => Ok(None),
-        Some(v) => {
-            v.parse::<i64>().map(Some).map_err(|_| DesktopError::invalid(field, format!("{field} must be an integer")))
-        }
+        Some(v) => v
+            .parse::<i64>()
+            .map(Some)
+            .map_err(|_| DesktopError::invalid(field, format!("{field} must be an integer"))),
     }
 }
 
@@ -111,25 +112,47 @@ fn capture_region(screen: &Screen, q: &ScreenshotQuery) -> Result<Rect, DesktopE
     let width = int_param("width", &q.width)?.filter(|v| *v != 0);
     let height = int_param("height", &q.height)?.filter(|v| *v != 0);
     let has_region = x.is_some() || y.is_some() || width.is_some() || height.is_some();
-    if let Some(window_id) = q.window_id.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+    if let Some(window_id) = q
+        .window_id
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
         let w = screen.window(window_id)?;
         if w.minimized {
-            return Err(DesktopError::ActionFailed(format!("window {window_id} is not viewable (minimized)")));
+            return Err(DesktopError::ActionFailed(format!(
+                "window {window_id} is not viewable (minimized)"
+            )));
         }
         let area = if has_region {
-            let within = region_within(w.frame.width as i64, w.frame.height as i64, (x, y, width, height), "window")?;
-            Rect::new(w.frame.x + within.x, w.frame.y + within.y, within.width, within.height)
+            let within = region_within(
+                w.frame.width as i64,
+                w.frame.height as i64,
+                (x, y, width, height),
+                "window",
+            )?;
+            Rect::new(
+                w.frame.x + within.x,
+                w.frame.y + within.y,
+                within.width,
+                within.height,
+            )
         } else {
             w.frame
         };
-        return area
-            .intersect(&screen.bounds())
-            .ok_or_else(|| DesktopError::ActionFailed(format!("window {window_id} is entirely off screen")));
+        return area.intersect(&screen.bounds()).ok_or_else(|| {
+            DesktopError::ActionFailed(format!("window {window_id} is entirely off screen"))
+        });
     }
     if !has_region {
         return Ok(screen.bounds());
     }
-    region_within(screen.width as i64, screen.height as i64, (x, y, width, height), "screen")
+    region_within(
+        screen.width as i64,
+        screen.height as i64,
+        (x, y, width, height),
+        "screen",
+    )
 }
 
 /// A region given by optional x/y/width/height inside a `w`x`h` area (origin 0,0):
@@ -170,15 +193,20 @@ pub async fn screenshot(
         let snapshot = screen.clone();
         if let Err(wait) = desktop.admit_screenshot(limit, Instant::now()) {
             let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
-            return Err(ApiError::fail(StatusCode::TOO_MANY_REQUESTS, json!({"rate": "rate limited"}))
-                .with_header(header::RETRY_AFTER, &secs.to_string()));
+            return Err(ApiError::fail(
+                StatusCode::TOO_MANY_REQUESTS,
+                json!({"rate": "rate limited"}),
+            )
+            .with_header(header::RETRY_AFTER, &secs.to_string()));
         }
         (snapshot, region)
     };
-    let png = tokio::task::spawn_blocking(move || screenshot::render(&snapshot).crop(region).encode_png())
-        .await
-        .map_err(|_| ApiError::internal("screenshot task failed"))?
-        .map_err(|e| ApiError::internal(format!("png encoding failed: {e}")))?;
+    let png = tokio::task::spawn_blocking(move || {
+        screenshot::render(&snapshot).crop(region).encode_png()
+    })
+    .await
+    .map_err(|_| ApiError::internal("screenshot task failed"))?
+    .map_err(|e| ApiError::internal(format!("png encoding failed: {e}")))?;
     let mut resp = (StatusCode::OK, png).into_response();
     let headers = resp.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("image/png"));
@@ -210,7 +238,10 @@ pub async fn set_clipboard(
 ) -> Result<Response, ApiError> {
     let text = required("text", body.text)?;
     if text.len() > MAX_CLIPBOARD_BYTES {
-        return Err(ApiError::validation("text", format!("text must be at most {MAX_CLIPBOARD_BYTES} bytes")));
+        return Err(ApiError::validation(
+            "text",
+            format!("text must be at most {MAX_CLIPBOARD_BYTES} bytes"),
+        ));
     }
     act(&s, &c, &id, q, |screen| {
         screen.clipboard = text;
@@ -233,7 +264,11 @@ fn prepare(
 }
 
 /// Maps a new window from a seed on screen `n` (focused, on top).
-fn place(access: &access::DesktopAccess, n: u8, seed: seed::WindowSeed) -> Result<Response, ApiError> {
+fn place(
+    access: &access::DesktopAccess,
+    n: u8,
+    seed: seed::WindowSeed,
+) -> Result<Response, ApiError> {
     let mut desktop = access.lock();
     let window_id = desktop.new_window_id();
     let screen = desktop.screen_mut(n)?;
@@ -274,10 +309,17 @@ pub async fn launch(
     q: Q<ScreenQuery>,
     JsonBody(body): JsonBody<LaunchBody>,
 ) -> Result<Response, ApiError> {
-    let application = required("application", body.application.filter(|a| !a.trim().is_empty()))?;
+    let application = required(
+        "application",
+        body.application.filter(|a| !a.trim().is_empty()),
+    )?;
     let (access, n) = prepare(&s, &c, &id, q)?;
-    let app = apps::find_app(&application)
-        .ok_or_else(|| ApiError::validation("application", format!("unknown application {:?}", application.trim())))?;
+    let app = apps::find_app(&application).ok_or_else(|| {
+        ApiError::validation(
+            "application",
+            format!("unknown application {:?}", application.trim()),
+        )
+    })?;
     let seed = seed::for_launch(&access.sandbox, app, body.uri.as_deref()).await?;
     place(&access, n, seed)
 }
@@ -292,7 +334,10 @@ impl PointBody {
     fn required(self, name: &'static str) -> Result<(i64, i64), ApiError> {
         match (self.x, self.y) {
             (Some(x), Some(y)) => Ok((x, y)),
-            _ => Err(ApiError::validation(name, format!("{name} needs both x and y"))),
+            _ => Err(ApiError::validation(
+                name,
+                format!("{name} needs both x and y"),
+            )),
         }
     }
 }
@@ -331,7 +376,10 @@ pub async fn mouse_click(
     // Like the Go server, 0 (the SDKs' omitted default) means the default of one click.
     let count = body.count.filter(|c| *c != 0).unwrap_or(1);
     if !(1..=MAX_CLICK_COUNT).contains(&count) {
-        return Err(ApiError::validation("count", format!("count must be between 1 and {MAX_CLICK_COUNT}")));
+        return Err(ApiError::validation(
+            "count",
+            format!("count must be between 1 and {MAX_CLICK_COUNT}"),
+        ));
     }
     let at = match (body.x, body.y) {
         (Some(x), Some(y)) => Some((x, y)),
@@ -363,7 +411,10 @@ pub async fn mouse_scroll(
     let direction = ScrollDirection::parse(body.direction.as_deref())?;
     let amount = body.amount.filter(|a| *a != 0).unwrap_or(1);
     if !(1..=MAX_SCROLL_AMOUNT).contains(&amount) {
-        return Err(ApiError::validation("amount", format!("amount must be between 1 and {MAX_SCROLL_AMOUNT}")));
+        return Err(ApiError::validation(
+            "amount",
+            format!("amount must be between 1 and {MAX_SCROLL_AMOUNT}"),
+        ));
     }
     act(&s, &c, &id, q, |screen| {
         screen.scroll(direction, amount as u32);
@@ -443,7 +494,10 @@ pub async fn keyboard_type(
     let text = required("text", body.text)?;
     let chars = text.chars().count();
     if chars > MAX_TYPE_CHARS {
-        return Err(ApiError::validation("text", format!("text must be at most {MAX_TYPE_CHARS} characters")));
+        return Err(ApiError::validation(
+            "text",
+            format!("text must be at most {MAX_TYPE_CHARS} characters"),
+        ));
     }
     let delay = body.delay_in_ms.unwrap_or(0);
     if !(0..=MAX_TYPE_DELAY_MS).contains(&delay) {
@@ -457,7 +511,10 @@ pub async fn keyboard_type(
     if typing > MAX_TYPE_DURATION {
         return Err(ApiError::validation(
             "delay_in_ms",
-            format!("typing would take longer than {} s", MAX_TYPE_DURATION.as_secs()),
+            format!(
+                "typing would take longer than {} s",
+                MAX_TYPE_DURATION.as_secs()
+            ),
         ));
     }
     if !typing.is_zero() {
@@ -476,14 +533,22 @@ pub struct KeysBody {
 fn parse_keys(body: KeysBody) -> Result<Vec<Key>, ApiError> {
     let names = required("keys", body.keys)?;
     if names.is_empty() {
-        return Err(ApiError::validation("keys", "keys must name at least one key"));
+        return Err(ApiError::validation(
+            "keys",
+            "keys must name at least one key",
+        ));
     }
     if names.len() > MAX_CHORD_KEYS {
-        return Err(ApiError::validation("keys", format!("at most {MAX_CHORD_KEYS} keys at once")));
+        return Err(ApiError::validation(
+            "keys",
+            format!("at most {MAX_CHORD_KEYS} keys at once"),
+        ));
     }
     names
         .iter()
-        .map(|n| parse_key(n).ok_or_else(|| ApiError::validation("keys", format!("unknown key {n:?}"))))
+        .map(|n| {
+            parse_key(n).ok_or_else(|| ApiError::validation("keys", format!("unknown key {n:?}")))
+        })
         .collect()
 }
 

@@ -48,18 +48,48 @@ use Modifier::{Alt, Ctrl, Shift, Super};
 
 /// (accepted spellings, canonical keysym, action). Spellings are compared lowercase.
 const NAMED_KEYS: &[(&[&str], &str, KeyAction)] = &[
-    (&["ctrl", "control", "control_l", "ctrl_l", "lctrl"], "Control_L", KeyAction::Modifier(Ctrl)),
-    (&["control_r", "ctrl_r", "rctrl"], "Control_R", KeyAction::Modifier(Ctrl)),
-    (&["alt", "alt_l", "lalt", "option"], "Alt_L", KeyAction::Modifier(Alt)),
-    (&["alt_r", "ralt", "altgr", "iso_level3_shift"], "Alt_R", KeyAction::Modifier(Alt)),
-    (&["shift", "shift_l", "lshift"], "Shift_L", KeyAction::Modifier(Shift)),
-    (&["shift_r", "rshift"], "Shift_R", KeyAction::Modifier(Shift)),
     (
-        &["super", "super_l", "win", "windows", "cmd", "command", "meta", "meta_l"],
+        &["ctrl", "control", "control_l", "ctrl_l", "lctrl"],
+        "Control_L",
+        KeyAction::Modifier(Ctrl),
+    ),
+    (
+        &["control_r", "ctrl_r", "rctrl"],
+        "Control_R",
+        KeyAction::Modifier(Ctrl),
+    ),
+    (
+        &["alt", "alt_l", "lalt", "option"],
+        "Alt_L",
+        KeyAction::Modifier(Alt),
+    ),
+    (
+        &["alt_r", "ralt", "altgr", "iso_level3_shift"],
+        "Alt_R",
+        KeyAction::Modifier(Alt),
+    ),
+    (
+        &["shift", "shift_l", "lshift"],
+        "Shift_L",
+        KeyAction::Modifier(Shift),
+    ),
+    (
+        &["shift_r", "rshift"],
+        "Shift_R",
+        KeyAction::Modifier(Shift),
+    ),
+    (
+        &[
+            "super", "super_l", "win", "windows", "cmd", "command", "meta", "meta_l",
+        ],
         "Super_L",
         KeyAction::Modifier(Super),
     ),
-    (&["super_r", "meta_r", "hyper", "hyper_l"], "Super_R", KeyAction::Modifier(Super)),
+    (
+        &["super_r", "meta_r", "hyper", "hyper_l"],
+        "Super_R",
+        KeyAction::Modifier(Super),
+    ),
     (&["return", "enter", "ret"], "Return", Return),
     (&["kp_enter"], "KP_Enter", Return),
     (&["tab"], "Tab", Text('\t')),
@@ -80,7 +110,11 @@ const NAMED_KEYS: &[(&[&str], &str, KeyAction)] = &[
     (&["caps_lock", "capslock"], "Caps_Lock", Inert),
     (&["num_lock", "numlock"], "Num_Lock", Inert),
     (&["scroll_lock", "scrolllock"], "Scroll_Lock", Inert),
-    (&["print", "printscreen", "prtsc", "sys_req"], "Print", Inert),
+    (
+        &["print", "printscreen", "prtsc", "sys_req"],
+        "Print",
+        Inert,
+    ),
     (&["pause", "break"], "Pause", Inert),
     (&["menu", "apps"], "Menu", Inert),
     (&["minus"], "minus", Text('-')),
@@ -137,30 +171,48 @@ pub fn parse_key(raw: &str) -> Option<Key> {
     let trimmed = raw.trim();
     if trimmed.is_empty() {
         // A lone space is the space key.
-        return (raw == " ").then(|| Key { name: "space".into(), action: Text(' ') });
+        return (raw == " ").then(|| Key {
+            name: "space".into(),
+            action: Text(' '),
+        });
     }
     let mut chars = trimmed.chars();
     if let (Some(c), None) = (chars.next(), chars.next()) {
         if !c.is_control() {
-            return Some(Key { name: c.to_string(), action: Text(c) });
+            return Some(Key {
+                name: c.to_string(),
+                action: Text(c),
+            });
         }
         return None;
     }
     let lower = trimmed.to_ascii_lowercase();
-    if let Some((_, canonical, action)) = NAMED_KEYS.iter().find(|(names, _, _)| names.contains(&lower.as_str())) {
-        return Some(Key { name: (*canonical).to_string(), action: *action });
+    if let Some((_, canonical, action)) = NAMED_KEYS
+        .iter()
+        .find(|(names, _, _)| names.contains(&lower.as_str()))
+    {
+        return Some(Key {
+            name: (*canonical).to_string(),
+            action: *action,
+        });
     }
     if let Some(digit) = lower.strip_prefix("kp_") {
         if let Ok(n) = digit.parse::<u8>() {
             if n <= 9 {
-                return Some(Key { name: format!("KP_{n}"), action: Text(char::from(b'0' + n)) });
+                return Some(Key {
+                    name: format!("KP_{n}"),
+                    action: Text(char::from(b'0' + n)),
+                });
             }
         }
     }
     if let Some(num) = lower.strip_prefix('f') {
         if let Ok(n) = num.parse::<u8>() {
             if (1..=35).contains(&n) && !num.starts_with('0') {
-                return Some(Key { name: format!("F{n}"), action: Inert });
+                return Some(Key {
+                    name: format!("F{n}"),
+                    action: Inert,
+                });
             }
         }
     }

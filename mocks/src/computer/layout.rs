@@ -33,7 +33,12 @@ pub struct Rect {
 
 impl Rect {
     pub const fn new(x: i32, y: i32, width: u32, height: u32) -> Rect {
-        Rect { x, y, width, height }
+        Rect {
+            x,
+            y,
+            width,
+            height,
+        }
     }
 
     pub fn right(&self) -> i64 {
@@ -57,23 +62,39 @@ impl Rect {
         let y0 = (self.y as i64).max(other.y as i64);
         let x1 = self.right().min(other.right());
         let y1 = self.bottom().min(other.bottom());
-        (x1 > x0 && y1 > y0).then(|| Rect::new(x0 as i32, y0 as i32, (x1 - x0) as u32, (y1 - y0) as u32))
+        (x1 > x0 && y1 > y0)
+            .then(|| Rect::new(x0 as i32, y0 as i32, (x1 - x0) as u32, (y1 - y0) as u32))
     }
 
     /// Shrinks the rectangle by `d` on every side (never below zero size).
     pub fn inset(&self, d: i32) -> Rect {
         let d2 = (2 * d).max(0) as u32;
-        Rect::new(self.x + d, self.y + d, self.width.saturating_sub(d2), self.height.saturating_sub(d2))
+        Rect::new(
+            self.x + d,
+            self.y + d,
+            self.width.saturating_sub(d2),
+            self.height.saturating_sub(d2),
+        )
     }
 }
 
 /// Where maximized windows go and new windows are placed: the screen minus the panel.
 pub fn work_area(width: u32, height: u32) -> Rect {
-    Rect::new(0, PANEL_HEIGHT, width, height.saturating_sub(PANEL_HEIGHT as u32))
+    Rect::new(
+        0,
+        PANEL_HEIGHT,
+        width,
+        height.saturating_sub(PANEL_HEIGHT as u32),
+    )
 }
 
 pub fn title_bar(frame: &Rect) -> Rect {
-    Rect::new(frame.x, frame.y, frame.width, frame.height.min(TITLE_HEIGHT as u32))
+    Rect::new(
+        frame.x,
+        frame.y,
+        frame.width,
+        frame.height.min(TITLE_HEIGHT as u32),
+    )
 }
 
 fn title_button(frame: &Rect, slot: i32) -> Rect {
@@ -107,7 +128,12 @@ pub fn client_area(frame: &Rect) -> Rect {
 /// A browser's address bar strip (top of its client area).
 pub fn address_bar(frame: &Rect) -> Rect {
     let client = client_area(frame);
-    Rect::new(client.x, client.y, client.width, client.height.min(ADDRESS_BAR_HEIGHT as u32))
+    Rect::new(
+        client.x,
+        client.y,
+        client.width,
+        client.height.min(ADDRESS_BAR_HEIGHT as u32),
+    )
 }
 
 /// The area page / document text is drawn in (`browser`: below the address bar).
@@ -117,7 +143,12 @@ pub fn text_area(frame: &Rect, browser: bool) -> Rect {
         return client;
     }
     let top = ADDRESS_BAR_HEIGHT.min(client.height as i32);
-    Rect::new(client.x, client.y + top, client.width, client.height - top as u32)
+    Rect::new(
+        client.x,
+        client.y + top,
+        client.width,
+        client.height - top as u32,
+    )
 }
 
 /// How many text columns fit a width.
@@ -139,7 +170,14 @@ pub fn task_buttons(width: u32, count: usize) -> Vec<Rect> {
     let each = (available / count as i32).min(TASK_BUTTON_MAX_W);
     let y = (PANEL_HEIGHT - TASK_BUTTON_H) / 2;
     (0..count)
-        .map(|i| Rect::new(TASKLIST_X + i as i32 * each, y, (each - 2).max(0) as u32, TASK_BUTTON_H as u32))
+        .map(|i| {
+            Rect::new(
+                TASKLIST_X + i as i32 * each,
+                y,
+                (each - 2).max(0) as u32,
+                TASK_BUTTON_H as u32,
+            )
+        })
         .collect()
 }
 
@@ -168,7 +206,11 @@ mod tests {
     fn buttons_sit_inside_the_title_bar() {
         let frame = Rect::new(100, 100, 400, 300);
         let bar = title_bar(&frame);
-        for b in [close_button(&frame), maximize_button(&frame), minimize_button(&frame)] {
+        for b in [
+            close_button(&frame),
+            maximize_button(&frame),
+            minimize_button(&frame),
+        ] {
             assert_eq!(b.intersect(&bar), Some(b));
         }
         assert!(close_button(&frame).x > maximize_button(&frame).x);

@@ -30,7 +30,6 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-
 use desktop::Desktop;
 
 /// Screenshots allowed per second per sandbox unless configured otherwise.
@@ -89,12 +88,16 @@ impl Desktops {
         let parent = self.map().get(parent_id).cloned();
         if let Some(parent) = parent {
             let copy = lock_desktop(&parent).fork_copy();
-            self.map().insert(child_id.to_string(), Arc::new(Mutex::new(copy)));
+            self.map()
+                .insert(child_id.to_string(), Arc::new(Mutex::new(copy)));
         }
     }
 
     pub fn set_startup_delay(&self, delay: Duration) {
-        self.startup_delay_ms.store(delay.as_millis().min(u64::MAX as u128) as u64, Ordering::Relaxed);
+        self.startup_delay_ms.store(
+            delay.as_millis().min(u64::MAX as u128) as u64,
+            Ordering::Relaxed,
+        );
     }
 
     pub fn startup_delay(&self) -> Duration {
@@ -113,12 +116,19 @@ impl Desktops {
     /// Whether `token` is the current, unexpired noVNC token of a sandbox's screen
     /// (`screen-N`); minting a new link invalidates the previous one.
     pub fn verify_connection_token(&self, sandbox_id: &str, screen_id: &str, token: &str) -> bool {
-        let Ok(n) = model::parse_screen_id(screen_id) else { return false };
-        let Some(cell) = self.map().get(sandbox_id).cloned() else { return false };
+        let Ok(n) = model::parse_screen_id(screen_id) else {
+            return false;
+        };
+        let Some(cell) = self.map().get(sandbox_id).cloned() else {
+            return false;
+        };
         let desktop = lock_desktop(&cell);
-        let Ok(screen) = desktop.screen(n) else { return false };
+        let Ok(screen) = desktop.screen(n) else {
+            return false;
+        };
         screen.connection.as_ref().is_some_and(|c| {
-            constant_time_eq(c.token.as_bytes(), token.as_bytes()) && c.expires_at > crate::clock::now()
+            constant_time_eq(c.token.as_bytes(), token.as_bytes())
+                && c.expires_at > crate::clock::now()
         })
     }
 }

@@ -32,7 +32,10 @@ pub const NOVNC_PORT_BASE: u16 = 6080;
 pub enum DesktopError {
     /// 400 with `{field: message}`.
     #[error("{field}: {message}")]
-    Invalid { field: &'static str, message: String },
+    Invalid {
+        field: &'static str,
+        message: String,
+    },
     #[error("screen not found")]
     ScreenNotFound,
     #[error("window not found")]
@@ -49,7 +52,10 @@ pub enum DesktopError {
 
 impl DesktopError {
     pub fn invalid(field: &'static str, message: impl Into<String>) -> Self {
-        DesktopError::Invalid { field, message: message.into() }
+        DesktopError::Invalid {
+            field,
+            message: message.into(),
+        }
     }
 }
 
@@ -68,7 +74,10 @@ impl Button {
             "" | "left" => Ok(Button::Left),
             "middle" => Ok(Button::Middle),
             "right" => Ok(Button::Right),
-            other => Err(DesktopError::invalid("button", format!("unknown button {other:?} (left|middle|right)"))),
+            other => Err(DesktopError::invalid(
+                "button",
+                format!("unknown button {other:?} (left|middle|right)"),
+            )),
         }
     }
 }
@@ -221,15 +230,24 @@ impl Screen {
 
     /// Clamps a point into the screen.
     pub fn clamp_point(&self, x: i64, y: i64) -> (i32, i32) {
-        (x.clamp(0, self.width as i64 - 1) as i32, y.clamp(0, self.height as i64 - 1) as i32)
+        (
+            x.clamp(0, self.width as i64 - 1) as i32,
+            y.clamp(0, self.height as i64 - 1) as i32,
+        )
     }
 
     pub fn window(&self, id: &str) -> Result<&Window, DesktopError> {
-        self.windows.iter().find(|w| w.id == id).ok_or(DesktopError::WindowNotFound)
+        self.windows
+            .iter()
+            .find(|w| w.id == id)
+            .ok_or(DesktopError::WindowNotFound)
     }
 
     pub fn window_mut(&mut self, id: &str) -> Result<&mut Window, DesktopError> {
-        self.windows.iter_mut().find(|w| w.id == id).ok_or(DesktopError::WindowNotFound)
+        self.windows
+            .iter_mut()
+            .find(|w| w.id == id)
+            .ok_or(DesktopError::WindowNotFound)
     }
 
     pub fn focused_window(&self) -> Option<&Window> {
@@ -269,8 +287,16 @@ impl Screen {
         let work = self.work_area();
         let (x, y) = layout::cascade_origin(&work, self.placed);
         self.placed += 1;
-        let width = app.size.0.min(work.width.saturating_sub(80)).max(MIN_WINDOW_W);
-        let height = app.size.1.min(work.height.saturating_sub(40)).max(MIN_WINDOW_H);
+        let width = app
+            .size
+            .0
+            .min(work.width.saturating_sub(80))
+            .max(MIN_WINDOW_W);
+        let height = app
+            .size
+            .1
+            .min(work.height.saturating_sub(40))
+            .max(MIN_WINDOW_H);
         let frame = Rect::new(x, y, width, height);
         let z = self.bump_z();
         self.windows.push(Window {
@@ -317,7 +343,11 @@ impl Screen {
     }
 
     pub fn close(&mut self, id: &str) -> Result<(), DesktopError> {
-        let index = self.windows.iter().position(|w| w.id == id).ok_or(DesktopError::WindowNotFound)?;
+        let index = self
+            .windows
+            .iter()
+            .position(|w| w.id == id)
+            .ok_or(DesktopError::WindowNotFound)?;
         self.windows.remove(index);
         if self.grab.as_ref().is_some_and(|g| g.window == id) {
             self.grab = None;
@@ -452,7 +482,10 @@ fn check_coord(field: &'static str, v: i64) -> Result<(), DesktopError> {
     if (-MAX_COORD..=MAX_COORD).contains(&v) {
         Ok(())
     } else {
-        Err(DesktopError::invalid(field, format!("{field} must be between -{MAX_COORD} and {MAX_COORD}")))
+        Err(DesktopError::invalid(
+            field,
+            format!("{field} must be between -{MAX_COORD} and {MAX_COORD}"),
+        ))
     }
 }
 
@@ -460,25 +493,39 @@ fn check_size(field: &'static str, v: i64) -> Result<(), DesktopError> {
     if (1..=MAX_COORD).contains(&v) {
         Ok(())
     } else {
-        Err(DesktopError::invalid(field, format!("{field} must be between 1 and {MAX_COORD}")))
+        Err(DesktopError::invalid(
+            field,
+            format!("{field} must be between 1 and {MAX_COORD}"),
+        ))
     }
 }
 /// Validates a requested screen dimension.
 /// `None` or 0 (an SDK's omitted default) keeps `current`.
-pub fn check_screen_dim(field: &'static str, v: Option<i64>, current: u32) -> Result<u32, DesktopError> {
+pub fn check_screen_dim(
+    field: &'static str,
+    v: Option<i64>,
+    current: u32,
+) -> Result<u32, DesktopError> {
     match v {
         None | Some(0) => Ok(current),
         Some(v) if (MIN_SCREEN_DIM as i64..=MAX_SCREEN_DIM as i64).contains(&v) => Ok(v as u32),
-        Some(_) => {
-            Err(DesktopError::invalid(field, format!("{field} must be between {MIN_SCREEN_DIM} and {MAX_SCREEN_DIM}")))
-        }
+        Some(_) => Err(DesktopError::invalid(
+            field,
+            format!("{field} must be between {MIN_SCREEN_DIM} and {MAX_SCREEN_DIM}"),
+        )),
     }
 }
 
 /// Parses `screen-N` (N in 0..8); 400 for anything else.
 pub fn parse_screen_id(raw: &str) -> Result<u8, DesktopError> {
     let bad = || {
-        DesktopError::invalid("screen_id", format!("invalid screen id {raw:?} (screen-0 … screen-{})", MAX_SCREENS - 1))
+        DesktopError::invalid(
+            "screen_id",
+            format!(
+                "invalid screen id {raw:?} (screen-0 … screen-{})",
+                MAX_SCREENS - 1
+            ),
+        )
     };
     let digits = raw.strip_prefix("screen-").ok_or_else(bad)?;
     if digits.len() != 1 {

@@ -4,8 +4,8 @@ use axum::routing::{get, post};
 use axum::Router;
 
 use super::{input_routes as input, screen_routes as screens, window_routes as windows};
-use crate::state::AppState;
 use crate::operation::{op, Operation};
+use crate::state::AppState;
 
 const C: &str = "/v1/sandboxes/{id}/computer";
 
@@ -16,31 +16,126 @@ macro_rules! computer_path {
 }
 
 pub const OPERATIONS: &[Operation] = &[
-    op("getComputerScreenSize", "GET", computer_path!("/screen"), "computer::input_routes::screen_size"),
-    op("getComputerCursor", "GET", computer_path!("/cursor"), "computer::input_routes::cursor"),
-    op("getComputerScreenshot", "GET", computer_path!("/screenshot"), "computer::input_routes::screenshot"),
-    op("getComputerClipboard", "GET", computer_path!("/clipboard"), "computer::input_routes::get_clipboard"),
-    op("setComputerClipboard", "PUT", computer_path!("/clipboard"), "computer::input_routes::set_clipboard"),
-    op("computerOpen", "POST", computer_path!("/open"), "computer::input_routes::open"),
-    op("computerLaunch", "POST", computer_path!("/launch"), "computer::input_routes::launch"),
-    op("computerMouseMove", "POST", computer_path!("/mouse/move"), "computer::input_routes::mouse_move"),
-    op("computerMouseClick", "POST", computer_path!("/mouse/click"), "computer::input_routes::mouse_click"),
-    op("computerMouseScroll", "POST", computer_path!("/mouse/scroll"), "computer::input_routes::mouse_scroll"),
-    op("computerMouseDrag", "POST", computer_path!("/mouse/drag"), "computer::input_routes::mouse_drag"),
-    op("computerMouseDown", "POST", computer_path!("/mouse/down"), "computer::input_routes::mouse_down"),
-    op("computerMouseUp", "POST", computer_path!("/mouse/up"), "computer::input_routes::mouse_up"),
-    op("computerKeyboardType", "POST", computer_path!("/keyboard/type"), "computer::input_routes::keyboard_type"),
-    op("computerKeyboardPress", "POST", computer_path!("/keyboard/press"), "computer::input_routes::keyboard_press"),
-    op("computerKeyboardDown", "POST", computer_path!("/keyboard/down"), "computer::input_routes::keyboard_down"),
-    op("computerKeyboardUp", "POST", computer_path!("/keyboard/up"), "computer::input_routes::keyboard_up"),
-    op("listComputerWindows", "GET", computer_path!("/windows"), "computer::window_routes::list_windows"),
+    op(
+        "getComputerScreenSize",
+        "GET",
+        computer_path!("/screen"),
+        "computer::input_routes::screen_size",
+    ),
+    op(
+        "getComputerCursor",
+        "GET",
+        computer_path!("/cursor"),
+        "computer::input_routes::cursor",
+    ),
+    op(
+        "getComputerScreenshot",
+        "GET",
+        computer_path!("/screenshot"),
+        "computer::input_routes::screenshot",
+    ),
+    op(
+        "getComputerClipboard",
+        "GET",
+        computer_path!("/clipboard"),
+        "computer::input_routes::get_clipboard",
+    ),
+    op(
+        "setComputerClipboard",
+        "PUT",
+        computer_path!("/clipboard"),
+        "computer::input_routes::set_clipboard",
+    ),
+    op(
+        "computerOpen",
+        "POST",
+        computer_path!("/open"),
+        "computer::input_routes::open",
+    ),
+    op(
+        "computerLaunch",
+        "POST",
+        computer_path!("/launch"),
+        "computer::input_routes::launch",
+    ),
+    op(
+        "computerMouseMove",
+        "POST",
+        computer_path!("/mouse/move"),
+        "computer::input_routes::mouse_move",
+    ),
+    op(
+        "computerMouseClick",
+        "POST",
+        computer_path!("/mouse/click"),
+        "computer::input_routes::mouse_click",
+    ),
+    op(
+        "computerMouseScroll",
+        "POST",
+        computer_path!("/mouse/scroll"),
+        "computer::input_routes::mouse_scroll",
+    ),
+    op(
+        "computerMouseDrag",
+        "POST",
+        computer_path!("/mouse/drag"),
+        "computer::input_routes::mouse_drag",
+    ),
+    op(
+        "computerMouseDown",
+        "POST",
+        computer_path!("/mouse/down"),
+        "computer::input_routes::mouse_down",
+    ),
+    op(
+        "computerMouseUp",
+        "POST",
+        computer_path!("/mouse/up"),
+        "computer::input_routes::mouse_up",
+    ),
+    op(
+        "computerKeyboardType",
+        "POST",
+        computer_path!("/keyboard/type"),
+        "computer::input_routes::keyboard_type",
+    ),
+    op(
+        "computerKeyboardPress",
+        "POST",
+        computer_path!("/keyboard/press"),
+        "computer::input_routes::keyboard_press",
+    ),
+    op(
+        "computerKeyboardDown",
+        "POST",
+        computer_path!("/keyboard/down"),
+        "computer::input_routes::keyboard_down",
+    ),
+    op(
+        "computerKeyboardUp",
+        "POST",
+        computer_path!("/keyboard/up"),
+        "computer::input_routes::keyboard_up",
+    ),
+    op(
+        "listComputerWindows",
+        "GET",
+        computer_path!("/windows"),
+        "computer::window_routes::list_windows",
+    ),
     op(
         "getComputerCurrentWindow",
         "GET",
         computer_path!("/windows/current"),
         "computer::window_routes::current_window",
     ),
-    op("getComputerWindow", "GET", computer_path!("/windows/{window_id}"), "computer::window_routes::get_window"),
+    op(
+        "getComputerWindow",
+        "GET",
+        computer_path!("/windows/{window_id}"),
+        "computer::window_routes::get_window",
+    ),
     op(
         "getComputerWindowGeometry",
         "GET",
@@ -89,9 +184,24 @@ pub const OPERATIONS: &[Operation] = &[
         computer_path!("/windows/{window_id}"),
         "computer::window_routes::close_window",
     ),
-    op("listComputerScreens", "GET", computer_path!("/screens"), "computer::screen_routes::list_screens"),
-    op("createComputerScreen", "POST", computer_path!("/screens"), "computer::screen_routes::create_screen"),
-    op("getComputerScreen", "GET", computer_path!("/screens/{screen_id}"), "computer::screen_routes::get_screen"),
+    op(
+        "listComputerScreens",
+        "GET",
+        computer_path!("/screens"),
+        "computer::screen_routes::list_screens",
+    ),
+    op(
+        "createComputerScreen",
+        "POST",
+        computer_path!("/screens"),
+        "computer::screen_routes::create_screen",
+    ),
+    op(
+        "getComputerScreen",
+        "GET",
+        computer_path!("/screens/{screen_id}"),
+        "computer::screen_routes::get_screen",
+    ),
     op(
         "deleteComputerScreen",
         "DELETE",
@@ -121,7 +231,10 @@ pub fn routes() -> Router<AppState> {
         .route(&at("/screen"), get(input::screen_size))
         .route(&at("/cursor"), get(input::cursor))
         .route(&at("/screenshot"), get(input::screenshot))
-        .route(&at("/clipboard"), get(input::get_clipboard).put(input::set_clipboard))
+        .route(
+            &at("/clipboard"),
+            get(input::get_clipboard).put(input::set_clipboard),
+        )
         .route(&at("/open"), post(input::open))
         .route(&at("/launch"), post(input::launch))
         .route(&at("/mouse/move"), post(input::mouse_move))
@@ -136,18 +249,51 @@ pub fn routes() -> Router<AppState> {
         .route(&at("/keyboard/up"), post(input::keyboard_up))
         .route(&at("/windows"), get(windows::list_windows))
         .route(&at("/windows/current"), get(windows::current_window))
-        .route(&at("/windows/{window_id}"), get(windows::get_window).delete(windows::close_window))
-        .route(&at("/windows/{window_id}/geometry"), get(windows::window_geometry))
-        .route(&at("/windows/{window_id}/focus"), post(windows::focus_window))
+        .route(
+            &at("/windows/{window_id}"),
+            get(windows::get_window).delete(windows::close_window),
+        )
+        .route(
+            &at("/windows/{window_id}/geometry"),
+            get(windows::window_geometry),
+        )
+        .route(
+            &at("/windows/{window_id}/focus"),
+            post(windows::focus_window),
+        )
         .route(&at("/windows/{window_id}/move"), post(windows::move_window))
-        .route(&at("/windows/{window_id}/resize"), post(windows::resize_window))
-        .route(&at("/windows/{window_id}/maximize"), post(windows::maximize_window))
-        .route(&at("/windows/{window_id}/minimize"), post(windows::minimize_window))
-        .route(&at("/windows/{window_id}/restore"), post(windows::restore_window))
-        .route(&at("/screens"), get(screens::list_screens).post(screens::create_screen))
-        .route(&at("/screens/{screen_id}"), get(screens::get_screen).delete(screens::delete_screen))
-        .route(&at("/screens/{screen_id}/resize"), post(screens::resize_screen))
-        .route(&at("/screens/{screen_id}/connect"), get(screens::connect_screen))
+        .route(
+            &at("/windows/{window_id}/resize"),
+            post(windows::resize_window),
+        )
+        .route(
+            &at("/windows/{window_id}/maximize"),
+            post(windows::maximize_window),
+        )
+        .route(
+            &at("/windows/{window_id}/minimize"),
+            post(windows::minimize_window),
+        )
+        .route(
+            &at("/windows/{window_id}/restore"),
+            post(windows::restore_window),
+        )
+        .route(
+            &at("/screens"),
+            get(screens::list_screens).post(screens::create_screen),
+        )
+        .route(
+            &at("/screens/{screen_id}"),
+            get(screens::get_screen).delete(screens::delete_screen),
+        )
+        .route(
+            &at("/screens/{screen_id}/resize"),
+            post(screens::resize_screen),
+        )
+        .route(
+            &at("/screens/{screen_id}/connect"),
+            get(screens::connect_screen),
+        )
 }
 
 #[cfg(test)]

@@ -10,10 +10,10 @@ use serde_json::{json, Value};
 
 use super::access;
 use super::model::{check_screen_dim, parse_screen_id, Connection, Screen, DEFAULT_SCREEN_SIZE};
-use crate::state::AppState;
 use crate::auth::Caller;
 use crate::clock;
 use crate::envelope::{ok, ApiError, JsonBody};
+use crate::state::AppState;
 
 /// How long a minted noVNC link stays valid.
 pub const CONNECTION_TTL: Duration = Duration::from_secs(600);
@@ -34,7 +34,11 @@ fn screen_view(s: &Screen) -> Value {
     })
 }
 
-pub async fn list_screens(State(s): State<AppState>, c: Caller, Path(id): Path<String>) -> Result<Response, ApiError> {
+pub async fn list_screens(
+    State(s): State<AppState>,
+    c: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
     let access = access::open(&s, &c, &id)?;
     let desktop = access.lock();
     let views: Vec<Value> = desktop.screens.values().map(screen_view).collect();
@@ -56,7 +60,10 @@ pub async fn create_screen(
     let access = access::open(&s, &c, &id)?;
     let mut desktop = access.lock();
     // An omitted dimension copies screen-0's (the primary always exists).
-    let (w0, h0) = desktop.screen(0).map(|s0| (s0.width, s0.height)).unwrap_or(DEFAULT_SCREEN_SIZE);
+    let (w0, h0) = desktop
+        .screen(0)
+        .map(|s0| (s0.width, s0.height))
+        .unwrap_or(DEFAULT_SCREEN_SIZE);
     let width = check_screen_dim("width", body.width, w0)?;
     let height = check_screen_dim("height", body.height, h0)?;
     let screen = desktop.create_screen(width, height)?;
@@ -110,17 +117,25 @@ pub async fn connect_screen(
     let access = access::open(&s, &c, &id)?;
     let n = parse_screen_id(&screen_id)?;
     if !access.sandbox.ingress_enabled() {
-        return Err(ApiError::fail(StatusCode::CONFLICT, json!({"ingress": "ingress is not enabled"})));
+        return Err(ApiError::fail(
+            StatusCode::CONFLICT,
+            json!({"ingress": "ingress is not enabled"}),
+        ));
     }
     let mut desktop = access.lock();
     let screen = desktop.screen_mut(n)?;
     let token = crate::ids::random_token(TOKEN_LEN);
     let expires_at = clock::now() + CONNECTION_TTL;
     let port = screen.novnc_port();
-    let base = crate::sandbox::ingress_template(&access.sandbox.id).replace("<port>", &port.to_string());
+    let base =
+        crate::sandbox::ingress_template(&access.sandbox.id).replace("<port>", &port.to_string());
     let ws_path = WEBSOCKIFY_PATH.trim_start_matches('/');
-    let url = format!("{base}/vnc.html?autoconnect=true&resize=remote&path={ws_path}%3Ftoken%3D{token}");
-    screen.connection = Some(Connection { token: token.clone(), expires_at });
+    let url =
+        format!("{base}/vnc.html?autoconnect=true&resize=remote&path={ws_path}%3Ftoken%3D{token}");
+    screen.connection = Some(Connection {
+        token: token.clone(),
+        expires_at,
+    });
     Ok(ok(json!({
         "screen_id": screen.id(),
         "port": port,

@@ -74,7 +74,11 @@ impl Canvas {
         for _ in 0..(width as usize * height as usize) {
             pixels.extend_from_slice(&fill);
         }
-        Canvas { width, height, pixels }
+        Canvas {
+            width,
+            height,
+            pixels,
+        }
     }
 
     pub fn bounds(&self) -> Rect {
@@ -91,7 +95,12 @@ impl Canvas {
     }
 
     fn put(&mut self, x: i64, y: i64, c: Rgb, clip: &Rect) {
-        if !clip.contains(x as i32, y as i32) || x < 0 || y < 0 || x >= self.width as i64 || y >= self.height as i64 {
+        if !clip.contains(x as i32, y as i32)
+            || x < 0
+            || y < 0
+            || x >= self.width as i64
+            || y >= self.height as i64
+        {
             return;
         }
         let i = (y as usize * self.width as usize + x as usize) * 3;
@@ -100,7 +109,9 @@ impl Canvas {
 
     /// Fills a rectangle (clipped to the canvas).
     pub fn fill(&mut self, r: Rect, c: Rgb) {
-        let Some(r) = r.intersect(&self.bounds()) else { return };
+        let Some(r) = r.intersect(&self.bounds()) else {
+            return;
+        };
         let row_bytes = self.width as usize * 3;
         for y in r.y as usize..r.bottom() as usize {
             let start = y * row_bytes + r.x as usize * 3;
@@ -159,7 +170,11 @@ impl Canvas {
             let start = y * row_bytes + r.x as usize * 3;
             pixels.extend_from_slice(&self.pixels[start..start + r.width as usize * 3]);
         }
-        Canvas { width: r.width, height: r.height, pixels }
+        Canvas {
+            width: r.width,
+            height: r.height,
+            pixels,
+        }
     }
 
     /// PNG bytes (RGB, 8 bits per channel).
@@ -200,7 +215,10 @@ pub fn render(screen: &Screen) -> Canvas {
     let mut canvas = Canvas::new(screen.width, screen.height, BG_TOP);
     let last_row = screen.height.saturating_sub(1);
     for y in 0..screen.height {
-        canvas.fill(Rect::new(0, y as i32, screen.width, 1), lerp(BG_TOP, BG_BOTTOM, y, last_row));
+        canvas.fill(
+            Rect::new(0, y as i32, screen.width, 1),
+            lerp(BG_TOP, BG_BOTTOM, y, last_row),
+        );
     }
     draw_panel(&mut canvas, screen);
     for w in screen.stacking() {
@@ -211,7 +229,10 @@ pub fn render(screen: &Screen) -> Canvas {
 }
 
 fn draw_panel(canvas: &mut Canvas, screen: &Screen) {
-    canvas.fill(Rect::new(0, 0, screen.width, layout::PANEL_HEIGHT as u32), PANEL);
+    canvas.fill(
+        Rect::new(0, 0, screen.width, layout::PANEL_HEIGHT as u32),
+        PANEL,
+    );
     canvas.fill(Rect::new(4, 4, 20, 20), PANEL_MENU);
     let buttons = layout::task_buttons(screen.width, screen.windows.len());
     for (w, b) in screen.windows.iter().zip(buttons) {
@@ -233,9 +254,21 @@ fn draw_window(canvas: &mut Canvas, screen: &Screen, w: &super::model::Window) {
     let frame = w.frame;
     canvas.fill(frame, FRAME_BORDER);
     let bar = layout::title_bar(&frame);
-    canvas.fill(bar.inset(1), if focused { TITLE_FOCUSED } else { TITLE_UNFOCUSED });
+    canvas.fill(
+        bar.inset(1),
+        if focused {
+            TITLE_FOCUSED
+        } else {
+            TITLE_UNFOCUSED
+        },
+    );
     let minimize = layout::minimize_button(&frame);
-    let title_clip = Rect::new(bar.x, bar.y, (minimize.x - 4 - bar.x).max(0) as u32, bar.height);
+    let title_clip = Rect::new(
+        bar.x,
+        bar.y,
+        (minimize.x - 4 - bar.x).max(0) as u32,
+        bar.height,
+    );
     canvas.text(bar.x + 8, bar.y + 8, &w.title, TITLE_TEXT, &title_clip);
     draw_title_buttons(canvas, &frame, &bar);
 
@@ -255,7 +288,12 @@ fn draw_window(canvas: &mut Canvas, screen: &Screen, w: &super::model::Window) {
         let (tx, ty) = (field.x + 6, field.y + (field.height as i32 - 7) / 2);
         if selected && !text.is_empty() {
             let width = (text.chars().count() as i32 * CELL_W) as u32;
-            canvas.fill(Rect::new(tx - 1, ty - 2, width + 2, 11).intersect(&clip).unwrap_or(clip), SELECTION);
+            canvas.fill(
+                Rect::new(tx - 1, ty - 2, width + 2, 11)
+                    .intersect(&clip)
+                    .unwrap_or(clip),
+                SELECTION,
+            );
             canvas.text(tx, ty, text, SELECTED_TEXT, &clip);
         } else {
             canvas.text(tx, ty, text, BLACK, &clip);
@@ -269,7 +307,11 @@ fn draw_window(canvas: &mut Canvas, screen: &Screen, w: &super::model::Window) {
     for (i, line) in lines.iter().enumerate() {
         let x = area.x + TEXT_PAD;
         let y = area.y + TEXT_PAD + i as i32 * CELL_H;
-        let (color, highlight) = if w.text_selected { (SELECTED_TEXT, true) } else { (fg, false) };
+        let (color, highlight) = if w.text_selected {
+            (SELECTED_TEXT, true)
+        } else {
+            (fg, false)
+        };
         if highlight && !line.is_empty() {
             let width = (line.chars().count() as i32 * CELL_W) as u32;
             if let Some(r) = Rect::new(x - 1, y - 2, width + 2, CELL_H as u32).intersect(&clip) {
@@ -279,7 +321,12 @@ fn draw_window(canvas: &mut Canvas, screen: &Screen, w: &super::model::Window) {
         let end_x = canvas.text(x, y, line, color, &clip);
         let is_last = w.scroll as usize + i + 1 == total_lines;
         if focused && is_last && w.address_edit.is_none() && input::shows_caret(w) {
-            canvas.fill(Rect::new(end_x, y - 1, 1, 9).intersect(&clip).unwrap_or(Rect::new(0, 0, 0, 0)), fg);
+            canvas.fill(
+                Rect::new(end_x, y - 1, 1, 9)
+                    .intersect(&clip)
+                    .unwrap_or(Rect::new(0, 0, 0, 0)),
+                fg,
+            );
         }
     }
 }
@@ -288,7 +335,11 @@ fn draw_title_buttons(canvas: &mut Canvas, frame: &Rect, bar: &Rect) {
     let close = layout::close_button(frame);
     let maximize = layout::maximize_button(frame);
     let minimize = layout::minimize_button(frame);
-    for (b, color) in [(close, CLOSE_BUTTON), (maximize, OTHER_BUTTON), (minimize, OTHER_BUTTON)] {
+    for (b, color) in [
+        (close, CLOSE_BUTTON),
+        (maximize, OTHER_BUTTON),
+        (minimize, OTHER_BUTTON),
+    ] {
         if let Some(visible) = b.intersect(bar) {
             canvas.fill(visible, color);
         }
@@ -296,8 +347,18 @@ fn draw_title_buttons(canvas: &mut Canvas, frame: &Rect, bar: &Rect) {
     let clip = *bar;
     // Close: a cross.
     for i in 4..12 {
-        canvas.put((close.x + i) as i64, (close.y + i) as i64, BUTTON_ICON, &clip);
-        canvas.put((close.x + 15 - i) as i64, (close.y + i) as i64, BUTTON_ICON, &clip);
+        canvas.put(
+            (close.x + i) as i64,
+            (close.y + i) as i64,
+            BUTTON_ICON,
+            &clip,
+        );
+        canvas.put(
+            (close.x + 15 - i) as i64,
+            (close.y + i) as i64,
+            BUTTON_ICON,
+            &clip,
+        );
     }
     // Maximize: a square outline.
     if let Some(r) = Rect::new(maximize.x + 4, maximize.y + 4, 8, 8).intersect(&clip) {
@@ -335,7 +396,12 @@ mod tests {
         let id = d.new_window_id();
         let s = d.screen_mut(0).unwrap();
         let blank = render(s);
-        s.add_window(id.clone(), apps::find_app("mousepad").unwrap(), "notes".into()).unwrap();
+        s.add_window(
+            id.clone(),
+            apps::find_app("mousepad").unwrap(),
+            "notes".into(),
+        )
+        .unwrap();
         let a = render(s);
         assert_eq!(a, render(s));
         assert_ne!(a, blank);

@@ -43,7 +43,10 @@ enum Entry {
 
 async fn inspect(sandbox: &SandboxRef, guest: &str) -> Result<Entry, ApiError> {
     if sandbox.runtime().isolated() {
-        let (sandbox, guest) = (sandbox.clone(), crate::isolation::normalize_guest_path(guest)?);
+        let (sandbox, guest) = (
+            sandbox.clone(),
+            crate::isolation::normalize_guest_path(guest)?,
+        );
         return tokio::task::spawn_blocking(move || inspect_guest(&sandbox, &guest))
             .await
             .map_err(|_| ApiError::internal("file inspection task failed"))?;
@@ -57,18 +60,29 @@ async fn inspect(sandbox: &SandboxRef, guest: &str) -> Result<Entry, ApiError> {
 /// [`inspect_host`] through an isolated sandbox's own view, as its root.
 fn inspect_guest(sandbox: &SandboxRef, guest: &str) -> Result<Entry, ApiError> {
     let fs = crate::guest_fs::GuestFs::new(sandbox.runtime());
-    let resolved = match fs.resolve(guest, true).and_then(|r| fs.lstat(&r).map(|m| (r, m))) {
+    let resolved = match fs
+        .resolve(guest, true)
+        .and_then(|r| fs.lstat(&r).map(|m| (r, m)))
+    {
         Ok(found) => found,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Entry::Missing),
         Err(e) => return Err(desktop_unavailable(format!("cannot open: {}", e.kind()))),
     };
     if resolved.1.is_dir() {
-        let entries = fs.list_dir(&resolved.0).map_err(|e| desktop_unavailable(format!("cannot list folder: {}", e.kind())))?;
+        let entries = fs
+            .list_dir(&resolved.0)
+            .map_err(|e| desktop_unavailable(format!("cannot list folder: {}", e.kind())))?;
         let mut names: Vec<String> = entries
             .into_iter()
             .filter_map(|(name, meta)| {
                 let name = name.to_string_lossy().into_owned();
-                (!name.starts_with('.')).then(|| if meta.is_dir() { format!("{name}/") } else { name })
+                (!name.starts_with('.')).then(|| {
+                    if meta.is_dir() {
+                        format!("{name}/")
+                    } else {
+                        name
+                    }
+                })
             })
             .take(MAX_LISTING)
             .collect();
@@ -78,7 +92,10 @@ fn inspect_guest(sandbox: &SandboxRef, guest: &str) -> Result<Entry, ApiError> {
     match fs.read_head(&resolved.0, MAX_WINDOW_TEXT as u64) {
         Ok(Some((head, size))) => Ok(Entry::File { head, size }),
         Ok(None) => Ok(Entry::Missing),
-        Err(e) => Err(desktop_unavailable(format!("cannot read file: {}", e.kind()))),
+        Err(e) => Err(desktop_unavailable(format!(
+            "cannot read file: {}",
+            e.kind()
+        ))),
     }
 }
 
@@ -111,7 +128,10 @@ fn inspect_host(host: &std::path::Path) -> Result<Entry, ApiError> {
     std::fs::File::open(host)
         .and_then(|f| f.take(MAX_WINDOW_TEXT as u64).read_to_end(&mut head))
         .map_err(|e| desktop_unavailable(format!("cannot read file: {}", e.kind())))?;
-    Ok(Entry::File { head, size: meta.len() })
+    Ok(Entry::File {
+        head,
+        size: meta.len(),
+    })
 }
 
 fn missing(path: &str) -> ApiError {
@@ -176,9 +196,9 @@ pub async fn for_launch(
                     cwd: None,
                 }),
                 (_, Entry::Missing) => Err(missing(&path)),
-                (AppKind::Editor | AppKind::ImageViewer, Entry::Dir(_)) => {
-                    Err(desktop_unavailable(format!("cannot open {path}: is a directory")))
-                }
+                (AppKind::Editor | AppKind::ImageViewer, Entry::Dir(_)) => Err(
+                    desktop_unavailable(format!("cannot open {path}: is a directory")),
+                ),
                 (_, entry) => Ok(with_entry(app, &path, entry, &hostname)),
             }
         }
@@ -196,12 +216,21 @@ fn target_error(field: &'static str, e: TargetError) -> ApiError {
 fn local_path(uri: &str) -> Result<String, ApiError> {
     match apps::classify_target(uri).map_err(|e| target_error("uri", e))? {
         OpenTarget::Path(p) => Ok(p),
-        OpenTarget::Url(_) => Err(ApiError::validation("uri", "this application opens local paths, not URLs")),
+        OpenTarget::Url(_) => Err(ApiError::validation(
+            "uri",
+            "this application opens local paths, not URLs",
+        )),
     }
 }
 
 fn plain(app: &'static AppSpec, hostname: &str) -> WindowSeed {
-    WindowSeed { app, title: apps::initial_title(app, None, hostname), text: String::new(), location: None, cwd: None }
+    WindowSeed {
+        app,
+        title: apps::initial_title(app, None, hostname),
+        text: String::new(),
+        location: None,
+        cwd: None,
+    }
 }
 
 fn browser(app: &'static AppSpec, location: Option<String>) -> WindowSeed {
@@ -209,13 +238,25 @@ fn browser(app: &'static AppSpec, location: Option<String>) -> WindowSeed {
         Some(l) => apps::browser_title(app, l),
         None => app.display.to_string(),
     };
-    WindowSeed { app, title, text: String::new(), location, cwd: None }
+    WindowSeed {
+        app,
+        title,
+        text: String::new(),
+        location,
+        cwd: None,
+    }
 }
 
 /// A window of `app` showing `path` (already inspected).
 fn with_entry(app: &'static AppSpec, path: &str, entry: Entry, hostname: &str) -> WindowSeed {
     let title = apps::initial_title(app, Some(path), hostname);
-    let mut seed = WindowSeed { app, title, text: String::new(), location: None, cwd: None };
+    let mut seed = WindowSeed {
+        app,
+        title,
+        text: String::new(),
+        location: None,
+        cwd: None,
+    };
     match (app.kind, entry) {
         (AppKind::Terminal, _) => {
             seed.text = apps::prompt(hostname, path);
@@ -269,11 +310,18 @@ mod tests {
         std::fs::create_dir_all(dir.join("sub")).unwrap();
         std::fs::write(dir.join("b.txt"), "x").unwrap();
         std::fs::write(dir.join(".hidden"), "x").unwrap();
-        let Ok(Entry::Dir(names)) = inspect_host(&dir) else { panic!("expected a directory") };
+        let Ok(Entry::Dir(names)) = inspect_host(&dir) else {
+            panic!("expected a directory")
+        };
         assert_eq!(names, vec!["b.txt".to_string(), "sub/".to_string()]);
-        let Ok(Entry::File { head, size }) = inspect_host(&dir.join("b.txt")) else { panic!("expected a file") };
+        let Ok(Entry::File { head, size }) = inspect_host(&dir.join("b.txt")) else {
+            panic!("expected a file")
+        };
         assert_eq!((head, size), (b"x".to_vec(), 1));
-        assert!(matches!(inspect_host(&dir.join("nope")), Ok(Entry::Missing)));
+        assert!(matches!(
+            inspect_host(&dir.join("nope")),
+            Ok(Entry::Missing)
+        ));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -8,9 +8,9 @@ use serde_json::{json, Value};
 
 use super::access::{self, query, required, screen_number, ScreenQuery};
 use super::model::{DesktopError, Screen, Window};
-use crate::state::AppState;
 use crate::auth::Caller;
 use crate::envelope::{ok, ApiError, JsonBody};
+use crate::state::AppState;
 
 type Q<T> = Result<Query<T>, QueryRejection>;
 
@@ -41,7 +41,9 @@ fn window_action(
     f: impl FnOnce(&mut Screen, &str) -> Result<(), DesktopError>,
 ) -> Result<Response, ApiError> {
     let q = query(q)?;
-    with_screen(state, caller, &id, q.screen_id.as_deref(), |screen| f(screen, &window_id))?;
+    with_screen(state, caller, &id, q.screen_id.as_deref(), |screen| {
+        f(screen, &window_id)
+    })?;
     Ok(ok(json!({"ok": true})))
 }
 
@@ -58,7 +60,11 @@ pub async fn list_windows(
     q: Q<WindowsQuery>,
 ) -> Result<Response, ApiError> {
     let q = query(q)?;
-    let filter = q.application.as_deref().map(str::trim).filter(|a| !a.is_empty());
+    let filter = q
+        .application
+        .as_deref()
+        .map(str::trim)
+        .filter(|a| !a.is_empty());
     let list = with_screen(&s, &c, &id, q.screen_id.as_deref(), |screen| {
         Ok(screen
             .windows
@@ -77,7 +83,9 @@ pub async fn current_window(
     q: Q<ScreenQuery>,
 ) -> Result<Response, ApiError> {
     let q = query(q)?;
-    let view = with_screen(&s, &c, &id, q.screen_id.as_deref(), |screen| screen.current().map(window_view))?;
+    let view = with_screen(&s, &c, &id, q.screen_id.as_deref(), |screen| {
+        screen.current().map(window_view)
+    })?;
     Ok(ok(view))
 }
 
@@ -88,7 +96,9 @@ pub async fn get_window(
     q: Q<ScreenQuery>,
 ) -> Result<Response, ApiError> {
     let q = query(q)?;
-    let view = with_screen(&s, &c, &id, q.screen_id.as_deref(), |screen| screen.window(&window_id).map(window_view))?;
+    let view = with_screen(&s, &c, &id, q.screen_id.as_deref(), |screen| {
+        screen.window(&window_id).map(window_view)
+    })?;
     Ok(ok(view))
 }
 
@@ -155,7 +165,9 @@ pub async fn resize_window(
 ) -> Result<Response, ApiError> {
     let width = required("width", body.width)?;
     let height = required("height", body.height)?;
-    window_action(&s, &c, p, q, |screen, w| screen.resize_window(w, width, height))
+    window_action(&s, &c, p, q, |screen, w| {
+        screen.resize_window(w, width, height)
+    })
 }
 
 pub async fn maximize_window(

@@ -31,12 +31,20 @@ pub async fn serve(mut channel: Channel<Msg>, handle: Handle, sandbox: SandboxRe
     let mut env = BTreeMap::new();
     let request = loop {
         match channel.wait().await {
-            Some(ChannelMsg::SetEnv { variable_name, variable_value, .. }) => {
+            Some(ChannelMsg::SetEnv {
+                variable_name,
+                variable_value,
+                ..
+            }) => {
                 env.insert(variable_name, variable_value);
             }
-            Some(ChannelMsg::Exec { command, .. }) => break Request::Command(String::from_utf8_lossy(&command).into_owned()),
+            Some(ChannelMsg::Exec { command, .. }) => {
+                break Request::Command(String::from_utf8_lossy(&command).into_owned())
+            }
             Some(ChannelMsg::RequestShell { .. }) => break Request::Shell,
-            Some(ChannelMsg::RequestSubsystem { name, .. }) if name == "sftp" => break Request::Sftp,
+            Some(ChannelMsg::RequestSubsystem { name, .. }) if name == "sftp" => {
+                break Request::Sftp
+            }
             Some(ChannelMsg::RequestSubsystem { .. }) => {
                 let _ = handle.channel_failure(id).await;
             }
@@ -51,12 +59,38 @@ pub async fn serve(mut channel: Channel<Msg>, handle: Handle, sandbox: SandboxRe
         }
         Request::Command(command) => {
             let (read, write) = channel.split();
-            run(id, read, write, &handle, &sandbox, "/bin/sh", vec!["-c".into(), command], &home, &env).await
+            run(
+                id,
+                read,
+                write,
+                &handle,
+                &sandbox,
+                "/bin/sh",
+                vec!["-c".into(), command],
+                &home,
+                &env,
+            )
+            .await
         }
         Request::Shell => {
             let (read, write) = channel.split();
-            let shell = if std::path::Path::new("/bin/bash").exists() { "/bin/bash" } else { "/bin/sh" };
-            run(id, read, write, &handle, &sandbox, shell, vec!["-l".into()], &home, &env).await
+            let shell = if std::path::Path::new("/bin/bash").exists() {
+                "/bin/bash"
+            } else {
+                "/bin/sh"
+            };
+            run(
+                id,
+                read,
+                write,
+                &handle,
+                &sandbox,
+                shell,
+                vec!["-l".into()],
+                &home,
+                &env,
+            )
+            .await
         }
     }
 }
@@ -164,7 +198,9 @@ async fn run(
     env: &BTreeMap<String, String>,
 ) {
     let mut cmd = sandbox.runtime().command(program, &args, Some(home), env);
-    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let spawned = {
         let _scope = sandbox.runtime().spawn_scope();
         tokio::process::Command::from(cmd).spawn()
@@ -185,7 +221,10 @@ async fn run(
         sandbox.runtime().adopt(pid as u32);
     }
     sandbox.begin_busy();
-    let mut guard = RunGuard { sandbox: sandbox.clone(), pgid: (pid > 0).then_some(pid) };
+    let mut guard = RunGuard {
+        sandbox: sandbox.clone(),
+        pgid: (pid > 0).then_some(pid),
+    };
     let input = tokio::spawn(pump_input(read, child.stdin.take(), pid));
 
     let stdout = child.stdout.take();
@@ -216,10 +255,14 @@ async fn run(
                 let _ = handle.exit_status_request(id, code as u32).await;
             } else if let Some(signal) = status.signal().and_then(|s| Signal::try_from(s).ok()) {
                 let core = status.core_dumped();
-                let _ = handle.exit_signal_request(id, sig_of(signal), core, String::new(), "en".into()).await;
+                let _ = handle
+                    .exit_signal_request(id, sig_of(signal), core, String::new(), "en".into())
+                    .await;
             }
         }
-        Err(err) => tracing::debug!(sandbox = %sandbox.id, "waiting for an ssh command failed: {err}"),
+        Err(err) => {
+            tracing::debug!(sandbox = %sandbox.id, "waiting for an ssh command failed: {err}")
+        }
     }
     let _ = write.eof().await;
     let _ = write.close().await;
@@ -231,7 +274,12 @@ mod tests {
 
     #[test]
     fn signals_map_both_ways() {
-        for sig in [Signal::SIGTERM, Signal::SIGKILL, Signal::SIGUSR2, Signal::SIGINT] {
+        for sig in [
+            Signal::SIGTERM,
+            Signal::SIGKILL,
+            Signal::SIGUSR2,
+            Signal::SIGINT,
+        ] {
             assert_eq!(signal_of(&sig_of(sig)), Some(sig));
         }
         assert_eq!(signal_of(&Sig::Custom("NOPE".into())), None);

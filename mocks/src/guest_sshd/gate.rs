@@ -38,15 +38,25 @@ impl<S> Gated<S> {
 }
 
 /// Fails once the server stopped (and registers the waker for that).
-fn poll_stopped(stop: &mut Pin<Box<WaitForCancellationFutureOwned>>, cx: &mut Context<'_>) -> io::Result<()> {
+fn poll_stopped(
+    stop: &mut Pin<Box<WaitForCancellationFutureOwned>>,
+    cx: &mut Context<'_>,
+) -> io::Result<()> {
     match stop.as_mut().poll(cx) {
-        Poll::Ready(()) => Err(io::Error::new(io::ErrorKind::ConnectionAborted, "the guest sshd stopped")),
+        Poll::Ready(()) => Err(io::Error::new(
+            io::ErrorKind::ConnectionAborted,
+            "the guest sshd stopped",
+        )),
         Poll::Pending => Ok(()),
     }
 }
 
 /// Ready once the gate is open; registers the task's waker otherwise.
-fn poll_open(frozen: &watch::Receiver<bool>, slot: &mut Option<Waiter>, cx: &mut Context<'_>) -> Poll<()> {
+fn poll_open(
+    frozen: &watch::Receiver<bool>,
+    slot: &mut Option<Waiter>,
+    cx: &mut Context<'_>,
+) -> Poll<()> {
     if !*frozen.borrow() {
         *slot = None;
         return Poll::Ready(());
@@ -68,7 +78,11 @@ fn poll_open(frozen: &watch::Receiver<bool>, slot: &mut Option<Waiter>, cx: &mut
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Gated<S> {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         let this = &mut *self;
         poll_stopped(&mut this.read_stop, cx)?;
         if poll_open(&this.frozen, &mut this.read_wait, cx).is_pending() {
@@ -79,7 +93,11 @@ impl<S: AsyncRead + Unpin> AsyncRead for Gated<S> {
 }
 
 impl<S: AsyncWrite + Unpin> AsyncWrite for Gated<S> {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         let this = &mut *self;
         poll_stopped(&mut this.write_stop, cx)?;
         if poll_open(&this.frozen, &mut this.write_wait, cx).is_pending() {
@@ -116,16 +134,23 @@ mod tests {
         let mut gated = Gated::new(a, rx, stop.clone());
         b.write_all(b"hi").await.unwrap();
         let mut buf = [0u8; 2];
-        let stalled = tokio::time::timeout(Duration::from_millis(50), gated.read_exact(&mut buf)).await;
+        let stalled =
+            tokio::time::timeout(Duration::from_millis(50), gated.read_exact(&mut buf)).await;
         assert!(stalled.is_err(), "a frozen gate must not deliver data");
         tx.send(false).unwrap();
-        tokio::time::timeout(Duration::from_secs(5), gated.read_exact(&mut buf)).await.unwrap().unwrap();
+        tokio::time::timeout(Duration::from_secs(5), gated.read_exact(&mut buf))
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(&buf, b"hi");
         // Stopping breaks a pending read, even while frozen.
         tx.send(true).unwrap();
         let pending = tokio::spawn(async move { gated.read_exact(&mut buf).await });
         stop.cancel();
-        let ended = tokio::time::timeout(Duration::from_secs(5), pending).await.unwrap().unwrap();
+        let ended = tokio::time::timeout(Duration::from_secs(5), pending)
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(ended.unwrap_err().kind(), io::ErrorKind::ConnectionAborted);
     }
 }

@@ -29,9 +29,9 @@ use crate::config::GuestSshd;
 use crate::isolation::IsolationKind;
 use crate::sandbox::SandboxRef;
 
-pub use server::{GuestServer, GUEST_SSH_PORT};
 /// Whether one authorized_keys line lists a key (kept here for callers of the guest sshd API).
 pub use crate::ssh_common::line_lists_key as line_allows;
+pub use server::{GuestServer, GUEST_SSH_PORT};
 
 /// Guest directory an `Absent` image shows empty (where images ship sshd).
 const SSHD_DIR: &str = "/usr/sbin";
@@ -45,7 +45,9 @@ pub struct GuestSshds {
 
 impl std::fmt::Debug for GuestSshds {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GuestSshds").field("mode", &self.mode()).finish_non_exhaustive()
+        f.debug_struct("GuestSshds")
+            .field("mode", &self.mode())
+            .finish_non_exhaustive()
     }
 }
 
@@ -57,7 +59,10 @@ impl GuestSshds {
 
     /// The mode in effect (never `Auto`).
     pub fn mode(&self) -> GuestSshd {
-        self.mode.lock().unwrap_or_else(|e| e.into_inner()).resolve()
+        self.mode
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .resolve()
     }
 
     fn servers(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<GuestServer>>> {
@@ -74,16 +79,18 @@ impl GuestSshds {
     /// SSH into it does not.
     pub fn boot(&self, shutdown: &CancellationToken, sandbox: &SandboxRef) {
         match self.mode() {
-            GuestSshd::Embedded => match GuestServer::start(sandbox.clone(), shutdown.child_token()) {
-                Ok(server) => {
-                    self.servers().insert(sandbox.id.clone(), server);
+            GuestSshd::Embedded => {
+                match GuestServer::start(sandbox.clone(), shutdown.child_token()) {
+                    Ok(server) => {
+                        self.servers().insert(sandbox.id.clone(), server);
+                    }
+                    Err(err) => tracing::warn!(
+                        sandbox = %sandbox.id,
+                        "embedded guest sshd not started ({err}); it needs a network namespace per sandbox \
+                         (run the emulator as root on Linux)"
+                    ),
                 }
-                Err(err) => tracing::warn!(
-                    sandbox = %sandbox.id,
-                    "embedded guest sshd not started ({err}); it needs a network namespace per sandbox \
-                     (run the emulator as root on Linux)"
-                ),
-            },
+            }
             GuestSshd::Absent => hide_sshd(sandbox),
             GuestSshd::OpenSsh | GuestSshd::Auto => {}
         }

@@ -48,13 +48,23 @@ struct RestartRequest {
     new_host_key: bool,
 }
 
-async fn restart(State(state): State<AppState>, UrlPath(id): UrlPath<String>, body: axum::body::Bytes) -> Response {
+async fn restart(
+    State(state): State<AppState>,
+    UrlPath(id): UrlPath<String>,
+    body: axum::body::Bytes,
+) -> Response {
     let req: RestartRequest = if body.iter().all(u8::is_ascii_whitespace) {
         RestartRequest::default()
     } else {
         match serde_json::from_slice(&body) {
             Ok(req) => req,
-            Err(err) => return (StatusCode::BAD_REQUEST, Json(json!({"error": format!("invalid JSON: {err}")}))).into_response(),
+            Err(err) => {
+                return (
+                    StatusCode::BAD_REQUEST,
+                    Json(json!({"error": format!("invalid JSON: {err}")})),
+                )
+                    .into_response()
+            }
         }
     };
     let Some(server) = state.guest_sshd.server(&id) else {

@@ -31,7 +31,8 @@ fn bind_in_namespace(ns: &OwnedFd) -> std::io::Result<std::net::TcpListener> {
         .name("guest-sshd-bind".into())
         .spawn(move || {
             netns::enter_in_child(ns.as_raw_fd())?;
-            let listener = std::net::TcpListener::bind(SocketAddr::from(([0, 0, 0, 0], GUEST_SSH_PORT)))?;
+            let listener =
+                std::net::TcpListener::bind(SocketAddr::from(([0, 0, 0, 0], GUEST_SSH_PORT)))?;
             listener.set_nonblocking(true)?;
             Ok(listener)
         })?
@@ -58,9 +59,15 @@ pub struct GuestServer {
 impl GuestServer {
     /// Starts listening on port 22 of `sandbox`'s network namespace. Stops when `stop` is
     /// cancelled.
-    pub fn start(sandbox: SandboxRef, stop: CancellationToken) -> std::io::Result<Arc<GuestServer>> {
+    pub fn start(
+        sandbox: SandboxRef,
+        stop: CancellationToken,
+    ) -> std::io::Result<Arc<GuestServer>> {
         let ns = sandbox.runtime().netns().ok_or_else(|| {
-            std::io::Error::new(std::io::ErrorKind::Unsupported, "the sandbox has no network namespace of its own")
+            std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                "the sandbox has no network namespace of its own",
+            )
         })?;
         let listener = TcpListener::from_std(bind_in_namespace(ns)?)?;
         let key = generate_host_key();
@@ -70,7 +77,11 @@ impl GuestServer {
             sessions: stop.child_token(),
         };
         let (frozen, _) = watch::channel(false);
-        let server = Arc::new(GuestServer { current: Mutex::new(current), frozen, stop });
+        let server = Arc::new(GuestServer {
+            current: Mutex::new(current),
+            frozen,
+            stop,
+        });
         tokio::spawn(accept_loop(Arc::clone(&server), listener, sandbox));
         Ok(server)
     }

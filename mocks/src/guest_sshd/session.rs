@@ -3,7 +3,9 @@
 //! session channels (`channel.rs`) and `direct-tcpip` to the sandbox's own loopback.
 
 use russh::keys::PublicKey;
-use russh::server::{Auth, ChannelOpenHandle, Handler, Msg, PublicKeyOffer, Session, VerifiedPublicKey};
+use russh::server::{
+    Auth, ChannelOpenHandle, Handler, Msg, PublicKeyOffer, Session, VerifiedPublicKey,
+};
 use russh::{Channel, ChannelOpenFailure};
 use tokio_util::sync::CancellationToken;
 
@@ -39,7 +41,11 @@ impl GuestSession {
             use std::io::Read;
             let fs = GuestFs::new(sandbox.runtime());
             let resolved = fs.resolve(&format!("{GUEST_HOME}/.ssh/authorized_keys"), true)?;
-            let file = std::fs::File::from(fs.open(&resolved, nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_NONBLOCK, 0)?);
+            let file = std::fs::File::from(fs.open(
+                &resolved,
+                nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_NONBLOCK,
+                0,
+            )?);
             if file.metadata()?.len() > MAX_AUTHORIZED_KEYS {
                 return Err(std::io::Error::other("authorized_keys too large"));
             }
@@ -58,12 +64,28 @@ impl GuestSession {
 impl Handler for GuestSession {
     type Error = russh::Error;
 
-    async fn auth_publickey_offered(&mut self, user: &str, offer: PublicKeyOffer<'_>) -> Result<Auth, Self::Error> {
-        Ok(if self.authorized(user, offer.public_key).await { Auth::Accept } else { Auth::reject() })
+    async fn auth_publickey_offered(
+        &mut self,
+        user: &str,
+        offer: PublicKeyOffer<'_>,
+    ) -> Result<Auth, Self::Error> {
+        Ok(if self.authorized(user, offer.public_key).await {
+            Auth::Accept
+        } else {
+            Auth::reject()
+        })
     }
 
-    async fn auth_publickey(&mut self, user: &str, key: VerifiedPublicKey<'_>) -> Result<Auth, Self::Error> {
-        Ok(if self.authorized(user, key.public_key).await { Auth::Accept } else { Auth::reject() })
+    async fn auth_publickey(
+        &mut self,
+        user: &str,
+        key: VerifiedPublicKey<'_>,
+    ) -> Result<Auth, Self::Error> {
+        Ok(if self.authorized(user, key.public_key).await {
+            Auth::Accept
+        } else {
+            Auth::reject()
+        })
     }
 
     async fn channel_open_session(
@@ -100,10 +122,13 @@ impl Handler for GuestSession {
         let loopback = matches!(host_to_connect, "127.0.0.1" | "localhost" | "::1" | "[::1]");
         let port = u16::try_from(port_to_connect).ok().filter(|p| *p > 0);
         let (true, Some(port)) = (loopback, port) else {
-            reply.reject(ChannelOpenFailure::AdministrativelyProhibited).await;
+            reply
+                .reject(ChannelOpenFailure::AdministrativelyProhibited)
+                .await;
             return Ok(());
         };
-        let Some(upstream) = connect_forward(reply, self.sandbox.runtime().netns(), port).await else {
+        let Some(upstream) = connect_forward(reply, self.sandbox.runtime().netns(), port).await
+        else {
             return Ok(());
         };
         let stop = self.stop.clone();
@@ -111,7 +136,12 @@ impl Handler for GuestSession {
         Ok(())
     }
 
-    async fn tcpip_forward(&mut self, _address: &str, _port: &mut u32, _session: &mut Session) -> Result<bool, Self::Error> {
+    async fn tcpip_forward(
+        &mut self,
+        _address: &str,
+        _port: &mut u32,
+        _session: &mut Session,
+    ) -> Result<bool, Self::Error> {
         Ok(false)
     }
 }

@@ -11,11 +11,11 @@ use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
+use nix::fcntl::OFlag;
+use nix::sys::stat::Mode;
 use russh_sftp::protocol::{
     Attrs, Data, File, FileAttributes, Handle, Name, OpenFlags, Status, StatusCode, Version,
 };
-use nix::fcntl::OFlag;
-use nix::sys::stat::Mode;
 use russh_sftp::server::StatusReply;
 
 use crate::guest_fs::{normalize, GuestFs};
@@ -42,7 +42,12 @@ pub struct SftpHandler {
 
 impl SftpHandler {
     pub fn new(sandbox: SandboxRef, home: String) -> Self {
-        SftpHandler { sandbox, home, handles: HashMap::new(), next_handle: 1 }
+        SftpHandler {
+            sandbox,
+            home,
+            handles: HashMap::new(),
+            next_handle: 1,
+        }
     }
 
     fn path(&self, raw: &str) -> Result<String, StatusReply> {
@@ -67,9 +72,9 @@ impl SftpHandler {
             let runtime = sandbox.runtime();
             crate::isolation::as_sandbox_root(runtime, || op(&GuestFs::new(runtime)))
         })
-            .await
-            .map_err(|e| StatusCode::Failure.with_message(format!("file operation aborted: {e}")))?
-            .map_err(reply)
+        .await
+        .map_err(|e| StatusCode::Failure.with_message(format!("file operation aborted: {e}")))?
+        .map_err(reply)
     }
 
     fn file(&self, handle: &str) -> Result<Arc<FsFile>, StatusReply> {
@@ -90,11 +95,18 @@ fn reply(err: io::Error) -> StatusReply {
 }
 
 fn ok(id: u32) -> Status {
-    Status { id, status_code: StatusCode::Ok, error_message: "Ok".into(), language_tag: "en-US".into() }
+    Status {
+        id,
+        status_code: StatusCode::Ok,
+        error_message: "Ok".into(),
+        language_tag: "en-US".into(),
+    }
 }
 
 fn unix_secs(t: io::Result<std::time::SystemTime>) -> Option<u32> {
-    t.ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok()).map(|d| d.as_secs().min(u32::MAX as u64) as u32)
+    t.ok()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map(|d| d.as_secs().min(u32::MAX as u64) as u32)
 }
 
 /// Attributes of `meta`: size, owner, the full `st_mode` (type bits included) and times.
@@ -125,7 +137,8 @@ fn apply_attrs(file: &FsFile, attrs: &FileAttributes) -> io::Result<()> {
     if attrs.atime.is_some() || attrs.mtime.is_some() {
         let meta = file.metadata()?;
         let at = |secs: Option<u32>, current: io::Result<std::time::SystemTime>| {
-            secs.map(|s| UNIX_EPOCH + Duration::from_secs(s as u64)).or_else(|| current.ok())
+            secs.map(|s| UNIX_EPOCH + Duration::from_secs(s as u64))
+                .or_else(|| current.ok())
         };
         let mut times = std::fs::FileTimes::new();
         if let Some(a) = at(attrs.atime, meta.accessed()) {
@@ -178,7 +191,11 @@ impl russh_sftp::server::Handler for SftpHandler {
         StatusCode::OpUnsupported.into()
     }
 
-    async fn init(&mut self, _version: u32, _extensions: HashMap<String, String>) -> Result<Version, Self::Error> {
+    async fn init(
+        &mut self,
+        _version: u32,
+        _extensions: HashMap<String, String>,
+    ) -> Result<Version, Self::Error> {
         Ok(Version::new())
     }
 
@@ -190,7 +207,9 @@ impl russh_sftp::server::Handler for SftpHandler {
         attrs: FileAttributes,
     ) -> Result<Handle, Self::Error> {
         let path = self.path(&filename)?;
-        let writing = pflags.intersects(OpenFlags::WRITE | OpenFlags::APPEND | OpenFlags::CREATE | OpenFlags::TRUNCATE);
+        let writing = pflags.intersects(
+            OpenFlags::WRITE | OpenFlags::APPEND | OpenFlags::CREATE | OpenFlags::TRUNCATE,
+        );
         let file = self
             .fs(move |fs| {
                 let resolved = fs.resolve(&path, true)?;
@@ -205,7 +224,10 @@ impl russh_sftp::server::Handler for SftpHandler {
                 Ok(file)
             })
             .await?;
-        Ok(Handle { id, handle: self.add(Open::File(Arc::new(file))) })
+        Ok(Handle {
+            id,
+            handle: self.add(Open::File(Arc::new(file))),
+        })
     }
 
     async fn close(&mut self, id: u32, handle: String) -> Result<Status, Self::Error> {
@@ -215,7 +237,13 @@ impl russh_sftp::server::Handler for SftpHandler {
         }
     }
 
-    async fn read(&mut self, id: u32, handle: String, offset: u64, len: u32) -> Result<Data, Self::Error> {
+    async fn read(
+        &mut self,
+        id: u32,
+        handle: String,
+        offset: u64,
+        len: u32,
+    ) -> Result<Data, Self::Error> {
         let file = self.file(&handle)?;
         let len = len.min(MAX_READ) as usize;
         let data = self
@@ -240,7 +268,13 @@ impl russh_sftp::server::Handler for SftpHandler {
         Ok(Data { id, data })
     }
 
-    async fn write(&mut self, id: u32, handle: String, offset: u64, data: Vec<u8>) -> Result<Status, Self::Error> {
+    async fn write(
+        &mut self,
+        id: u32,
+        handle: String,
+        offset: u64,
+        data: Vec<u8>,
+    ) -> Result<Status, Self::Error> {
         let file = self.file(&handle)?;
         self.fs(move |_| file.write_all_at(&data, offset)).await?;
         Ok(ok(id))
@@ -248,13 +282,17 @@ impl russh_sftp::server::Handler for SftpHandler {
 
     async fn lstat(&mut self, id: u32, path: String) -> Result<Attrs, Self::Error> {
         let path = self.path(&path)?;
-        let attrs = self.fs(move |fs| Ok(attrs_of(&fs.lstat(&fs.resolve(&path, false)?)?))).await?;
+        let attrs = self
+            .fs(move |fs| Ok(attrs_of(&fs.lstat(&fs.resolve(&path, false)?)?)))
+            .await?;
         Ok(Attrs { id, attrs })
     }
 
     async fn stat(&mut self, id: u32, path: String) -> Result<Attrs, Self::Error> {
         let path = self.path(&path)?;
-        let attrs = self.fs(move |fs| Ok(attrs_of(&fs.lstat(&fs.resolve(&path, true)?)?))).await?;
+        let attrs = self
+            .fs(move |fs| Ok(attrs_of(&fs.lstat(&fs.resolve(&path, true)?)?)))
+            .await?;
         Ok(Attrs { id, attrs })
     }
 
@@ -264,13 +302,22 @@ impl russh_sftp::server::Handler for SftpHandler {
         Ok(Attrs { id, attrs })
     }
 
-    async fn setstat(&mut self, id: u32, path: String, attrs: FileAttributes) -> Result<Status, Self::Error> {
+    async fn setstat(
+        &mut self,
+        id: u32,
+        path: String,
+        attrs: FileAttributes,
+    ) -> Result<Status, Self::Error> {
         let path = self.path(&path)?;
         self.fs(move |fs| {
             let resolved = fs.resolve(&path, true)?;
             fs.check_writable(&resolved)?;
             // Truncating needs a writable descriptor; the rest works on a read-only one.
-            let access = if attrs.size.is_some() { OFlag::O_WRONLY } else { OFlag::O_RDONLY };
+            let access = if attrs.size.is_some() {
+                OFlag::O_WRONLY
+            } else {
+                OFlag::O_RDONLY
+            };
             let file = FsFile::from(fs.open(&resolved, access | OFlag::O_NONBLOCK, 0)?);
             apply_attrs(&file, &attrs)
         })
@@ -278,7 +325,12 @@ impl russh_sftp::server::Handler for SftpHandler {
         Ok(ok(id))
     }
 
-    async fn fsetstat(&mut self, id: u32, handle: String, attrs: FileAttributes) -> Result<Status, Self::Error> {
+    async fn fsetstat(
+        &mut self,
+        id: u32,
+        handle: String,
+        attrs: FileAttributes,
+    ) -> Result<Status, Self::Error> {
         let file = self.file(&handle)?;
         self.fs(move |_| apply_attrs(&file, &attrs)).await?;
         Ok(ok(id))
@@ -289,10 +341,16 @@ impl russh_sftp::server::Handler for SftpHandler {
         let entries = self
             .fs(move |fs| {
                 let entries = fs.list_dir(&fs.resolve(&path, true)?)?;
-                Ok(entries.into_iter().map(|(name, meta)| File::new(name.to_string_lossy(), attrs_of(&meta))).collect())
+                Ok(entries
+                    .into_iter()
+                    .map(|(name, meta)| File::new(name.to_string_lossy(), attrs_of(&meta)))
+                    .collect())
             })
             .await?;
-        Ok(Handle { id, handle: self.add(Open::Dir(Some(entries))) })
+        Ok(Handle {
+            id,
+            handle: self.add(Open::Dir(Some(entries))),
+        })
     }
 
     async fn readdir(&mut self, id: u32, handle: String) -> Result<Name, Self::Error> {
@@ -316,18 +374,31 @@ impl russh_sftp::server::Handler for SftpHandler {
         let path = self.path(&filename)?;
         self.fs(move |fs| {
             let entry = writable_entry(fs, &path)?;
-            Ok(nix::unistd::unlinkat(Some(entry.dir.as_raw_fd()), entry.name.as_os_str(), nix::unistd::UnlinkatFlags::NoRemoveDir)?)
+            Ok(nix::unistd::unlinkat(
+                Some(entry.dir.as_raw_fd()),
+                entry.name.as_os_str(),
+                nix::unistd::UnlinkatFlags::NoRemoveDir,
+            )?)
         })
         .await?;
         Ok(ok(id))
     }
 
-    async fn mkdir(&mut self, id: u32, path: String, attrs: FileAttributes) -> Result<Status, Self::Error> {
+    async fn mkdir(
+        &mut self,
+        id: u32,
+        path: String,
+        attrs: FileAttributes,
+    ) -> Result<Status, Self::Error> {
         let path = self.path(&path)?;
         self.fs(move |fs| {
             let entry = writable_entry(fs, &path)?;
             let mode = Mode::from_bits_truncate(attrs.permissions.map_or(0o755, |m| m & 0o7777));
-            Ok(nix::sys::stat::mkdirat(Some(entry.dir.as_raw_fd()), entry.name.as_os_str(), mode)?)
+            Ok(nix::sys::stat::mkdirat(
+                Some(entry.dir.as_raw_fd()),
+                entry.name.as_os_str(),
+                mode,
+            )?)
         })
         .await?;
         Ok(ok(id))
@@ -337,7 +408,11 @@ impl russh_sftp::server::Handler for SftpHandler {
         let path = self.path(&path)?;
         self.fs(move |fs| {
             let entry = writable_entry(fs, &path)?;
-            Ok(nix::unistd::unlinkat(Some(entry.dir.as_raw_fd()), entry.name.as_os_str(), nix::unistd::UnlinkatFlags::RemoveDir)?)
+            Ok(nix::unistd::unlinkat(
+                Some(entry.dir.as_raw_fd()),
+                entry.name.as_os_str(),
+                nix::unistd::UnlinkatFlags::RemoveDir,
+            )?)
         })
         .await?;
         Ok(ok(id))
@@ -346,16 +421,29 @@ impl russh_sftp::server::Handler for SftpHandler {
     async fn realpath(&mut self, id: u32, path: String) -> Result<Name, Self::Error> {
         let path = self.path(&path)?;
         let real = self.fs(move |fs| fs.resolve(&path, true)).await?;
-        Ok(Name { id, files: vec![File::dummy(real)] })
+        Ok(Name {
+            id,
+            files: vec![File::dummy(real)],
+        })
     }
 
-    async fn rename(&mut self, id: u32, oldpath: String, newpath: String) -> Result<Status, Self::Error> {
+    async fn rename(
+        &mut self,
+        id: u32,
+        oldpath: String,
+        newpath: String,
+    ) -> Result<Status, Self::Error> {
         let from = self.path(&oldpath)?;
         let to = self.path(&newpath)?;
         self.fs(move |fs| {
             let (from, to) = (writable_entry(fs, &from)?, writable_entry(fs, &to)?);
             let (from_dir, to_dir) = (Some(from.dir.as_raw_fd()), Some(to.dir.as_raw_fd()));
-            Ok(nix::fcntl::renameat(from_dir, from.name.as_os_str(), to_dir, to.name.as_os_str())?)
+            Ok(nix::fcntl::renameat(
+                from_dir,
+                from.name.as_os_str(),
+                to_dir,
+                to.name.as_os_str(),
+            )?)
         })
         .await?;
         Ok(ok(id))
@@ -363,19 +451,33 @@ impl russh_sftp::server::Handler for SftpHandler {
 
     async fn readlink(&mut self, id: u32, path: String) -> Result<Name, Self::Error> {
         let path = self.path(&path)?;
-        let target = self.fs(move |fs| fs.read_link(&fs.resolve(&path, false)?)).await?;
-        Ok(Name { id, files: vec![File::dummy(target.to_string_lossy())] })
+        let target = self
+            .fs(move |fs| fs.read_link(&fs.resolve(&path, false)?))
+            .await?;
+        Ok(Name {
+            id,
+            files: vec![File::dummy(target.to_string_lossy())],
+        })
     }
 
     /// OpenSSH's sftp-server reads the first field as the link's target and the second as
     /// the link to create (the reverse of the draft's names); clients are written against
     /// OpenSSH, so this does the same.
-    async fn symlink(&mut self, id: u32, linkpath: String, targetpath: String) -> Result<Status, Self::Error> {
+    async fn symlink(
+        &mut self,
+        id: u32,
+        linkpath: String,
+        targetpath: String,
+    ) -> Result<Status, Self::Error> {
         let target = linkpath;
         let link = self.path(&targetpath)?;
         self.fs(move |fs| {
             let entry = writable_entry(fs, &link)?;
-            Ok(nix::unistd::symlinkat(target.as_str(), Some(entry.dir.as_raw_fd()), entry.name.as_os_str())?)
+            Ok(nix::unistd::symlinkat(
+                target.as_str(),
+                Some(entry.dir.as_raw_fd()),
+                entry.name.as_os_str(),
+            )?)
         })
         .await?;
         Ok(ok(id))

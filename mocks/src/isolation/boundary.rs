@@ -12,8 +12,8 @@ use super::enter::{self, JoinFds, PidNamespaceGuard};
 use super::holder::{self, Holder, HolderSpec};
 use super::layers::{self, BaseLayers};
 use super::live_mounts;
-use super::seccomp::Filters;
 use super::paths::{self, ExtraMount};
+use super::seccomp::Filters;
 
 /// Emulator-wide state of the boundary.
 #[derive(Debug)]
@@ -28,7 +28,12 @@ pub struct Boundary {
 
 fn open_own_pidns() -> std::io::Result<OwnedFd> {
     // SAFETY: open with a literal path; the descriptor is owned by the result.
-    let fd = unsafe { libc::open(c"/proc/self/ns/pid".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    let fd = unsafe {
+        libc::open(
+            c"/proc/self/ns/pid".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        )
+    };
     if fd < 0 {
         return Err(std::io::Error::last_os_error());
     }
@@ -50,9 +55,18 @@ impl Boundary {
             return Err("/dev/shm is missing".into());
         }
         let filters = Arc::new(Filters::build()?);
-        let own_pidns = open_own_pidns().map_err(|e| format!("cannot open the emulator's PID namespace: {e}"))?;
-        let base = BaseLayers::build(state_dir).map_err(|e| format!("cannot prepare the /etc, /usr/local, /opt layers: {e}"))?;
-        let boundary = Boundary { bwrap, version, base, state_dir: state_dir.to_path_buf(), own_pidns, filters };
+        let own_pidns = open_own_pidns()
+            .map_err(|e| format!("cannot open the emulator's PID namespace: {e}"))?;
+        let base = BaseLayers::build(state_dir)
+            .map_err(|e| format!("cannot prepare the /etc, /usr/local, /opt layers: {e}"))?;
+        let boundary = Boundary {
+            bwrap,
+            version,
+            base,
+            state_dir: state_dir.to_path_buf(),
+            own_pidns,
+            filters,
+        };
         let dir = state_dir.join(".boundary-probe");
         let cg = cgroup_parent.join("boundary-probe");
         let outcome = boundary.run_probe(&dir, &cg);
@@ -67,11 +81,21 @@ impl Boundary {
         super::paths::own_private_dirs(dir).map_err(|e| format!("probe dir: {e}"))?;
         std::fs::create_dir_all(cg).map_err(|e| format!("probe cgroup: {e}"))?;
         let side = SandboxBoundary::default();
-        let place = Place { dir, cgroup: Some(cg), netns: None, hostname: "probe", mounts: &[] };
+        let place = Place {
+            dir,
+            cgroup: Some(cg),
+            netns: None,
+            hostname: "probe",
+            mounts: &[],
+        };
         let mut cmd = Command::new("/bin/sh");
-        cmd.args(["-c", "test \"$(id -u)\" = 0 && test -d /proc/1 && test -d /var/tmp"]);
+        cmd.args([
+            "-c",
+            "test \"$(id -u)\" = 0 && test -d /proc/1 && test -d /var/tmp",
+        ]);
         cmd.env_clear().env("PATH", super::paths::SANDBOX_PATH);
-        side.configure(self, &place, &mut cmd, "/").map_err(|e| format!("probe sandbox: {e}"))?;
+        side.configure(self, &place, &mut cmd, "/")
+            .map_err(|e| format!("probe sandbox: {e}"))?;
         let status = {
             let _scope = side.pid_namespace(self);
             cmd.status()
@@ -108,7 +132,12 @@ impl SandboxBoundary {
     /// The running holder, started (or restarted: after a kill, or when its mounts differ
     /// from the sandbox's disks, a live change having failed, while nothing ran) as needed.
     /// Returns its namespaces.
-    fn ensure(&self, b: &Boundary, place: &Place<'_>, idle: bool) -> std::io::Result<holder::Namespaces> {
+    fn ensure(
+        &self,
+        b: &Boundary,
+        place: &Place<'_>,
+        idle: bool,
+    ) -> std::io::Result<holder::Namespaces> {
         let mut slot = self.lock();
         let reuse = match slot.as_mut() {
             Some(h) => h.alive() && (h.mounts == place.mounts || !idle),
@@ -134,7 +163,9 @@ impl SandboxBoundary {
             };
             *slot = Some(holder::start(&spec)?);
         }
-        let h = slot.as_ref().ok_or_else(|| std::io::Error::other("no holder"))?;
+        let h = slot
+            .as_ref()
+            .ok_or_else(|| std::io::Error::other("no holder"))?;
         Ok(holder::Namespaces {
             user: h.ns.user.clone(),
             mnt: h.ns.mnt.clone(),
@@ -146,10 +177,21 @@ impl SandboxBoundary {
     }
 
     /// Makes `cmd` run inside the sandbox (working directory `cwd`, a guest path).
-    pub fn configure(&self, b: &Boundary, place: &Place<'_>, cmd: &mut Command, cwd: &str) -> std::io::Result<()> {
-        let idle = place.cgroup.map(|cg| super::linux::cgroup_pids(cg).is_empty()).unwrap_or(false);
+    pub fn configure(
+        &self,
+        b: &Boundary,
+        place: &Place<'_>,
+        cmd: &mut Command,
+        cwd: &str,
+    ) -> std::io::Result<()> {
+        let idle = place
+            .cgroup
+            .map(|cg| super::linux::cgroup_pids(cg).is_empty())
+            .unwrap_or(false);
         let ns = self.ensure(b, place, idle)?;
-        let procs = place.cgroup.map(|cg| layers::cstring(&cg.join("cgroup.procs")));
+        let procs = place
+            .cgroup
+            .map(|cg| layers::cstring(&cg.join("cgroup.procs")));
         let fds = JoinFds {
             net: place.netns.map(|n| n.as_raw_fd()),
             pid: ns.pid.as_raw_fd(),
@@ -193,7 +235,10 @@ impl SandboxBoundary {
     /// shows `m`.
     pub fn attach(&self, m: &ExtraMount) -> std::io::Result<()> {
         let mut slot = self.lock();
-        let Some(h) = slot.as_mut().filter(|h| h.mounts.iter().all(|shown| shown != m)) else {
+        let Some(h) = slot
+            .as_mut()
+            .filter(|h| h.mounts.iter().all(|shown| shown != m))
+        else {
             return Ok(());
         };
         if !h.alive() {
@@ -220,7 +265,9 @@ impl SandboxBoundary {
     /// to do without a running holder or when it does not show a disk there.
     pub fn detach(&self, guest: &str) -> std::io::Result<()> {
         let mut slot = self.lock();
-        let Some(h) = slot.as_mut() else { return Ok(()) };
+        let Some(h) = slot.as_mut() else {
+            return Ok(());
+        };
         let Some(pos) = h.mounts.iter().position(|shown| shown.guest == guest) else {
             return Ok(());
         };
@@ -259,8 +306,12 @@ fn remount_below(h: &mut Holder, guest: &str) -> std::io::Result<()> {
 
 /// The disks `h` shows strictly below `guest`, shallowest first.
 fn below(h: &Holder, guest: &str) -> Vec<ExtraMount> {
-    let mut below: Vec<ExtraMount> =
-        h.mounts.iter().filter(|m| m.guest != guest && paths::is_under(&m.guest, guest)).cloned().collect();
+    let mut below: Vec<ExtraMount> = h
+        .mounts
+        .iter()
+        .filter(|m| m.guest != guest && paths::is_under(&m.guest, guest))
+        .cloned()
+        .collect();
     below.sort_by_key(|m| m.guest.len());
     below
 }

@@ -98,7 +98,10 @@ pub fn configure(
                 }
             }
             // Sandbox ids now: 0 is the host's SANDBOX_ID_BASE.
-            if libc::setgroups(0, std::ptr::null()) != 0 || libc::setresgid(0, 0, 0) != 0 || libc::setresuid(0, 0, 0) != 0 {
+            if libc::setgroups(0, std::ptr::null()) != 0
+                || libc::setresgid(0, 0, 0) != 0
+                || libc::setresuid(0, 0, 0) != 0
+            {
                 return Err(err());
             }
             if libc::chdir(cwd.as_ptr()) != 0 {
@@ -172,7 +175,9 @@ impl SandboxRootGuard {
             libc::setfsgid(SANDBOX_ID_BASE);
             libc::setfsuid(SANDBOX_ID_BASE);
         }
-        let guard = SandboxRootGuard { groups: Some(groups) };
+        let guard = SandboxRootGuard {
+            groups: Some(groups),
+        };
         caps::clear(None, caps::CapSet::Effective).map_err(|e| io::Error::other(e.to_string()))?;
         AS_SANDBOX_ROOT.with(|d| d.set(1));
         Ok(guard)
@@ -182,7 +187,9 @@ impl SandboxRootGuard {
 impl Drop for SandboxRootGuard {
     fn drop(&mut self) {
         AS_SANDBOX_ROOT.with(|d| d.set(d.get().saturating_sub(1)));
-        let Some(groups) = self.groups.take() else { return };
+        let Some(groups) = self.groups.take() else {
+            return;
+        };
         if let Ok(permitted) = caps::read(None, caps::CapSet::Permitted) {
             let _ = caps::set(None, caps::CapSet::Effective, &permitted);
         }

@@ -61,7 +61,11 @@ pub fn group_members(groups: &[i32]) -> Vec<u32> {
         let mut pids = Vec::new();
         if let Ok(entries) = std::fs::read_dir("/proc") {
             for entry in entries.flatten() {
-                let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                let Some(pid) = entry
+                    .file_name()
+                    .to_str()
+                    .and_then(|s| s.parse::<u32>().ok())
+                else {
                     continue;
                 };
                 if let Some(pgid) = super::usage::proc_pgid(pid) {
@@ -75,7 +79,11 @@ pub fn group_members(groups: &[i32]) -> Vec<u32> {
     }
     #[cfg(not(target_os = "linux"))]
     {
-        groups.iter().filter(|&&g| group_alive(g)).map(|&g| g as u32).collect()
+        groups
+            .iter()
+            .filter(|&&g| group_alive(g))
+            .map(|&g| g as u32)
+            .collect()
     }
 }
 

@@ -130,7 +130,9 @@ pub fn start(spec: &HolderSpec<'_>) -> io::Result<Holder> {
     for (i, guest) in super::paths::PRIVATE_DIRS.iter().enumerate() {
         let staged = format!("{STAGING}/p{i}");
         stages.push(Stage {
-            source: Some(layers::cstring(&spec.dir.join(guest.trim_start_matches('/')))),
+            source: Some(layers::cstring(
+                &spec.dir.join(guest.trim_start_matches('/')),
+            )),
             options: None,
             target: layers::cstring(Path::new(&staged)),
         });
@@ -149,20 +151,39 @@ pub fn start(spec: &HolderSpec<'_>) -> io::Result<Holder> {
     extra.sort_by_key(|m| m.guest.len());
     for (i, m) in extra.iter().enumerate() {
         let staged = format!("{STAGING}/d{i}");
-        stages.push(Stage { source: Some(layers::cstring(&m.host)), options: None, target: layers::cstring(Path::new(&staged)) });
+        stages.push(Stage {
+            source: Some(layers::cstring(&m.host)),
+            options: None,
+            target: layers::cstring(Path::new(&staged)),
+        });
         args.extend(["--bind".into(), staged, m.guest.clone()]);
     }
-    args.extend(["--chdir".into(), "/".into(), "--".into(), "/bin/sh".into(), "-c".into(), "echo ready; exec cat".into()]);
+    args.extend([
+        "--chdir".into(),
+        "/".into(),
+        "--".into(),
+        "/bin/sh".into(),
+        "-c".into(),
+        "echo ready; exec cat".into(),
+    ]);
 
-    let procs = spec.cgroup.map(|cg| layers::cstring(&cg.join("cgroup.procs")));
+    let procs = spec
+        .cgroup
+        .map(|cg| layers::cstring(&cg.join("cgroup.procs")));
     let hide = layers::cstring(spec.state_dir);
     let netns = spec.netns;
     let child_fds = [block_r.as_raw_fd(), info_w.as_raw_fd()];
     let mut cmd = Command::new(spec.bwrap);
-    cmd.args(&args).env_clear().stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.args(&args)
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     // SAFETY: the hook only issues raw syscalls on data prepared above.
     unsafe {
-        cmd.pre_exec(move || prepare_holder_child(procs.as_ref(), netns, &stages, &hide, &child_fds));
+        cmd.pre_exec(move || {
+            prepare_holder_child(procs.as_ref(), netns, &stages, &hide, &child_fds)
+        });
     }
     let mut child = cmd.spawn()?;
     drop(block_r);
@@ -175,7 +196,14 @@ pub fn start(spec: &HolderSpec<'_>) -> io::Result<Holder> {
         if let Some(mut e) = child.stderr.take() {
             let _ = e.read_to_string(&mut err);
         }
-        io::Error::other(format!("bubblewrap: {what}{}", if err.trim().is_empty() { String::new() } else { format!(": {}", err.trim()) }))
+        io::Error::other(format!(
+            "bubblewrap: {what}{}",
+            if err.trim().is_empty() {
+                String::new()
+            } else {
+                format!(": {}", err.trim())
+            }
+        ))
     };
     let info = match read_to_end_until(info_r, deadline) {
         Ok(info) => info,
@@ -191,7 +219,10 @@ pub fn start(spec: &HolderSpec<'_>) -> io::Result<Holder> {
         }
     }
     if let Err(e) = File::from(block_w).write_all(b"1") {
-        return Err(fail(&mut child, format!("cannot release the sandbox ({e})")));
+        return Err(fail(
+            &mut child,
+            format!("cannot release the sandbox ({e})"),
+        ));
     }
     let stdout = child.stdout.take().map(OwnedFd::from);
     let ready = match stdout {
@@ -205,10 +236,23 @@ pub fn start(spec: &HolderSpec<'_>) -> io::Result<Holder> {
     }
     let ns = match open_namespaces(init_pid) {
         Ok(ns) => ns,
-        Err(e) => return Err(fail(&mut child, format!("cannot open the sandbox's namespaces ({e})"))),
+        Err(e) => {
+            return Err(fail(
+                &mut child,
+                format!("cannot open the sandbox's namespaces ({e})"),
+            ))
+        }
     };
-    let keepalive = child.stdin.take().ok_or_else(|| io::Error::other("no holder stdin"))?;
-    Ok(Holder { child, _keepalive: keepalive, ns, mounts: spec.mounts.to_vec() })
+    let keepalive = child
+        .stdin
+        .take()
+        .ok_or_else(|| io::Error::other("no holder stdin"))?;
+    Ok(Holder {
+        child,
+        _keepalive: keepalive,
+        ns,
+        mounts: spec.mounts.to_vec(),
+    })
 }
 
 /// In the forked child, as root: own session, the sandbox's cgroup and network, a private
@@ -238,11 +282,25 @@ fn prepare_holder_child(
         if libc::unshare(libc::CLONE_NEWNS) != 0 {
             return Err(err());
         }
-        if libc::mount(std::ptr::null(), c"/".as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_PRIVATE, std::ptr::null()) != 0 {
+        if libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        ) != 0
+        {
             return Err(err());
         }
         let staging = c"/dev/shm";
-        if libc::mount(c"tmpfs".as_ptr(), staging.as_ptr(), c"tmpfs".as_ptr(), libc::MS_NOSUID | libc::MS_NODEV, c"mode=0755".as_ptr().cast()) != 0 {
+        if libc::mount(
+            c"tmpfs".as_ptr(),
+            staging.as_ptr(),
+            c"tmpfs".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            c"mode=0755".as_ptr().cast(),
+        ) != 0
+        {
             return Err(err());
         }
         for stage in stages {
@@ -250,15 +308,34 @@ fn prepare_holder_child(
                 return Err(err());
             }
             let rc = match (&stage.source, &stage.options) {
-                (Some(source), _) => libc::mount(source.as_ptr(), stage.target.as_ptr(), std::ptr::null(), libc::MS_BIND | libc::MS_REC, std::ptr::null()),
-                (None, Some(options)) => libc::mount(c"overlay".as_ptr(), stage.target.as_ptr(), c"overlay".as_ptr(), 0, options.as_ptr().cast()),
+                (Some(source), _) => libc::mount(
+                    source.as_ptr(),
+                    stage.target.as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_BIND | libc::MS_REC,
+                    std::ptr::null(),
+                ),
+                (None, Some(options)) => libc::mount(
+                    c"overlay".as_ptr(),
+                    stage.target.as_ptr(),
+                    c"overlay".as_ptr(),
+                    0,
+                    options.as_ptr().cast(),
+                ),
                 (None, None) => 0,
             };
             if rc != 0 {
                 return Err(err());
             }
         }
-        if libc::mount(c"tmpfs".as_ptr(), hide.as_ptr(), c"tmpfs".as_ptr(), libc::MS_NOSUID | libc::MS_NODEV, c"mode=0700".as_ptr().cast()) != 0 {
+        if libc::mount(
+            c"tmpfs".as_ptr(),
+            hide.as_ptr(),
+            c"tmpfs".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            c"mode=0700".as_ptr().cast(),
+        ) != 0
+        {
             return Err(err());
         }
         for &fd in child_fds {
@@ -267,7 +344,10 @@ fn prepare_holder_child(
             }
         }
         let id = SANDBOX_ID_BASE;
-        if libc::setgroups(0, std::ptr::null()) != 0 || libc::setresgid(id, id, id) != 0 || libc::setresuid(id, id, id) != 0 {
+        if libc::setgroups(0, std::ptr::null()) != 0
+            || libc::setresgid(id, id, id) != 0
+            || libc::setresuid(id, id, id) != 0
+        {
             return Err(err());
         }
     }
@@ -329,7 +409,8 @@ fn read_line_until(fd: OwnedFd, deadline: Instant) -> io::Result<String> {
 
 fn open_namespaces(pid: i32) -> io::Result<Namespaces> {
     let open = |what: &str, flags: i32| -> io::Result<Arc<OwnedFd>> {
-        let path = CString::new(format!("/proc/{pid}/{what}")).map_err(|_| io::Error::other("bad path"))?;
+        let path = CString::new(format!("/proc/{pid}/{what}"))
+            .map_err(|_| io::Error::other("bad path"))?;
         // SAFETY: open with a valid path; the descriptor is owned by the result.
         let fd = unsafe { libc::open(path.as_ptr(), flags | libc::O_CLOEXEC) };
         if fd < 0 {
@@ -350,5 +431,8 @@ fn open_namespaces(pid: i32) -> io::Result<Namespaces> {
 
 /// Finds `bwrap` (bubblewrap) on the usual paths.
 pub fn find_bwrap() -> Option<PathBuf> {
-    ["/usr/bin/bwrap", "/usr/local/bin/bwrap", "/bin/bwrap"].iter().map(PathBuf::from).find(|p| p.is_file())
+    ["/usr/bin/bwrap", "/usr/local/bin/bwrap", "/bin/bwrap"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file())
 }

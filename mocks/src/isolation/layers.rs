@@ -29,7 +29,11 @@ pub const SANDBOX_ID_BASE: u32 = 1_073_741_824;
 pub const SANDBOX_ID_COUNT: u32 = 65_536;
 
 /// Overlay layers: (guest path, directory name under `<sandbox>/.layers/`).
-pub const LAYERS: &[(&str, &str)] = &[("/etc", "etc"), ("/usr/local", "usr-local"), ("/opt", "opt")];
+pub const LAYERS: &[(&str, &str)] = &[
+    ("/etc", "etc"),
+    ("/usr/local", "usr-local"),
+    ("/opt", "opt"),
+];
 
 /// Host id of a host-owned file shown in the `/etc` copy: host id `n` → sandbox id `n`.
 fn mapped(host_id: u32) -> u32 {
@@ -149,10 +153,19 @@ fn copy_readable(from: &Path, to: &Path) -> io::Result<()> {
 
 /// `shadow` and `gshadow` of the copy: every account of `passwd` / `group`, locked.
 fn write_locked_shadows(host: &Path, to: &Path) -> io::Result<()> {
-    for (list, shadow, fields) in [("passwd", "shadow", ":*:19000:0:99999:7:::"), ("group", "gshadow", ":!::")] {
-        let Ok(text) = fs::read_to_string(to.join(list)) else { continue };
+    for (list, shadow, fields) in [
+        ("passwd", "shadow", ":*:19000:0:99999:7:::"),
+        ("group", "gshadow", ":!::"),
+    ] {
+        let Ok(text) = fs::read_to_string(to.join(list)) else {
+            continue;
+        };
         let mut out = String::new();
-        for name in text.lines().filter_map(|l| l.split(':').next()).filter(|n| !n.is_empty()) {
+        for name in text
+            .lines()
+            .filter_map(|l| l.split(':').next())
+            .filter(|n| !n.is_empty())
+        {
             out.push_str(name);
             out.push_str(fields);
             out.push('\n');
@@ -160,7 +173,9 @@ fn write_locked_shadows(host: &Path, to: &Path) -> io::Result<()> {
         let dst = to.join(shadow);
         fs::write(&dst, out)?;
         fs::set_permissions(&dst, fs::Permissions::from_mode(0o640))?;
-        let gid = fs::metadata(host.join(shadow)).map(|m| m.gid()).unwrap_or(0);
+        let gid = fs::metadata(host.join(shadow))
+            .map(|m| m.gid())
+            .unwrap_or(0);
         lchown(&dst, SANDBOX_ID_BASE, mapped(gid))?;
     }
     Ok(())

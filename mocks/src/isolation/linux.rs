@@ -35,11 +35,17 @@ pub fn probe(state_dir: &Path) -> Result<PathBuf, String> {
     }
     let mount = cgroup2_mount().ok_or("no cgroup2 mount in /proc/mounts")?;
     // Unique per emulator: several emulators may share one process (tests).
-    let parent = mount.join(format!("createos-mock-{}-{}", std::process::id(), crate::ids::random_token(6)));
-    std::fs::create_dir_all(&parent).map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+    let parent = mount.join(format!(
+        "createos-mock-{}-{}",
+        std::process::id(),
+        crate::ids::random_token(6)
+    ));
+    std::fs::create_dir_all(&parent)
+        .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
     for dir in PRIVATE_DIRS {
         if !Path::new(dir).exists() {
-            std::fs::create_dir_all(dir).map_err(|e| format!("cannot create mount point {dir}: {e}"))?;
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("cannot create mount point {dir}: {e}"))?;
             tracing::info!("created mount point {dir} on the host");
         }
     }
@@ -113,7 +119,8 @@ pub fn configure(
     hostname: &str,
     cwd: &str,
 ) {
-    let procs = cgroup.and_then(|cg| CString::new(cg.join("cgroup.procs").as_os_str().as_bytes()).ok());
+    let procs =
+        cgroup.and_then(|cg| CString::new(cg.join("cgroup.procs").as_os_str().as_bytes()).ok());
     let mut binds: Vec<Bind> = PRIVATE_DIRS
         .iter()
         .filter_map(|guest| bind(&dir.join(guest.trim_start_matches('/')), guest))
@@ -161,7 +168,10 @@ pub fn configure(
             // Open every source first (in the new namespace, before any mount can
             // shadow a source path), then bind them through /proc/self/fd.
             for (slot, b) in source_fds.iter_mut().zip(binds.iter()) {
-                *slot = libc::open(b.source.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC);
+                *slot = libc::open(
+                    b.source.as_ptr(),
+                    libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+                );
             }
             let mut path_buf = [0u8; 32];
             for (i, (&fd, b)) in source_fds.iter().zip(binds.iter()).enumerate() {
@@ -195,7 +205,10 @@ pub fn configure(
             // No user namespace here: run as the sandbox's unprivileged host uid (which
             // drops every capability), with no_new_privs and the seccomp filter.
             let id = super::layers::SANDBOX_ID_BASE;
-            if libc::setgroups(0, std::ptr::null()) != 0 || libc::setresgid(id, id, id) != 0 || libc::setresuid(id, id, id) != 0 {
+            if libc::setgroups(0, std::ptr::null()) != 0
+                || libc::setresgid(id, id, id) != 0
+                || libc::setresuid(id, id, id) != 0
+            {
                 return Err(std::io::Error::last_os_error());
             }
             match &filters {
@@ -213,8 +226,15 @@ pub fn configure(
 
 /// The seccomp filters, compiled once.
 fn partial_filters() -> Option<std::sync::Arc<super::seccomp::Filters>> {
-    static FILTERS: std::sync::OnceLock<Option<std::sync::Arc<super::seccomp::Filters>>> = std::sync::OnceLock::new();
-    FILTERS.get_or_init(|| super::seccomp::Filters::build().ok().map(std::sync::Arc::new)).clone()
+    static FILTERS: std::sync::OnceLock<Option<std::sync::Arc<super::seccomp::Filters>>> =
+        std::sync::OnceLock::new();
+    FILTERS
+        .get_or_init(|| {
+            super::seccomp::Filters::build()
+                .ok()
+                .map(std::sync::Arc::new)
+        })
+        .clone()
 }
 
 pub fn set_frozen(cg: &Path, frozen: bool) -> std::io::Result<()> {

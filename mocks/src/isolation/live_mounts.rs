@@ -53,7 +53,9 @@ fn in_namespace<T: Send>(mnt: &OwnedFd, f: impl FnOnce() -> io::Result<T> + Send
             }
             f()
         });
-        worker.join().unwrap_or_else(|_| Err(io::Error::other("the mount thread panicked")))
+        worker
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("the mount thread panicked")))
     })
 }
 
@@ -115,7 +117,8 @@ fn make_mount_point(guest: &str) -> io::Result<()> {
 pub fn attach(mnt: &OwnedFd, host: &Path, guest: &str) -> io::Result<()> {
     let host = cstring(host.as_os_str().as_bytes())?;
     let target = cstring(guest.as_bytes())?;
-    let flags = OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_RECURSIVE as libc::c_uint;
+    let flags =
+        OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_RECURSIVE as libc::c_uint;
     // SAFETY: open_tree on a NUL-terminated path; the descriptor is owned by the result.
     let tree = unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, host.as_ptr(), flags) };
     if tree < 0 {
@@ -150,7 +153,8 @@ pub fn detach(mnt: &OwnedFd, guest: &str) -> io::Result<()> {
     let target = cstring(guest.as_bytes())?;
     in_namespace(mnt, move || {
         // SAFETY: umount2 on a NUL-terminated path.
-        if unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH | libc::UMOUNT_NOFOLLOW) } != 0 {
+        if unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH | libc::UMOUNT_NOFOLLOW) } != 0
+        {
             return Err(io::Error::last_os_error());
         }
         Ok(())

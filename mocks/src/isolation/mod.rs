@@ -53,8 +53,8 @@ use crate::config::IsolationMode;
 pub use outbound::{OutboundReach, SandboxLink};
 pub use paths::{normalize_guest_path, ExtraMount, PRIVATE_DIRS, SANDBOX_PATH};
 pub use report::{IsolationKind, IsolationReport};
-pub use runtime::{as_sandbox_root, SandboxRuntime, SpawnScope};
 use runtime::remove_cgroup;
+pub use runtime::{as_sandbox_root, SandboxRuntime, SpawnScope};
 pub use usage::ResourceUsage;
 
 /// Host-wide isolation state: the mock's parent cgroup (namespaces mode).
@@ -91,7 +91,9 @@ impl Isolation {
                 "isolation disabled (--isolation none): sandbox commands run as plain host processes; \
                  only /root /work /workspace /tmp /home /var/tmp are mapped into each sandbox's directory"
             );
-            return Ok(Isolation::unisolated(IsolationReport::none("none (--isolation none): plain host processes")));
+            return Ok(Isolation::unisolated(IsolationReport::none(
+                "none (--isolation none): plain host processes",
+            )));
         }
         #[cfg(target_os = "linux")]
         {
@@ -173,7 +175,9 @@ impl Isolation {
                 "sandboxes are NOT isolated (isolation needs Linux): their commands run as plain host \
                  processes that see and can change the host's files"
             );
-            Ok(Isolation::unisolated(IsolationReport::none("process groups only (not Linux)")))
+            Ok(Isolation::unisolated(IsolationReport::none(
+                "process groups only (not Linux)",
+            )))
         }
     }
 
@@ -196,9 +200,11 @@ impl Isolation {
     pub fn outbound_reach(&self) -> Option<OutboundReach> {
         match self.kind {
             IsolationKind::Fallback => None,
-            IsolationKind::Namespaces => {
-                Some(self.outbound.as_ref().map_or(OutboundReach::LoopbackOnly, outbound::Outbound::reach))
-            }
+            IsolationKind::Namespaces => Some(
+                self.outbound
+                    .as_ref()
+                    .map_or(OutboundReach::LoopbackOnly, outbound::Outbound::reach),
+            ),
         }
     }
 

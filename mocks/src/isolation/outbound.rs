@@ -89,20 +89,28 @@ struct NatRules {
 pub fn find_tool(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
-        .chain(["/usr/local/sbin", "/usr/sbin", "/sbin"].iter().map(PathBuf::from))
+        .chain(
+            ["/usr/local/sbin", "/usr/sbin", "/sbin"]
+                .iter()
+                .map(PathBuf::from),
+        )
         .map(|dir| dir.join(name))
         .find(|candidate| is_executable(candidate))
 }
 
 fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false)
+    std::fs::metadata(path)
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
 }
 
 impl Outbound {
     /// Finds the tools; creates nothing yet.
     pub fn probe() -> Outbound {
-        let nat = find_tool("nft").map(NatTool::Nft).or_else(|| find_tool("iptables").map(NatTool::Iptables));
+        let nat = find_tool("nft")
+            .map(NatTool::Nft)
+            .or_else(|| find_tool("iptables").map(NatTool::Iptables));
         Outbound {
             ip: find_tool("ip"),
             nat,
@@ -169,7 +177,13 @@ impl Outbound {
             let base = LINK_RANGE_BASE + slot * 4;
             let (host_ip, guest_ip) = (Ipv4Addr::from(base + 1), Ipv4Addr::from(base + 2));
             let host_if = format!("{HOST_IF_PREFIX}{slot}");
-            let created = run(&ip, &["link", "add", &host_if, "type", "veth", "peer", "name", "eth0", "netns", &ns_path]);
+            let created = run(
+                &ip,
+                &[
+                    "link", "add", &host_if, "type", "veth", "peer", "name", "eth0", "netns",
+                    &ns_path,
+                ],
+            );
             match created {
                 Ok(()) => {}
                 Err(err) if err.contains("File exists") => continue,
@@ -214,7 +228,10 @@ impl Outbound {
             self.warn_nat_once(&format!("cannot enable IPv4 forwarding: {err}"));
             return None;
         }
-        let rules = NatRules { tool, subnet: format!("{}/30", Ipv4Addr::from(u32::from(link.host_ip) - 1)) };
+        let rules = NatRules {
+            tool,
+            subnet: format!("{}/30", Ipv4Addr::from(u32::from(link.host_ip) - 1)),
+        };
         match rules.add(&link.host_if) {
             Ok(()) => Some(rules),
             Err(err) => {
@@ -359,20 +376,47 @@ fn iptables_rules(subnet: &str, host_if: &str) -> Vec<IptablesRule> {
         IptablesRule {
             table: "-tnat",
             insert: "-A",
-            spec: s(&["POSTROUTING", "-s", subnet, "!", "-o", host_if, "-j", "MASQUERADE"]),
+            spec: s(&[
+                "POSTROUTING",
+                "-s",
+                subnet,
+                "!",
+                "-o",
+                host_if,
+                "-j",
+                "MASQUERADE",
+            ]),
         },
-        IptablesRule { table: "-tfilter", insert: "-I", spec: s(&["FORWARD", "-i", host_if, "-j", "ACCEPT"]) },
         IptablesRule {
             table: "-tfilter",
             insert: "-I",
-            spec: s(&["FORWARD", "-o", host_if, "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "ACCEPT"]),
+            spec: s(&["FORWARD", "-i", host_if, "-j", "ACCEPT"]),
+        },
+        IptablesRule {
+            table: "-tfilter",
+            insert: "-I",
+            spec: s(&[
+                "FORWARD",
+                "-o",
+                host_if,
+                "-m",
+                "conntrack",
+                "--ctstate",
+                "RELATED,ESTABLISHED",
+                "-j",
+                "ACCEPT",
+            ]),
         },
     ]
 }
 
 /// Runs a tool, mapping a failure to its stderr.
 fn run(tool: &Path, args: &[&str]) -> Result<(), String> {
-    let out = Command::new(tool).args(args).stdin(Stdio::null()).output().map_err(|e| e.to_string())?;
+    let out = Command::new(tool)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| e.to_string())?;
     outcome(tool, out)
 }
 
@@ -402,7 +446,9 @@ fn feed(mut cmd: Command, input: &str) -> Result<std::process::Output, String> {
         .spawn()
         .map_err(|e| e.to_string())?;
     if let Some(mut stdin) = child.stdin.take() {
-        stdin.write_all(input.as_bytes()).map_err(|e| e.to_string())?;
+        stdin
+            .write_all(input.as_bytes())
+            .map_err(|e| e.to_string())?;
     }
     child.wait_with_output().map_err(|e| e.to_string())
 }
@@ -411,9 +457,16 @@ fn outcome(tool: &Path, out: std::process::Output) -> Result<(), String> {
     if out.status.success() {
         return Ok(());
     }
-    let name = tool.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = tool
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
-    Err(format!("{name}: {} ({})", if stderr.is_empty() { "failed" } else { &stderr }, out.status))
+    Err(format!(
+        "{name}: {} ({})",
+        if stderr.is_empty() { "failed" } else { &stderr },
+        out.status
+    ))
 }
 
 #[cfg(test)]
@@ -430,7 +483,10 @@ mod tests {
     fn iptables_rules_delete_what_they_add() {
         let rules = iptables_rules("10.213.0.4/30", "cosmk1");
         assert_eq!(rules.len(), 3);
-        assert_eq!(rules[0].spec.join(" "), "POSTROUTING -s 10.213.0.4/30 ! -o cosmk1 -j MASQUERADE");
+        assert_eq!(
+            rules[0].spec.join(" "),
+            "POSTROUTING -s 10.213.0.4/30 ! -o cosmk1 -j MASQUERADE"
+        );
         assert!(rules.iter().all(|r| r.spec.iter().any(|a| a == "cosmk1")));
     }
 
@@ -439,6 +495,9 @@ mod tests {
         let addr = |slot: u32| Ipv4Addr::from(LINK_RANGE_BASE + slot * 4 + 1);
         assert_eq!(addr(0), Ipv4Addr::new(10, 213, 0, 1));
         assert_eq!(addr(LINK_SLOTS - 1), Ipv4Addr::new(10, 213, 255, 253));
-        assert!(format!("{HOST_IF_PREFIX}{}", LINK_SLOTS - 1).len() <= 15, "IFNAMSIZ");
+        assert!(
+            format!("{HOST_IF_PREFIX}{}", LINK_SLOTS - 1).len() <= 15,
+            "IFNAMSIZ"
+        );
     }
 }

@@ -42,7 +42,8 @@ pub fn normalize_guest_path(raw: &str) -> Result<String, ApiError> {
 
 /// True when `path` equals `prefix` or lies below it (both normalised).
 pub fn is_under(path: &str, prefix: &str) -> bool {
-    path == prefix || (path.starts_with(prefix) && path.as_bytes().get(prefix.len()) == Some(&b'/'))
+    path == prefix
+        || (path.starts_with(prefix) && path.as_bytes().get(prefix.len()) == Some(&b'/'))
         || prefix == "/"
 }
 
@@ -60,7 +61,11 @@ pub fn map_guest(dir: &Path, mounts: &[ExtraMount], guest: &str) -> PathBuf {
         .max_by_key(|m| m.guest.len())
     {
         let rest = guest[m.guest.len()..].trim_start_matches('/');
-        return if rest.is_empty() { m.host.clone() } else { m.host.join(rest) };
+        return if rest.is_empty() {
+            m.host.clone()
+        } else {
+            m.host.join(rest)
+        };
     }
     for private in PRIVATE_DIRS {
         if is_under(guest, private) {
@@ -114,11 +119,26 @@ mod tests {
     #[test]
     fn mapping_prefers_disks_then_private_dirs() {
         let dir = Path::new("/state/sb-1");
-        let mounts = vec![ExtraMount { host: "/disks/d1".into(), guest: "/root/data".into() }];
-        assert_eq!(map_guest(dir, &mounts, "/root/data/x"), PathBuf::from("/disks/d1/x"));
-        assert_eq!(map_guest(dir, &mounts, "/root/datax"), PathBuf::from("/state/sb-1/root/datax"));
-        assert_eq!(map_guest(dir, &mounts, "/tmp"), PathBuf::from("/state/sb-1/tmp"));
-        assert_eq!(map_guest(dir, &mounts, "/etc/hosts"), PathBuf::from("/etc/hosts"));
+        let mounts = vec![ExtraMount {
+            host: "/disks/d1".into(),
+            guest: "/root/data".into(),
+        }];
+        assert_eq!(
+            map_guest(dir, &mounts, "/root/data/x"),
+            PathBuf::from("/disks/d1/x")
+        );
+        assert_eq!(
+            map_guest(dir, &mounts, "/root/datax"),
+            PathBuf::from("/state/sb-1/root/datax")
+        );
+        assert_eq!(
+            map_guest(dir, &mounts, "/tmp"),
+            PathBuf::from("/state/sb-1/tmp")
+        );
+        assert_eq!(
+            map_guest(dir, &mounts, "/etc/hosts"),
+            PathBuf::from("/etc/hosts")
+        );
         assert!(!is_private("/rooted"));
         assert!(is_private("/home/u"));
     }

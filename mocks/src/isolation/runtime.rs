@@ -10,10 +10,10 @@ use std::sync::Mutex;
 use super::paths::{self, normalize_guest_path, ExtraMount, PRIVATE_DIRS, SANDBOX_PATH};
 use super::report::IsolationKind;
 use super::usage::{self, ResourceUsage};
-use super::{fallback, SandboxLink};
-use crate::envelope::ApiError;
 #[cfg(target_os = "linux")]
 use super::{boundary, enter, layers, linux};
+use super::{fallback, SandboxLink};
+use crate::envelope::ApiError;
 
 pub(super) fn remove_cgroup(path: &Path) {
     #[cfg(target_os = "linux")]
@@ -64,7 +64,10 @@ pub struct SpawnScope<'a> {
 
 /// Runs `f` as the sandbox's root when the sandbox is isolated (file access from the
 /// emulator: the kernel checks it as it checks the sandbox's own root on host files).
-pub fn as_sandbox_root<T>(runtime: &SandboxRuntime, f: impl FnOnce() -> std::io::Result<T>) -> std::io::Result<T> {
+pub fn as_sandbox_root<T>(
+    runtime: &SandboxRuntime,
+    f: impl FnOnce() -> std::io::Result<T>,
+) -> std::io::Result<T> {
     #[cfg(target_os = "linux")]
     if runtime.boundary.is_some() {
         if !enter::SandboxRootGuard::active() {
@@ -114,8 +117,16 @@ impl SandboxRuntime {
     /// True when the normalised guest path lies on an attached disk that the sandbox's own
     /// view does not show (its live mount failed): its host directory holds it.
     pub fn on_disk(&self, guest: &str) -> bool {
-        let mounts = self.mounts.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let Some(disk) = mounts.iter().filter(|m| paths::is_under(guest, &m.guest)).max_by_key(|m| m.guest.len()) else {
+        let mounts = self
+            .mounts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let Some(disk) = mounts
+            .iter()
+            .filter(|m| paths::is_under(guest, &m.guest))
+            .max_by_key(|m| m.guest.len())
+        else {
             return false;
         };
         #[cfg(target_os = "linux")]
@@ -124,7 +135,10 @@ impl SandboxRuntime {
             if let Some(Err(_)) = self.view_root() {
                 return true;
             }
-            return !self.side.holder_mounts().is_some_and(|shown| shown.contains(disk));
+            return !self
+                .side
+                .holder_mounts()
+                .is_some_and(|shown| shown.contains(disk));
         }
         let _ = disk;
         true
@@ -161,7 +175,11 @@ impl SandboxRuntime {
     /// Where this sandbox lives, for its holder.
     #[cfg(target_os = "linux")]
     fn with_place<T>(&self, f: impl FnOnce(&boundary::Place<'_>) -> T) -> T {
-        let mounts = self.mounts.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let mounts = self
+            .mounts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         f(&boundary::Place {
             dir: &self.dir,
             cgroup: self.cgroup.as_deref(),
@@ -174,9 +192,16 @@ impl SandboxRuntime {
     /// Scope for spawning one of this sandbox's commands (see [`SpawnScope`]).
     pub fn spawn_scope(&self) -> SpawnScope<'_> {
         #[cfg(target_os = "linux")]
-        return SpawnScope { _guard: self.boundary.as_ref().and_then(|b| self.side.pid_namespace(b)) };
+        return SpawnScope {
+            _guard: self
+                .boundary
+                .as_ref()
+                .and_then(|b| self.side.pid_namespace(b)),
+        };
         #[cfg(not(target_os = "linux"))]
-        SpawnScope { _runtime: std::marker::PhantomData }
+        SpawnScope {
+            _runtime: std::marker::PhantomData,
+        }
     }
 
     /// Makes a file the emulator wrote into the sandbox directory the sandbox root's own.
@@ -195,7 +220,10 @@ impl SandboxRuntime {
     pub fn writable_host_path(&self, guest: &str) -> Result<PathBuf, ApiError> {
         let guest = normalize_guest_path(guest)?;
         let mounts = self.mounts.lock().unwrap_or_else(|e| e.into_inner());
-        if !self.isolated() && !paths::is_private(&guest) && !mounts.iter().any(|m| paths::is_under(&guest, &m.guest)) {
+        if !self.isolated()
+            && !paths::is_private(&guest)
+            && !mounts.iter().any(|m| paths::is_under(&guest, &m.guest))
+        {
             return Err(ApiError::validation(
                 "path",
                 format!(
@@ -254,7 +282,9 @@ impl SandboxRuntime {
             IsolationKind::Namespaces if self.boundary.is_some() => {
                 let guest_cwd = normalize_guest_path(cwd).unwrap_or_else(|_| "/root".to_string());
                 if let Some(b) = &self.boundary {
-                    if let Err(err) = self.with_place(|place| self.side.configure(b, place, &mut cmd, &guest_cwd)) {
+                    if let Err(err) =
+                        self.with_place(|place| self.side.configure(b, place, &mut cmd, &guest_cwd))
+                    {
                         tracing::warn!("sandbox namespaces unavailable: {err}");
                         fail_spawn(&mut cmd, err);
                     }
@@ -262,9 +292,20 @@ impl SandboxRuntime {
             }
             #[cfg(target_os = "linux")]
             IsolationKind::Namespaces => {
-                let mounts = self.mounts.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                let mounts = self
+                    .mounts
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clone();
                 let guest_cwd = normalize_guest_path(cwd).unwrap_or_else(|_| "/root".to_string());
-                linux::configure(&mut cmd, &self.dir, self.cgroup.as_deref(), &mounts, &self.hostname, &guest_cwd);
+                linux::configure(
+                    &mut cmd,
+                    &self.dir,
+                    self.cgroup.as_deref(),
+                    &mounts,
+                    &self.hostname,
+                    &guest_cwd,
+                );
                 if let Some(ns) = &self.netns {
                     let raw = std::os::fd::AsRawFd::as_raw_fd(ns);
                     // SAFETY: enter_in_child only issues setns(2) (async-signal-safe).
@@ -387,7 +428,10 @@ impl SandboxRuntime {
                 if !target.exists() {
                     std::fs::create_dir_all(&target)?;
                     if !private_target {
-                        self.host_mountpoints.lock().unwrap_or_else(|e| e.into_inner()).push(target);
+                        self.host_mountpoints
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .push(target);
                     }
                 }
             }
@@ -404,8 +448,14 @@ impl SandboxRuntime {
                 }
             }
         }
-        let mount = ExtraMount { host: host.to_path_buf(), guest };
-        self.mounts.lock().unwrap_or_else(|e| e.into_inner()).push(mount.clone());
+        let mount = ExtraMount {
+            host: host.to_path_buf(),
+            guest,
+        };
+        self.mounts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(mount.clone());
         #[cfg(target_os = "linux")]
         if self.boundary.is_some() {
             if let Err(err) = self.side.attach(&mount) {
@@ -429,7 +479,9 @@ impl SandboxRuntime {
     /// Undoes [`add_mount`](Self::add_mount) for `guest` (an isolated sandbox's running
     /// processes no longer see the disk either).
     pub fn remove_mount(&self, guest: &str) {
-        let Ok(guest) = normalize_guest_path(guest) else { return };
+        let Ok(guest) = normalize_guest_path(guest) else {
+            return;
+        };
         let mut mounts = self.mounts.lock().unwrap_or_else(|e| e.into_inner());
         mounts.retain(|m| m.guest != guest);
         #[cfg(target_os = "linux")]
@@ -443,7 +495,11 @@ impl SandboxRuntime {
         }
         if self.kind == IsolationKind::Fallback && paths::is_private(&guest) {
             let link = paths::map_guest(&self.dir, &mounts, &guest);
-            if link.symlink_metadata().map(|m| m.file_type().is_symlink()).unwrap_or(false) {
+            if link
+                .symlink_metadata()
+                .map(|m| m.file_type().is_symlink())
+                .unwrap_or(false)
+            {
                 let _ = std::fs::remove_file(&link);
             }
         }
@@ -458,7 +514,12 @@ impl SandboxRuntime {
         if let Some(cg) = &self.cgroup {
             remove_cgroup(cg);
         }
-        for mp in self.host_mountpoints.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
+        for mp in self
+            .host_mountpoints
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
             let _ = std::fs::remove_dir(mp);
         }
         if remove_files {

@@ -14,8 +14,8 @@ use std::io;
 
 use nix::libc;
 use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
-    TargetArch,
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule, TargetArch,
 };
 
 /// The compiled filters.
@@ -25,11 +25,13 @@ pub struct Filters {
 }
 
 fn arch() -> Result<TargetArch, String> {
-    TargetArch::try_from(std::env::consts::ARCH).map_err(|e| format!("seccomp: unsupported architecture: {e:?}"))
+    TargetArch::try_from(std::env::consts::ARCH)
+        .map_err(|e| format!("seccomp: unsupported architecture: {e:?}"))
 }
 
 fn cond(arg: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, String> {
-    SeccompCondition::new(arg, SeccompCmpArgLen::Qword, op, value).map_err(|e| format!("seccomp: {e}"))
+    SeccompCondition::new(arg, SeccompCmpArgLen::Qword, op, value)
+        .map_err(|e| format!("seccomp: {e}"))
 }
 
 fn rule(conditions: Vec<SeccompCondition>) -> Result<SeccompRule, String> {
@@ -72,17 +74,44 @@ impl Filters {
         let attach = [libc::PTRACE_ATTACH as u64, 0x4206 /* PTRACE_SEIZE */];
         denied.insert(
             libc::SYS_ptrace,
-            attach.iter().map(|&req| rule(vec![cond(0, SeccompCmpOp::Eq, req)?])).collect::<Result<_, String>>()?,
+            attach
+                .iter()
+                .map(|&req| rule(vec![cond(0, SeccompCmpOp::Eq, req)?]))
+                .collect::<Result<_, String>>()?,
         );
         let newuser = libc::CLONE_NEWUSER as u64;
-        denied.insert(libc::SYS_unshare, vec![rule(vec![cond(0, SeccompCmpOp::MaskedEq(newuser), newuser)?])?]);
-        denied.insert(libc::SYS_clone, vec![rule(vec![cond(0, SeccompCmpOp::MaskedEq(newuser), newuser)?])?]);
-        let eperm = SeccompFilter::new(denied, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), arch()?)
-            .map_err(|e| format!("seccomp: {e}"))?;
+        denied.insert(
+            libc::SYS_unshare,
+            vec![rule(vec![cond(
+                0,
+                SeccompCmpOp::MaskedEq(newuser),
+                newuser,
+            )?])?],
+        );
+        denied.insert(
+            libc::SYS_clone,
+            vec![rule(vec![cond(
+                0,
+                SeccompCmpOp::MaskedEq(newuser),
+                newuser,
+            )?])?],
+        );
+        let eperm = SeccompFilter::new(
+            denied,
+            SeccompAction::Allow,
+            SeccompAction::Errno(libc::EPERM as u32),
+            arch()?,
+        )
+        .map_err(|e| format!("seccomp: {e}"))?;
         let mut clone3 = BTreeMap::new();
         clone3.insert(libc::SYS_clone3, Vec::new());
-        let enosys = SeccompFilter::new(clone3, SeccompAction::Allow, SeccompAction::Errno(libc::ENOSYS as u32), arch()?)
-            .map_err(|e| format!("seccomp: {e}"))?;
+        let enosys = SeccompFilter::new(
+            clone3,
+            SeccompAction::Allow,
+            SeccompAction::Errno(libc::ENOSYS as u32),
+            arch()?,
+        )
+        .map_err(|e| format!("seccomp: {e}"))?;
         let programs = [eperm, enosys]
             .into_iter()
             .map(|f| BpfProgram::try_from(f).map_err(|e| format!("seccomp: {e}")))

@@ -10,7 +10,10 @@ pub struct ResourceUsage {
 
 /// Sums CPU time (user + system) and VmRSS of `pids`.
 pub fn from_pids(pids: &[u32]) -> ResourceUsage {
-    let mut usage = ResourceUsage { processes: pids.len(), ..Default::default() };
+    let mut usage = ResourceUsage {
+        processes: pids.len(),
+        ..Default::default()
+    };
     #[cfg(target_os = "linux")]
     {
         // SAFETY: sysconf has no preconditions.

@@ -90,7 +90,9 @@ pub struct Arena {
 
 impl std::fmt::Debug for Arena {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Arena").field("used", &self.used).finish_non_exhaustive()
+        f.debug_struct("Arena")
+            .field("used", &self.used)
+            .finish_non_exhaustive()
     }
 }
 
@@ -100,7 +102,10 @@ impl Arena {
         if data.is_empty() || data.len() > REGION_BYTES {
             return Bytes::copy_from_slice(data);
         }
-        let fits = self.current.as_ref().is_some_and(|r| r.len - self.used >= data.len());
+        let fits = self
+            .current
+            .as_ref()
+            .is_some_and(|r| r.len - self.used >= data.len());
         if !fits {
             match Region::map(REGION_BYTES) {
                 Some(region) => {
@@ -110,16 +115,26 @@ impl Arena {
                 None => return Bytes::copy_from_slice(data),
             }
         }
-        let Some(region) = &self.current else { return Bytes::copy_from_slice(data) };
+        let Some(region) = &self.current else {
+            return Bytes::copy_from_slice(data);
+        };
         let start = self.used;
         debug_assert!(start + data.len() <= region.len);
         // SAFETY: `[start, start + len)` lies inside the mapping (checked above) and has not been
         // handed out yet, so no `Slice` reads it while it is written.
         unsafe {
-            std::ptr::copy_nonoverlapping(data.as_ptr(), region.base.as_ptr().add(start), data.len());
+            std::ptr::copy_nonoverlapping(
+                data.as_ptr(),
+                region.base.as_ptr().add(start),
+                data.len(),
+            );
         }
         self.used += data.len();
-        Bytes::from_owner(Slice { region: Arc::clone(region), start, len: data.len() })
+        Bytes::from_owner(Slice {
+            region: Arc::clone(region),
+            start,
+            len: data.len(),
+        })
     }
 }
 
@@ -174,7 +189,9 @@ mod tests {
         for line in maps.lines() {
             if let Some((range, _)) = line.split_once(' ') {
                 if let Some((lo, hi)) = range.split_once('-') {
-                    if let (Ok(lo), Ok(hi)) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16)) {
+                    if let (Ok(lo), Ok(hi)) =
+                        (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+                    {
                         in_region = lo <= start && start < hi;
                         continue;
                     }

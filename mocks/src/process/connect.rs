@@ -82,7 +82,10 @@ async fn next_batch(st: &mut Follow) -> Option<Bytes> {
     loop {
         let view = st.proc.stream_view(st.cursor, REPLAY_BATCH_BYTES);
         match view.replay {
-            Replay::Expired { oldest_available, oldest_offset } => {
+            Replay::Expired {
+                oldest_available,
+                oldest_offset,
+            } => {
                 st.finished = true;
                 return Some(Bytes::from(line(json!({
                     "type": "error",

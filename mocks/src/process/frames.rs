@@ -15,7 +15,10 @@ const TYPE_RESIZE: u8 = 1;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClientFrame {
     Data(Bytes),
-    Resize { rows: u16, cols: u16 },
+    Resize {
+        rows: u16,
+        cols: u16,
+    },
     /// A frame type this server does not know; skipped for forward compatibility.
     Unknown(u8),
 }
@@ -100,7 +103,10 @@ mod tests {
 
     #[test]
     fn decodes_split_and_joined_frames() {
-        let mut wire = encode(&ClientFrame::Resize { rows: 40, cols: 120 });
+        let mut wire = encode(&ClientFrame::Resize {
+            rows: 40,
+            cols: 120,
+        });
         wire.extend(encode(&ClientFrame::Data(Bytes::from_static(b"ls\n"))));
         wire.extend(encode(&ClientFrame::Unknown(9)));
         let mut d = FrameDecoder::default();
@@ -114,7 +120,10 @@ mod tests {
         assert_eq!(
             got,
             vec![
-                ClientFrame::Resize { rows: 40, cols: 120 },
+                ClientFrame::Resize {
+                    rows: 40,
+                    cols: 120
+                },
                 ClientFrame::Data(Bytes::from_static(b"ls\n")),
                 ClientFrame::Unknown(9)
             ]

@@ -53,7 +53,10 @@ pub enum Replay {
     Chunks(Vec<Chunk>),
     /// Some output after `after` was already evicted; resume from `oldest_available`, whose
     /// first byte is at `oldest_offset` (so a reader knows exactly how many bytes it lost).
-    Expired { oldest_available: u64, oldest_offset: u64 },
+    Expired {
+        oldest_available: u64,
+        oldest_offset: u64,
+    },
 }
 
 /// Bounded chunk buffer. A chunk is never larger than the budget (callers read at most
@@ -76,7 +79,14 @@ const READ_SIZE: usize = 64 * 1024;
 impl Journal {
     /// A journal keeping at most `budget` bytes (at least 1).
     pub fn new(budget: usize) -> Self {
-        Journal { chunks: VecDeque::new(), arena: Arena::default(), retained_bytes: 0, budget: budget.max(1), last_seq: 0, total_bytes: 0 }
+        Journal {
+            chunks: VecDeque::new(),
+            arena: Arena::default(),
+            retained_bytes: 0,
+            budget: budget.max(1),
+            last_seq: 0,
+            total_bytes: 0,
+        }
     }
 
     /// Largest chunk the journal accepts: one read's worth, never above the budget.
@@ -94,7 +104,12 @@ impl Journal {
             self.retained_bytes += piece.len();
             let offset = self.total_bytes;
             self.total_bytes += piece.len() as u64;
-            self.chunks.push_back(Chunk { seq: self.last_seq, stream, offset, data: piece });
+            self.chunks.push_back(Chunk {
+                seq: self.last_seq,
+                stream,
+                offset,
+                data: piece,
+            });
         }
         while self.retained_bytes > self.budget && self.chunks.len() > 1 {
             if let Some(old) = self.chunks.pop_front() {
@@ -112,7 +127,12 @@ impl Journal {
     /// Bounds of the retained window; `0/0/0` before any output.
     pub fn window(&self) -> Window {
         let oldest_seq = self.chunks.front().map(|c| c.seq).unwrap_or(self.last_seq);
-        Window { oldest_seq, newest_seq: self.last_seq, bytes: self.retained_bytes as u64, total_bytes: self.total_bytes }
+        Window {
+            oldest_seq,
+            newest_seq: self.last_seq,
+            bytes: self.retained_bytes as u64,
+            total_bytes: self.total_bytes,
+        }
     }
 
     /// Chunks after `after`, at most `limit_bytes` of payload (always at least one chunk
@@ -122,7 +142,10 @@ impl Journal {
             return Replay::Chunks(Vec::new());
         };
         if after + 1 < front.seq {
-            return Replay::Expired { oldest_available: front.seq, oldest_offset: front.offset };
+            return Replay::Expired {
+                oldest_available: front.seq,
+                oldest_offset: front.offset,
+            };
         }
         // Sequence numbers are contiguous in the deque, so the start index is arithmetic.
         let start = (after + 1 - front.seq) as usize;
@@ -146,21 +169,39 @@ mod tests {
     fn seqs(r: Replay) -> Vec<u64> {
         match r {
             Replay::Chunks(c) => c.iter().map(|c| c.seq).collect(),
-            Replay::Expired { oldest_available, .. } => vec![1000 + oldest_available],
+            Replay::Expired {
+                oldest_available, ..
+            } => vec![1000 + oldest_available],
         }
     }
 
     #[test]
     fn sequences_start_at_one_and_replay_after() {
         let mut j = Journal::new(1024);
-        assert_eq!(j.window(), Window { oldest_seq: 0, newest_seq: 0, bytes: 0, total_bytes: 0 });
+        assert_eq!(
+            j.window(),
+            Window {
+                oldest_seq: 0,
+                newest_seq: 0,
+                bytes: 0,
+                total_bytes: 0
+            }
+        );
         assert_eq!(j.push(OutputStream::Stdout, b"ab"), 1);
         assert_eq!(j.push(OutputStream::Stderr, b"cd"), 2);
         assert_eq!(seqs(j.after(0, usize::MAX)), vec![1, 2]);
         assert_eq!(seqs(j.after(1, usize::MAX)), vec![2]);
         assert!(seqs(j.after(2, usize::MAX)).is_empty());
         assert!(seqs(j.after(7, usize::MAX)).is_empty());
-        assert_eq!(j.window(), Window { oldest_seq: 1, newest_seq: 2, bytes: 4, total_bytes: 4 });
+        assert_eq!(
+            j.window(),
+            Window {
+                oldest_seq: 1,
+                newest_seq: 2,
+                bytes: 4,
+                total_bytes: 4
+            }
+        );
     }
 
     #[test]
@@ -170,9 +211,29 @@ mod tests {
             j.push(OutputStream::Stdout, b"xxxx");
         }
         let w = j.window();
-        assert_eq!(w, Window { oldest_seq: 4, newest_seq: 5, bytes: 8, total_bytes: 20 });
-        assert!(matches!(j.after(0, usize::MAX), Replay::Expired { oldest_available: 4, oldest_offset: 12 }));
-        assert!(matches!(j.after(2, usize::MAX), Replay::Expired { oldest_available: 4, oldest_offset: 12 }));
+        assert_eq!(
+            w,
+            Window {
+                oldest_seq: 4,
+                newest_seq: 5,
+                bytes: 8,
+                total_bytes: 20
+            }
+        );
+        assert!(matches!(
+            j.after(0, usize::MAX),
+            Replay::Expired {
+                oldest_available: 4,
+                oldest_offset: 12
+            }
+        ));
+        assert!(matches!(
+            j.after(2, usize::MAX),
+            Replay::Expired {
+                oldest_available: 4,
+                oldest_offset: 12
+            }
+        ));
         assert_eq!(seqs(j.after(3, usize::MAX)), vec![4, 5]);
         assert_eq!(seqs(j.after(4, usize::MAX)), vec![5]);
     }
@@ -182,7 +243,15 @@ mod tests {
         let mut j = Journal::new(4);
         let last = j.push(OutputStream::Pty, b"0123456789");
         assert_eq!(last, 3);
-        assert_eq!(j.window(), Window { oldest_seq: 3, newest_seq: 3, bytes: 2, total_bytes: 10 });
+        assert_eq!(
+            j.window(),
+            Window {
+                oldest_seq: 3,
+                newest_seq: 3,
+                bytes: 2,
+                total_bytes: 10
+            }
+        );
         let mut j = Journal::new(100);
         for _ in 0..4 {
             j.push(OutputStream::Stdout, b"12345");

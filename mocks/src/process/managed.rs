@@ -65,17 +65,31 @@ impl LeaderExit {
         use std::os::unix::process::ExitStatusExt;
         match status {
             Ok(st) => match (st.code(), st.signal()) {
-                (Some(code), _) => LeaderExit { code: Some(code), signal: None },
-                (None, Some(sig)) => LeaderExit { code: None, signal: Some(signal_name(sig)) },
-                (None, None) => LeaderExit { code: Some(-1), signal: None },
+                (Some(code), _) => LeaderExit {
+                    code: Some(code),
+                    signal: None,
+                },
+                (None, Some(sig)) => LeaderExit {
+                    code: None,
+                    signal: Some(signal_name(sig)),
+                },
+                (None, None) => LeaderExit {
+                    code: Some(-1),
+                    signal: None,
+                },
             },
-            Err(_) => LeaderExit { code: Some(-1), signal: None },
+            Err(_) => LeaderExit {
+                code: Some(-1),
+                signal: None,
+            },
         }
     }
 }
 
 fn signal_name(raw: i32) -> String {
-    Signal::try_from(raw).map(|s| s.as_str().to_string()).unwrap_or_else(|_| format!("SIG{raw}"))
+    Signal::try_from(raw)
+        .map(|s| s.as_str().to_string())
+        .unwrap_or_else(|_| format!("SIG{raw}"))
 }
 
 /// Signals a client may send (E29).
@@ -223,15 +237,31 @@ impl ManagedProcess {
     ) -> Arc<Self> {
         let start = tree::stat_of(pid).map(|s| s.start).unwrap_or(0);
         let tracker = TreeTracker::new(tree::ProcId { pid, start });
-        Self::build(launch, pid, master, readers, Some(input), Phase::Running, None, Some(tracker))
+        Self::build(
+            launch,
+            pid,
+            master,
+            readers,
+            Some(input),
+            Phase::Running,
+            None,
+            Some(tracker),
+        )
     }
 
     /// A record for a command that could not be started: `failed`, with the reason as
     /// stderr (or PTY) output and the conventional exit code.
     pub(super) fn new_failed(launch: Launch, reason: &std::io::Error) -> Arc<Self> {
         let code = super::spawn::spawn_failure_code(reason);
-        let exit = LeaderExit { code: Some(code), signal: None };
-        let stream = if launch.kind == Kind::Pty { OutputStream::Pty } else { OutputStream::Stderr };
+        let exit = LeaderExit {
+            code: Some(code),
+            signal: None,
+        };
+        let stream = if launch.kind == Kind::Pty {
+            OutputStream::Pty
+        } else {
+            OutputStream::Stderr
+        };
         let message = format!("failed to start {:?}: {reason}\n", launch.cmd);
         let proc = Self::build(launch, 0, None, 0, None, Phase::Failed, Some(exit), None);
         {
@@ -370,7 +400,12 @@ impl ManagedProcess {
 
     /// Updates tree membership from a snapshot (the table's scanner).
     pub(super) fn track(&self, snap: &tree::Snapshot) {
-        let members = match self.tracker.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        let members = match self
+            .tracker
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_mut()
+        {
             Some(t) => t.members(snap),
             None => return,
         };
@@ -406,10 +441,21 @@ impl ManagedProcess {
     pub fn details(&self) -> ProcessDetails {
         let (phase, leader, tree_exited, finished_at, window) = {
             let st = self.lock();
-            (st.phase, st.leader.clone(), st.tree_exited, st.finished_at.clone(), st.journal.window())
+            (
+                st.phase,
+                st.leader.clone(),
+                st.tree_exited,
+                st.finished_at.clone(),
+                st.journal.window(),
+            )
         };
         let foreground = if tree_exited { None } else { self.foreground() };
-        let Window { oldest_seq, newest_seq, bytes, total_bytes } = window;
+        let Window {
+            oldest_seq,
+            newest_seq,
+            bytes,
+            total_bytes,
+        } = window;
         ProcessDetails {
             process_id: self.id.clone(),
             kind: self.kind.as_str(),
@@ -425,7 +471,12 @@ impl ManagedProcess {
             finished_at,
             exit_code: leader.as_ref().and_then(|l| l.code),
             signal: leader.and_then(|l| l.signal),
-            output: OutputWindow { oldest_seq, newest_seq, bytes, total_bytes },
+            output: OutputWindow {
+                oldest_seq,
+                newest_seq,
+                bytes,
+                total_bytes,
+            },
         }
     }
 
@@ -456,7 +507,9 @@ impl ManagedProcess {
         if st.tree_exited {
             return Err(ControlError::NotRunning);
         }
-        let Some(tx) = st.input.clone() else { return Err(ControlError::NotRunning) };
+        let Some(tx) = st.input.clone() else {
+            return Err(ControlError::NotRunning);
+        };
         let len = data.len();
         if self.input_backlog.load(Ordering::SeqCst) + len > MAX_INPUT_BACKLOG {
             return Err(ControlError::Backlog);
@@ -581,7 +634,13 @@ impl ManagedProcess {
     /// Waits for the leader (`tree == false`) or the whole tree; `None` on timeout.
     pub async fn wait(&self, tree: bool, timeout: Duration) -> Option<ProcessDetails> {
         let mut changes = self.subscribe();
-        let done = |p: &Self| if tree { p.tree_exited() } else { p.leader_exited() };
+        let done = |p: &Self| {
+            if tree {
+                p.tree_exited()
+            } else {
+                p.leader_exited()
+            }
+        };
         let waited = tokio::time::timeout(timeout, async {
             loop {
                 if done(self) {

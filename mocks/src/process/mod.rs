@@ -47,7 +47,9 @@ pub struct ProcessTable {
 
 impl std::fmt::Debug for ProcessTable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ProcessTable").field("live", &self.live_count()).finish()
+        f.debug_struct("ProcessTable")
+            .field("live", &self.live_count())
+            .finish()
     }
 }
 
@@ -83,7 +85,10 @@ impl Drop for SessionGuard {
 
 impl ProcessTable {
     fn sandboxes(&self) -> MutexGuard<'_, HashMap<String, SandboxProcesses>> {
-        self.inner.sandboxes.lock().unwrap_or_else(|e| e.into_inner())
+        self.inner
+            .sandboxes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     /// Registers a new process of `sandbox_id`, dropping the oldest exited ones beyond
@@ -119,14 +124,25 @@ impl ProcessTable {
 
     /// Every retained process of a sandbox, oldest first.
     pub fn list(&self, sandbox_id: &str) -> Vec<Arc<ManagedProcess>> {
-        self.sandboxes().get(sandbox_id).map(|s| s.procs.clone()).unwrap_or_default()
+        self.sandboxes()
+            .get(sandbox_id)
+            .map(|s| s.procs.clone())
+            .unwrap_or_default()
     }
 
     /// Opens an interactive session of `sandbox_id` (counted in `live_count`).
     pub fn session(&self, sandbox_id: &str) -> SessionGuard {
-        let cancel = self.sandboxes().entry(sandbox_id.to_string()).or_default().sessions.child_token();
+        let cancel = self
+            .sandboxes()
+            .entry(sandbox_id.to_string())
+            .or_default()
+            .sessions
+            .child_token();
         self.inner.live_sessions.fetch_add(1, Ordering::SeqCst);
-        SessionGuard { cancel, table: Arc::downgrade(&self.inner) }
+        SessionGuard {
+            cancel,
+            table: Arc::downgrade(&self.inner),
+        }
     }
 
     /// Kills every process tree and session of a sandbox and forgets its records.
@@ -199,7 +215,10 @@ async fn scan_trees(table: Weak<TableInner>) {
             continue;
         }
         drop(inner);
-        let snap = tokio::task::spawn_blocking(tree::snapshot).await.ok().flatten();
+        let snap = tokio::task::spawn_blocking(tree::snapshot)
+            .await
+            .ok()
+            .flatten();
         for p in &tracked {
             match &snap {
                 Some(snap) => p.track(snap),
@@ -208,6 +227,11 @@ async fn scan_trees(table: Weak<TableInner>) {
         }
         let draining = tracked.iter().any(|p| p.leader_exited());
         drop(tracked);
-        tokio::time::sleep(if draining { SCAN_DRAINING } else { SCAN_RUNNING }).await;
+        tokio::time::sleep(if draining {
+            SCAN_DRAINING
+        } else {
+            SCAN_RUNNING
+        })
+        .await;
     }
 }

@@ -21,28 +21,42 @@ pub fn create() -> io::Result<OwnedFd> {
     use nix::sys::stat::Mode;
     use std::os::fd::FromRawFd;
 
-    let worker = std::thread::Builder::new().name("netns-create".into()).spawn(|| -> io::Result<OwnedFd> {
-        nix::sched::unshare(CloneFlags::CLONE_NEWNET)?;
-        bring_loopback_up()?;
-        // The namespace belongs to the host's user namespace, while an isolated sandbox's
-        // root is only root in its own: let it bind every port (sshd on 22) and ping, as
-        // root of a machine can. Per-namespace settings: the host's are untouched.
-        for (setting, value) in [("ipv4/ip_unprivileged_port_start", "0"), ("ipv4/ping_group_range", "0 2147483647")] {
-            if let Err(err) = std::fs::write(format!("/proc/sys/net/{setting}"), value) {
-                tracing::debug!("sandbox network namespace: cannot set {setting}: {err}");
+    let worker = std::thread::Builder::new()
+        .name("netns-create".into())
+        .spawn(|| -> io::Result<OwnedFd> {
+            nix::sched::unshare(CloneFlags::CLONE_NEWNET)?;
+            bring_loopback_up()?;
+            // The namespace belongs to the host's user namespace, while an isolated sandbox's
+            // root is only root in its own: let it bind every port (sshd on 22) and ping, as
+            // root of a machine can. Per-namespace settings: the host's are untouched.
+            for (setting, value) in [
+                ("ipv4/ip_unprivileged_port_start", "0"),
+                ("ipv4/ping_group_range", "0 2147483647"),
+            ] {
+                if let Err(err) = std::fs::write(format!("/proc/sys/net/{setting}"), value) {
+                    tracing::debug!("sandbox network namespace: cannot set {setting}: {err}");
+                }
             }
-        }
-        let raw = nix::fcntl::open("/proc/thread-self/ns/net", OFlag::O_RDONLY | OFlag::O_CLOEXEC, Mode::empty())?;
-        // SAFETY: `raw` was just opened and is owned by nobody else.
-        Ok(unsafe { OwnedFd::from_raw_fd(raw) })
-    })?;
-    worker.join().map_err(|_| io::Error::other("network namespace thread panicked"))?
+            let raw = nix::fcntl::open(
+                "/proc/thread-self/ns/net",
+                OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            )?;
+            // SAFETY: `raw` was just opened and is owned by nobody else.
+            Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+        })?;
+    worker
+        .join()
+        .map_err(|_| io::Error::other("network namespace thread panicked"))?
 }
 
 /// Network namespaces need Linux; callers fall back to the host network.
 #[cfg(not(target_os = "linux"))]
 pub fn create() -> io::Result<OwnedFd> {
-    Err(io::Error::new(io::ErrorKind::Unsupported, "network namespaces need Linux"))
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "network namespaces need Linux",
+    ))
 }
 
 #[cfg(target_os = "linux")]
@@ -92,17 +106,24 @@ pub fn enter_in_child(_fd: RawFd) -> io::Result<()> {
 
 /// Connects to `127.0.0.1:port` (then `[::1]:port`) as seen from inside `netns`, or from the
 /// host when `netns` is `None`. Connection refused surfaces as `ErrorKind::ConnectionRefused`.
-pub async fn connect_loopback(netns: Option<&OwnedFd>, port: u16) -> io::Result<tokio::net::TcpStream> {
+pub async fn connect_loopback(
+    netns: Option<&OwnedFd>,
+    port: u16,
+) -> io::Result<tokio::net::TcpStream> {
     let Some(ns) = netns else {
         return connect_host(port).await;
     };
     let ns = ns.try_clone()?;
     let (tx, rx) = tokio::sync::oneshot::channel();
     // A dedicated thread (never a pooled one): it changes its own network namespace.
-    std::thread::Builder::new().name("netns-connect".into()).spawn(move || {
-        let _ = tx.send(connect_from_namespace(ns.as_raw_fd(), port));
-    })?;
-    let stream = rx.await.map_err(|_| io::Error::other("tunnel connect thread vanished"))??;
+    std::thread::Builder::new()
+        .name("netns-connect".into())
+        .spawn(move || {
+            let _ = tx.send(connect_from_namespace(ns.as_raw_fd(), port));
+        })?;
+    let stream = rx
+        .await
+        .map_err(|_| io::Error::other("tunnel connect thread vanished"))??;
     stream.set_nonblocking(true)?;
     tokio::net::TcpStream::from_std(stream)
 }

@@ -19,7 +19,12 @@ pub struct PtyPair {
 }
 
 fn winsize(rows: u16, cols: u16) -> Winsize {
-    Winsize { ws_row: rows, ws_col: cols, ws_xpixel: 0, ws_ypixel: 0 }
+    Winsize {
+        ws_row: rows,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    }
 }
 
 /// Opens a PTY pair sized `rows`×`cols`.
@@ -54,7 +59,10 @@ pub fn open_pty(rows: u16, cols: u16) -> io::Result<PtyPair> {
     for fd in [&pair.master, &pair.slave] {
         fcntl(fd.as_raw_fd(), FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))?;
     }
-    Ok(PtyPair { master: pair.master, slave: pair.slave })
+    Ok(PtyPair {
+        master: pair.master,
+        slave: pair.slave,
+    })
 }
 
 nix::ioctl_write_ptr_bad!(ioctl_set_winsize, nix::libc::TIOCSWINSZ, Winsize);

@@ -21,34 +21,102 @@ use super::managed::{ControlError, Kind, Launch, ManagedProcess, ALLOWED_SIGNALS
 use super::pty::{self, DEFAULT_COLS, DEFAULT_ROWS, MAX_DIMENSION};
 use super::shell::{self, ShellProcess};
 use super::{connect, netns, tasks, tunnel};
-use crate::state::AppState;
 use crate::auth::Caller;
 use crate::envelope::{ok, ApiError, JsonBody};
 use crate::operation::{op, Operation};
 use crate::sandbox::SandboxRef;
+use crate::state::AppState;
 
 /// E21–E33 as served by this module.
 pub const OPERATIONS: &[Operation] = &[
-    op("createProcess", "POST", "/v1/sandboxes/{id}/processes", "process::routes::create_process"),
-    op("listProcesses", "GET", "/v1/sandboxes/{id}/processes", "process::routes::list_processes"),
-    op("getProcess", "GET", "/v1/sandboxes/{id}/processes/{process_id}", "process::routes::get_process"),
-    op("stopProcess", "DELETE", "/v1/sandboxes/{id}/processes/{process_id}", "process::routes::stop_process"),
-    op("connectProcess", "GET", "/v1/sandboxes/{id}/processes/{process_id}/connect", "process::routes::connect_process"),
-    op("writeProcessInput", "POST", "/v1/sandboxes/{id}/processes/{process_id}/input", "process::routes::write_process_input"),
-    op("closeProcessStdin", "POST", "/v1/sandboxes/{id}/processes/{process_id}/stdin/close", "process::routes::close_process_stdin"),
-    op("resizeProcess", "POST", "/v1/sandboxes/{id}/processes/{process_id}/resize", "process::routes::resize_process"),
-    op("signalProcess", "POST", "/v1/sandboxes/{id}/processes/{process_id}/signal", "process::routes::signal_process"),
-    op("waitProcess", "GET", "/v1/sandboxes/{id}/processes/{process_id}/wait", "process::routes::wait_process"),
-    op("openShell", "POST", "/v1/sandboxes/{id}/shell", "process::routes::open_shell"),
-    op("openShellWebSocket", "GET", "/v1/sandboxes/{id}/shell-ws", "process::routes::open_shell_websocket"),
-    op("openTunnel", "POST", "/v1/sandboxes/{id}/tunnel/{port}", "process::routes::open_tunnel"),
+    op(
+        "createProcess",
+        "POST",
+        "/v1/sandboxes/{id}/processes",
+        "process::routes::create_process",
+    ),
+    op(
+        "listProcesses",
+        "GET",
+        "/v1/sandboxes/{id}/processes",
+        "process::routes::list_processes",
+    ),
+    op(
+        "getProcess",
+        "GET",
+        "/v1/sandboxes/{id}/processes/{process_id}",
+        "process::routes::get_process",
+    ),
+    op(
+        "stopProcess",
+        "DELETE",
+        "/v1/sandboxes/{id}/processes/{process_id}",
+        "process::routes::stop_process",
+    ),
+    op(
+        "connectProcess",
+        "GET",
+        "/v1/sandboxes/{id}/processes/{process_id}/connect",
+        "process::routes::connect_process",
+    ),
+    op(
+        "writeProcessInput",
+        "POST",
+        "/v1/sandboxes/{id}/processes/{process_id}/input",
+        "process::routes::write_process_input",
+    ),
+    op(
+        "closeProcessStdin",
+        "POST",
+        "/v1/sandboxes/{id}/processes/{process_id}/stdin/close",
+        "process::routes::close_process_stdin",
+    ),
+    op(
+        "resizeProcess",
+        "POST",
+        "/v1/sandboxes/{id}/processes/{process_id}/resize",
+        "process::routes::resize_process",
+    ),
+    op(
+        "signalProcess",
+        "POST",
+        "/v1/sandboxes/{id}/processes/{process_id}/signal",
+        "process::routes::signal_process",
+    ),
+    op(
+        "waitProcess",
+        "GET",
+        "/v1/sandboxes/{id}/processes/{process_id}/wait",
+        "process::routes::wait_process",
+    ),
+    op(
+        "openShell",
+        "POST",
+        "/v1/sandboxes/{id}/shell",
+        "process::routes::open_shell",
+    ),
+    op(
+        "openShellWebSocket",
+        "GET",
+        "/v1/sandboxes/{id}/shell-ws",
+        "process::routes::open_shell_websocket",
+    ),
+    op(
+        "openTunnel",
+        "POST",
+        "/v1/sandboxes/{id}/tunnel/{port}",
+        "process::routes::open_tunnel",
+    ),
 ];
 
 /// The routes of this module.
 pub fn routes() -> Router<AppState> {
     let p = "/v1/sandboxes/{id}/processes/{process_id}";
     Router::new()
-        .route("/v1/sandboxes/{id}/processes", post(create_process).get(list_processes))
+        .route(
+            "/v1/sandboxes/{id}/processes",
+            post(create_process).get(list_processes),
+        )
         .route(p, get(get_process).delete(stop_process))
         .route(&format!("{p}/connect"), get(connect_process))
         .route(&format!("{p}/input"), post(write_process_input))
@@ -100,8 +168,15 @@ fn process_not_found() -> ApiError {
     ApiError::not_found("process", "process not found")
 }
 
-fn find(state: &AppState, sandbox: &SandboxRef, process_id: &str) -> Result<Arc<ManagedProcess>, ApiError> {
-    state.processes.get(&sandbox.id, process_id).ok_or_else(process_not_found)
+fn find(
+    state: &AppState,
+    sandbox: &SandboxRef,
+    process_id: &str,
+) -> Result<Arc<ManagedProcess>, ApiError> {
+    state
+        .processes
+        .get(&sandbox.id, process_id)
+        .ok_or_else(process_not_found)
 }
 
 fn control_error(err: ControlError) -> ApiError {
@@ -109,7 +184,9 @@ fn control_error(err: ControlError) -> ApiError {
         ControlError::NotRunning => ApiError::conflict_on("process", "process is not running"),
         ControlError::StdinClosed => ApiError::conflict_on("stdin", "stdin is closed"),
         ControlError::Backlog => ApiError::conflict_on("input", err.to_string()),
-        ControlError::NotPty | ControlError::IsPty => ApiError::validation("process", err.to_string()),
+        ControlError::NotPty | ControlError::IsPty => {
+            ApiError::validation("process", err.to_string())
+        }
         ControlError::Io(msg) => ApiError::internal(msg),
     }
 }
@@ -126,9 +203,16 @@ fn validate_cwd(sandbox: &SandboxRef, cwd: &str) -> Result<String, ApiError> {
         return Err(ApiError::validation("cwd", "cwd must be an absolute path"));
     }
     let fs = crate::guest_fs::GuestFs::new(sandbox.runtime());
-    let is_dir = fs.resolve(cwd, true).and_then(|resolved| fs.lstat(&resolved)).map(|m| m.is_dir()).unwrap_or(false);
+    let is_dir = fs
+        .resolve(cwd, true)
+        .and_then(|resolved| fs.lstat(&resolved))
+        .map(|m| m.is_dir())
+        .unwrap_or(false);
     if !is_dir {
-        return Err(ApiError::validation("cwd", format!("no such directory: {cwd}")));
+        return Err(ApiError::validation(
+            "cwd",
+            format!("no such directory: {cwd}"),
+        ));
     }
     Ok(cwd.to_string())
 }
@@ -144,23 +228,37 @@ async fn create_process(
     let cmd = body.cmd.filter(|c| !c.trim().is_empty());
     let args = body.args.unwrap_or_default();
     if cmd.as_deref().is_some_and(|c| c.contains('\0')) {
-        return Err(ApiError::validation("cmd", "cmd must not contain NUL bytes"));
+        return Err(ApiError::validation(
+            "cmd",
+            "cmd must not contain NUL bytes",
+        ));
     }
     if args.iter().any(|a| a.contains('\0')) {
-        return Err(ApiError::validation("args", "args must not contain NUL bytes"));
+        return Err(ApiError::validation(
+            "args",
+            "args must not contain NUL bytes",
+        ));
     }
     let env = body.env.unwrap_or_default();
     if let Some(bad) = env.keys().find(|k| !valid_env_name(k)) {
-        return Err(ApiError::validation("env", format!("invalid env name {bad:?}")));
+        return Err(ApiError::validation(
+            "env",
+            format!("invalid env name {bad:?}"),
+        ));
     }
     if let Some((name, _)) = env.iter().find(|(_, v)| v.contains('\0')) {
-        return Err(ApiError::validation("env", format!("value of {name:?} must not contain NUL bytes")));
+        return Err(ApiError::validation(
+            "env",
+            format!("value of {name:?} must not contain NUL bytes"),
+        ));
     }
     let pty_size = match &body.pty {
         None => None,
         Some(p) => Some((
-            pty::dimension(p.rows, DEFAULT_ROWS, "rows").map_err(|m| ApiError::validation("pty", m))?,
-            pty::dimension(p.cols, DEFAULT_COLS, "cols").map_err(|m| ApiError::validation("pty", m))?,
+            pty::dimension(p.rows, DEFAULT_ROWS, "rows")
+                .map_err(|m| ApiError::validation("pty", m))?,
+            pty::dimension(p.cols, DEFAULT_COLS, "cols")
+                .map_err(|m| ApiError::validation("pty", m))?,
         )),
     };
     let cwd = match body.cwd.as_deref().filter(|c| !c.is_empty()) {
@@ -171,11 +269,23 @@ async fn create_process(
         (Some(cmd), _) => (cmd, args),
         (None, true) => {
             let (shell, login_args) = super::spawn::login_shell();
-            (shell.to_string(), if args.is_empty() { login_args } else { args })
+            (
+                shell.to_string(),
+                if args.is_empty() { login_args } else { args },
+            )
         }
-        (None, false) => return Err(ApiError::validation("cmd", "cmd is required for a process without a pty")),
+        (None, false) => {
+            return Err(ApiError::validation(
+                "cmd",
+                "cmd is required for a process without a pty",
+            ))
+        }
     };
-    let kind = if pty_size.is_some() { Kind::Pty } else { Kind::Pipes };
+    let kind = if pty_size.is_some() {
+        Kind::Pty
+    } else {
+        Kind::Pipes
+    };
     let runtime = sandbox.runtime();
     let command = runtime.command(&cmd, &args, Some(&cwd), &env);
     let launch = Launch {
@@ -201,7 +311,12 @@ async fn list_processes(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let sandbox = state.running_sandbox(&caller, &id)?;
-    let processes: Vec<_> = state.processes.list(&sandbox.id).iter().map(|p| p.details()).collect();
+    let processes: Vec<_> = state
+        .processes
+        .list(&sandbox.id)
+        .iter()
+        .map(|p| p.details())
+        .collect();
     Ok(ok(json!({ "processes": processes })))
 }
 
@@ -219,10 +334,9 @@ async fn get_process(
 fn query_u64(query: &HashMap<String, String>, name: &str) -> Result<Option<u64>, ApiError> {
     match query.get(name).map(|v| v.trim()).filter(|v| !v.is_empty()) {
         None => Ok(None),
-        Some(raw) => raw
-            .parse::<u64>()
-            .map(Some)
-            .map_err(|_| ApiError::validation(name, format!("{name} must be a non-negative integer"))),
+        Some(raw) => raw.parse::<u64>().map(Some).map_err(|_| {
+            ApiError::validation(name, format!("{name} must be a non-negative integer"))
+        }),
     }
 }
 
@@ -280,7 +394,10 @@ async fn connect_process(
     );
     let mut resp = Response::new(body);
     let headers = resp.headers_mut();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/x-ndjson"));
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/x-ndjson"),
+    );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     Ok(resp)
 }
@@ -311,14 +428,19 @@ async fn close_process_stdin(
     Path((id, process_id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     let sandbox = state.running_sandbox(&caller, &id)?;
-    find(&state, &sandbox, &process_id)?.close_stdin().map_err(control_error)?;
+    find(&state, &sandbox, &process_id)?
+        .close_stdin()
+        .map_err(control_error)?;
     Ok(ok(json!({ "ok": true })))
 }
 
 fn strict_dimension(value: Option<i64>, field: &str) -> Result<u16, ApiError> {
     match value {
         Some(v) if (1..=MAX_DIMENSION as i64).contains(&v) => Ok(v as u16),
-        _ => Err(ApiError::validation(field, format!("{field} must be between 1 and {MAX_DIMENSION}"))),
+        _ => Err(ApiError::validation(
+            field,
+            format!("{field} must be between 1 and {MAX_DIMENSION}"),
+        )),
     }
 }
 
@@ -350,11 +472,25 @@ async fn signal_process(
     let sandbox = state.running_sandbox(&caller, &id)?;
     let proc = find(&state, &sandbox, &process_id)?;
     let raw = body.signal.unwrap_or_default().trim().to_ascii_uppercase();
-    let name = if raw.starts_with("SIG") { raw } else { format!("SIG{raw}") };
+    let name = if raw.starts_with("SIG") {
+        raw
+    } else {
+        format!("SIG{raw}")
+    };
     let allowed: Vec<&str> = ALLOWED_SIGNALS.iter().map(|s| s.as_str()).collect();
-    let sig = ALLOWED_SIGNALS.iter().copied().find(|s| s.as_str() == name).ok_or_else(|| {
-        ApiError::validation("signal", format!("unsupported signal {name:?} (allowed: {})", allowed.join(", ")))
-    })?;
+    let sig = ALLOWED_SIGNALS
+        .iter()
+        .copied()
+        .find(|s| s.as_str() == name)
+        .ok_or_else(|| {
+            ApiError::validation(
+                "signal",
+                format!(
+                    "unsupported signal {name:?} (allowed: {})",
+                    allowed.join(", ")
+                ),
+            )
+        })?;
     proc.signal(sig).map_err(control_error)?;
     Ok(ok(json!({ "ok": true })))
 }
@@ -367,11 +503,18 @@ async fn wait_process(
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
     let sandbox = state.running_sandbox(&caller, &id)?;
-    let tree = match query.get("scope").map(|s| s.trim()).filter(|s| !s.is_empty()) {
+    let tree = match query
+        .get("scope")
+        .map(|s| s.trim())
+        .filter(|s| !s.is_empty())
+    {
         None | Some("leader") => false,
         Some("tree") => true,
         Some(other) => {
-            return Err(ApiError::validation("scope", format!("unknown scope {other:?} (leader|tree)")));
+            return Err(ApiError::validation(
+                "scope",
+                format!("unknown scope {other:?} (leader|tree)"),
+            ));
         }
     };
     let timeout = query_u64(&query, "timeout_ms")?
@@ -380,7 +523,10 @@ async fn wait_process(
     let proc = find(&state, &sandbox, &process_id)?;
     match proc.wait(tree, timeout).await {
         Some(details) => Ok(ok(details)),
-        None => Err(ApiError::fail(StatusCode::REQUEST_TIMEOUT, json!({"wait": "timed out waiting for process"}))),
+        None => Err(ApiError::fail(
+            StatusCode::REQUEST_TIMEOUT,
+            json!({"wait": "timed out waiting for process"}),
+        )),
     }
 }
 
@@ -397,14 +543,19 @@ fn require_tcp_tunnel_upgrade(headers: &HeaderMap) -> Result<(), ApiError> {
     if has_token(header::CONNECTION, "upgrade") && has_token(header::UPGRADE, "tcp-tunnel") {
         Ok(())
     } else {
-        Err(ApiError::validation("upgrade", "expected Connection: Upgrade and Upgrade: tcp-tunnel"))
+        Err(ApiError::validation(
+            "upgrade",
+            "expected Connection: Upgrade and Upgrade: tcp-tunnel",
+        ))
     }
 }
 
 fn switching_protocols() -> Response {
     let mut resp = StatusCode::SWITCHING_PROTOCOLS.into_response();
-    resp.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
-    resp.headers_mut().insert(header::UPGRADE, HeaderValue::from_static("tcp-tunnel"));
+    resp.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+    resp.headers_mut()
+        .insert(header::UPGRADE, HeaderValue::from_static("tcp-tunnel"));
     resp
 }
 
@@ -442,7 +593,12 @@ async fn open_shell_websocket(
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
     let sandbox = state.running_sandbox(&caller, &id)?;
-    let ws = ws.map_err(|e| ApiError::validation("upgrade", format!("expected a WebSocket upgrade: {}", e.body_text())))?;
+    let ws = ws.map_err(|e| {
+        ApiError::validation(
+            "upgrade",
+            format!("expected a WebSocket upgrade: {}", e.body_text()),
+        )
+    })?;
     let guard = state.processes.session(&sandbox.id);
     let shutdown = state.shutdown.clone();
     let runtime = sandbox.runtime_arc();
@@ -475,7 +631,10 @@ async fn open_tunnel(
                 StatusCode::GATEWAY_TIMEOUT,
                 format!("timed out connecting to port {port} in the sandbox"),
             ),
-            _ => ApiError::error(StatusCode::BAD_GATEWAY, format!("cannot reach port {port} in the sandbox: {e}")),
+            _ => ApiError::error(
+                StatusCode::BAD_GATEWAY,
+                format!("cannot reach port {port} in the sandbox: {e}"),
+            ),
         })?;
     let upgrade = hyper::upgrade::on(&mut req);
     let guard = state.processes.session(&sandbox.id);

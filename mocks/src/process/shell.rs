@@ -60,7 +60,11 @@ impl ShellProcess {
             let _ = child.wait().await;
             let _ = tx.send(true);
         });
-        Ok(ShellProcess { master, pid: started.pid, reaped })
+        Ok(ShellProcess {
+            master,
+            pid: started.pid,
+            reaped,
+        })
     }
 
     /// Applies one client frame (input bytes or a resize).
@@ -69,7 +73,11 @@ impl ShellProcess {
             ClientFrame::Data(bytes) => self.master.write_all(&bytes).await,
             ClientFrame::Resize { rows, cols } => {
                 if rows > 0 && cols > 0 {
-                    pty::set_window_size(&self.master.raw(), rows.min(MAX_DIMENSION), cols.min(MAX_DIMENSION))?;
+                    pty::set_window_size(
+                        &self.master.raw(),
+                        rows.min(MAX_DIMENSION),
+                        cols.min(MAX_DIMENSION),
+                    )?;
                 }
                 Ok(())
             }
@@ -121,8 +129,12 @@ impl ShellProcess {
 }
 
 /// Serves a `/shell` session on an upgraded connection.
-pub async fn serve_raw<S>(io: S, shell: ShellProcess, guard: SessionGuard, shutdown: CancellationToken)
-where
+pub async fn serve_raw<S>(
+    io: S,
+    shell: ShellProcess,
+    guard: SessionGuard,
+    shutdown: CancellationToken,
+) where
     S: AsyncRead + AsyncWrite + Send + 'static,
 {
     let shell = Arc::new(shell);
@@ -160,17 +172,27 @@ where
 }
 
 fn close(code: u16, reason: &str) -> Message {
-    Message::Close(Some(CloseFrame { code, reason: reason.into() }))
+    Message::Close(Some(CloseFrame {
+        code,
+        reason: reason.into(),
+    }))
 }
 
 /// Serves a `/shell-ws` session (binary messages carry `/shell` frames; text → 1003).
-pub async fn serve_ws(socket: WebSocket, runtime: Arc<SandboxRuntime>, guard: SessionGuard, shutdown: CancellationToken) {
+pub async fn serve_ws(
+    socket: WebSocket,
+    runtime: Arc<SandboxRuntime>,
+    guard: SessionGuard,
+    shutdown: CancellationToken,
+) {
     let (mut sink, mut stream) = socket.split();
     let shell = match ShellProcess::spawn(&runtime) {
         Ok(shell) => Arc::new(shell),
         Err(err) => {
             tracing::warn!("shell-ws: could not start the shell: {err}");
-            let _ = sink.send(close(close_code::ERROR, "could not start the shell")).await;
+            let _ = sink
+                .send(close(close_code::ERROR, "could not start the shell"))
+                .await;
             return;
         }
     };
@@ -191,12 +213,22 @@ pub async fn serve_ws(socket: WebSocket, runtime: Arc<SandboxRuntime>, guard: Se
                 Ok(Message::Binary(bytes)) => {
                     let fed = shell.feed(&mut decoder, &bytes).await;
                     if !fed || !decoder.is_empty() {
-                        let _ = input_tx.send(close(close_code::PROTOCOL, "each message must hold complete frames")).await;
+                        let _ = input_tx
+                            .send(close(
+                                close_code::PROTOCOL,
+                                "each message must hold complete frames",
+                            ))
+                            .await;
                         return;
                     }
                 }
                 Ok(Message::Text(_)) => {
-                    let _ = input_tx.send(close(close_code::UNSUPPORTED, "text messages are not supported")).await;
+                    let _ = input_tx
+                        .send(close(
+                            close_code::UNSUPPORTED,
+                            "text messages are not supported",
+                        ))
+                        .await;
                     return;
                 }
                 Ok(Message::Close(_)) | Err(_) => return,
@@ -207,7 +239,11 @@ pub async fn serve_ws(socket: WebSocket, runtime: Arc<SandboxRuntime>, guard: Se
     let output = async {
         let mut buf = vec![0u8; IO_BUF];
         while let Ok(ReadOutcome::Data(n)) = shell.master.read(&mut buf).await {
-            if tx.send(Message::Binary(bytes::Bytes::copy_from_slice(&buf[..n]))).await.is_err() {
+            if tx
+                .send(Message::Binary(bytes::Bytes::copy_from_slice(&buf[..n])))
+                .await
+                .is_err()
+            {
                 return;
             }
         }

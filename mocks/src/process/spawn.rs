@@ -73,11 +73,22 @@ pub fn spawn_with_pipes(mut command: std::process::Command) -> io::Result<(Start
         .stderr(Stdio::from(stderr_write));
     become_session_leader(&mut command);
     let started = start(command)?;
-    Ok((started, PipeEnds { stdin: stdin_write, stdout: stdout_read, stderr: stderr_read }))
+    Ok((
+        started,
+        PipeEnds {
+            stdin: stdin_write,
+            stdout: stdout_read,
+            stderr: stderr_read,
+        },
+    ))
 }
 
 /// Spawns `command` on a new PTY of `rows`×`cols`; returns the child and the master.
-pub fn spawn_on_pty(mut command: std::process::Command, rows: u16, cols: u16) -> io::Result<(Started, OwnedFd)> {
+pub fn spawn_on_pty(
+    mut command: std::process::Command,
+    rows: u16,
+    cols: u16,
+) -> io::Result<(Started, OwnedFd)> {
     let pair = open_pty(rows, cols)?;
     command
         .stdin(Stdio::from(pair.slave.try_clone()?))
@@ -119,6 +130,10 @@ pub fn spawn_failure_code(err: &io::Error) -> i32 {
 
 /// The sandbox's login shell: `/bin/bash -l` when bash exists, else `/bin/sh -l`.
 pub fn login_shell() -> (&'static str, Vec<String>) {
-    let program = if std::path::Path::new("/bin/bash").exists() { "/bin/bash" } else { "/bin/sh" };
+    let program = if std::path::Path::new("/bin/bash").exists() {
+        "/bin/bash"
+    } else {
+        "/bin/sh"
+    };
     (program, vec!["-l".to_string()])
 }

@@ -35,9 +35,15 @@ pub fn launch(
                 Ok(io) => Arc::new(io),
                 Err(err) => return abandon(launch, started, &err),
             };
-            let proc = ManagedProcess::new_started(launch, started.pid, Some(master.clone()), 1, tx);
+            let proc =
+                ManagedProcess::new_started(launch, started.pid, Some(master.clone()), 1, tx);
             tokio::spawn(pump(proc.clone(), master.clone(), OutputStream::Pty));
-            tokio::spawn(write_input(master, rx, proc.input_backlog(), proc.cancel.clone()));
+            tokio::spawn(write_input(
+                master,
+                rx,
+                proc.input_backlog(),
+                proc.cancel.clone(),
+            ));
             tokio::spawn(watch_leader(proc.clone(), started));
             proc
         }
@@ -60,7 +66,12 @@ pub fn launch(
             let proc = ManagedProcess::new_started(launch, started.pid, None, 2, tx);
             tokio::spawn(pump(proc.clone(), Arc::new(stdout), OutputStream::Stdout));
             tokio::spawn(pump(proc.clone(), Arc::new(stderr), OutputStream::Stderr));
-            tokio::spawn(write_input(Arc::new(stdin), rx, proc.input_backlog(), proc.cancel.clone()));
+            tokio::spawn(write_input(
+                Arc::new(stdin),
+                rx,
+                proc.input_backlog(),
+                proc.cancel.clone(),
+            ));
             tokio::spawn(watch_leader(proc.clone(), started));
             proc
         }

@@ -59,7 +59,9 @@ pub fn snapshot() -> Option<Snapshot> {
     let mut out = HashMap::new();
     for entry in dir.flatten() {
         let name = entry.file_name();
-        let Some(pid) = name.to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let Some(pid) = name.to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
         if let Some(stat) = stat_of(pid) {
             out.insert(pid, stat);
         }
@@ -87,8 +89,13 @@ impl TreeTracker {
         let mut members: HashSet<i32> = snap
             .values()
             .filter(|p| {
-                let same_group = (p.session == lead.pid || p.pgrp == lead.pid) && p.start >= lead.start;
-                same_group || self.known.contains(&ProcId { pid: p.pid, start: p.start })
+                let same_group =
+                    (p.session == lead.pid || p.pgrp == lead.pid) && p.start >= lead.start;
+                same_group
+                    || self.known.contains(&ProcId {
+                        pid: p.pid,
+                        start: p.start,
+                    })
             })
             .map(|p| p.pid)
             .collect();
@@ -114,7 +121,10 @@ impl TreeTracker {
         self.known = live
             .iter()
             .filter_map(|pid| snap.get(pid))
-            .map(|p| ProcId { pid: p.pid, start: p.start })
+            .map(|p| ProcId {
+                pid: p.pid,
+                start: p.start,
+            })
             .collect();
         live
     }
@@ -188,7 +198,10 @@ pub fn group_representative(pgid: i32) -> Option<i32> {
             if snap.get(&pgid).is_some_and(|p| !p.zombie) {
                 return Some(pgid);
             }
-            snap.values().filter(|p| p.pgrp == pgid && !p.zombie).map(|p| p.pid).min()
+            snap.values()
+                .filter(|p| p.pgrp == pgid && !p.zombie)
+                .map(|p| p.pid)
+                .min()
         }
         None => Some(pgid),
     }
@@ -199,19 +212,32 @@ mod tests {
     use super::*;
 
     fn stat(pid: i32, ppid: i32, pgrp: i32, session: i32, start: u64) -> ProcStat {
-        ProcStat { pid, ppid, pgrp, session, start, zombie: false }
+        ProcStat {
+            pid,
+            ppid,
+            pgrp,
+            session,
+            start,
+            zombie: false,
+        }
     }
 
     #[test]
     fn parses_stat_with_spaces_in_comm() {
         let text = "4242 (my (odd) prog) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10";
         let s = parse_stat(text).unwrap();
-        assert_eq!((s.pid, s.ppid, s.pgrp, s.session, s.start, s.zombie), (4242, 1, 4242, 4242, 987654, false));
+        assert_eq!(
+            (s.pid, s.ppid, s.pgrp, s.session, s.start, s.zombie),
+            (4242, 1, 4242, 4242, 987654, false)
+        );
     }
 
     #[test]
     fn members_follow_session_parents_and_known_orphans() {
-        let mut t = TreeTracker::new(ProcId { pid: 100, start: 10 });
+        let mut t = TreeTracker::new(ProcId {
+            pid: 100,
+            start: 10,
+        });
         let mut snap: Snapshot = HashMap::new();
         snap.insert(100, stat(100, 1, 100, 100, 10));
         snap.insert(101, stat(101, 100, 101, 100, 11)); // job in its own group

@@ -17,8 +17,12 @@ pub fn parse_port(raw: &str) -> Option<u16> {
 }
 
 /// Relays until both directions finished, the sandbox goes away, or the mock shuts down.
-pub async fn relay<S>(mut client: S, mut upstream: TcpStream, guard: SessionGuard, shutdown: CancellationToken)
-where
+pub async fn relay<S>(
+    mut client: S,
+    mut upstream: TcpStream,
+    guard: SessionGuard,
+    shutdown: CancellationToken,
+) where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     tokio::select! {

@@ -12,26 +12,61 @@ use serde_json::{json, Value};
 use time::OffsetDateTime;
 
 use super::store::devices::{Attachment, DeviceRecord, Session};
-use crate::state::AppState;
 use crate::auth::Caller;
 use crate::clock::{now, rfc3339};
 use crate::envelope::{ok, paginate, ApiError, JsonBody, PageQuery};
 use crate::operation::{op, Operation};
+use crate::state::AppState;
 
 pub const OPERATIONS: &[Operation] = &[
-    op("registerDevice", "POST", "/v1/devices", "resources::devices::register_device"),
-    op("listDevices", "GET", "/v1/devices", "resources::devices::list_devices"),
-    op("getDevice", "GET", "/v1/devices/{device_id}", "resources::devices::get_device"),
-    op("revokeDevice", "DELETE", "/v1/devices/{device_id}", "resources::devices::revoke_device"),
-    op("attachDeviceNetwork", "POST", "/v1/devices/{device_id}/networks", "resources::devices::attach_device_network"),
-    op("listDeviceNetworks", "GET", "/v1/devices/{device_id}/networks", "resources::devices::list_device_networks"),
+    op(
+        "registerDevice",
+        "POST",
+        "/v1/devices",
+        "resources::devices::register_device",
+    ),
+    op(
+        "listDevices",
+        "GET",
+        "/v1/devices",
+        "resources::devices::list_devices",
+    ),
+    op(
+        "getDevice",
+        "GET",
+        "/v1/devices/{device_id}",
+        "resources::devices::get_device",
+    ),
+    op(
+        "revokeDevice",
+        "DELETE",
+        "/v1/devices/{device_id}",
+        "resources::devices::revoke_device",
+    ),
+    op(
+        "attachDeviceNetwork",
+        "POST",
+        "/v1/devices/{device_id}/networks",
+        "resources::devices::attach_device_network",
+    ),
+    op(
+        "listDeviceNetworks",
+        "GET",
+        "/v1/devices/{device_id}/networks",
+        "resources::devices::list_device_networks",
+    ),
     op(
         "detachDeviceNetwork",
         "DELETE",
         "/v1/devices/{device_id}/networks/{network}",
         "resources::devices::detach_device_network",
     ),
-    op("openDeviceSession", "POST", "/v1/devices/{device_id}/sessions", "resources::devices::open_device_session"),
+    op(
+        "openDeviceSession",
+        "POST",
+        "/v1/devices/{device_id}/sessions",
+        "resources::devices::open_device_session",
+    ),
     op(
         "renewDeviceSession",
         "PUT",
@@ -49,10 +84,22 @@ pub const OPERATIONS: &[Operation] = &[
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/v1/devices", post(register_device).get(list_devices))
-        .route("/v1/devices/{device_id}", get(get_device).delete(revoke_device))
-        .route("/v1/devices/{device_id}/networks", post(attach_device_network).get(list_device_networks))
-        .route("/v1/devices/{device_id}/networks/{network}", delete(detach_device_network))
-        .route("/v1/devices/{device_id}/sessions", post(open_device_session))
+        .route(
+            "/v1/devices/{device_id}",
+            get(get_device).delete(revoke_device),
+        )
+        .route(
+            "/v1/devices/{device_id}/networks",
+            post(attach_device_network).get(list_device_networks),
+        )
+        .route(
+            "/v1/devices/{device_id}/networks/{network}",
+            delete(detach_device_network),
+        )
+        .route(
+            "/v1/devices/{device_id}/sessions",
+            post(open_device_session),
+        )
         .route(
             "/v1/devices/{device_id}/sessions/{session_id}",
             put(renew_device_session).delete(close_device_session),
@@ -81,7 +128,10 @@ fn view(d: &DeviceRecord) -> Value {
 
 /// A WireGuard public key: standard base64 of exactly 32 bytes.
 fn valid_pubkey(raw: &str) -> bool {
-    base64::engine::general_purpose::STANDARD.decode(raw).map(|b| b.len() == 32).unwrap_or(false)
+    base64::engine::general_purpose::STANDARD
+        .decode(raw)
+        .map(|b| b.len() == 32)
+        .unwrap_or(false)
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -104,13 +154,22 @@ pub async fn register_device(
     }
     let pubkey = req.pubkey.as_deref().unwrap_or("").trim().to_string();
     if !valid_pubkey(&pubkey) {
-        return Err(ApiError::validation("pubkey", "pubkey must be the base64 encoding of 32 bytes"));
+        return Err(ApiError::validation(
+            "pubkey",
+            "pubkey must be the base64 encoding of 32 bytes",
+        ));
     }
     let devices = &state.resources.devices;
     let client_ip = devices.allocate_ip();
     let mut rows = devices.rows.write().unwrap_or_else(|e| e.into_inner());
-    if rows.iter().any(|d| d.tenant == caller.tenant && d.pubkey == pubkey) {
-        return Err(ApiError::conflict_on("pubkey", "public key already registered"));
+    if rows
+        .iter()
+        .any(|d| d.tenant == caller.tenant && d.pubkey == pubkey)
+    {
+        return Err(ApiError::conflict_on(
+            "pubkey",
+            "public key already registered",
+        ));
     }
     let record = DeviceRecord {
         id: crate::ids::new_id("dev_"),
@@ -135,8 +194,20 @@ pub async fn list_devices(
     Query(q): Query<PageQuery>,
 ) -> Result<Response, ApiError> {
     caller.require_owner()?;
-    let rows = state.resources.devices.rows.read().unwrap_or_else(|e| e.into_inner()).clone();
-    paginate(rows.iter().filter(|d| d.tenant == caller.tenant).map(view).collect(), &q)
+    let rows = state
+        .resources
+        .devices
+        .rows
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    paginate(
+        rows.iter()
+            .filter(|d| d.tenant == caller.tenant)
+            .map(view)
+            .collect(),
+        &q,
+    )
 }
 
 pub async fn get_device(
@@ -145,7 +216,10 @@ pub async fn get_device(
     Path(device_id): Path<String>,
 ) -> Result<Response, ApiError> {
     caller.require_owner()?;
-    let v = state.resources.devices.with_device(&caller.tenant, &device_id, |d| Ok(view(d)))?;
+    let v = state
+        .resources
+        .devices
+        .with_device(&caller.tenant, &device_id, |d| Ok(view(d)))?;
     Ok(ok(v))
 }
 
@@ -155,7 +229,12 @@ pub async fn revoke_device(
     Path(device_id): Path<String>,
 ) -> Result<Response, ApiError> {
     caller.require_owner()?;
-    let mut rows = state.resources.devices.rows.write().unwrap_or_else(|e| e.into_inner());
+    let mut rows = state
+        .resources
+        .devices
+        .rows
+        .write()
+        .unwrap_or_else(|e| e.into_inner());
     let before = rows.len();
     rows.retain(|d| !(d.tenant == caller.tenant && d.id == device_id));
     if rows.len() == before {
@@ -185,12 +264,18 @@ pub async fn attach_device_network(
         .networks
         .resolve(&caller.tenant, wanted)
         .ok_or_else(|| ApiError::not_found("network", "network not found"))?;
-    state.resources.devices.with_device(&caller.tenant, &device_id, |d| {
-        if !d.networks.iter().any(|a| a.network_id == network_id) {
-            d.networks.push(Attachment { network_id, attached_at: now() });
-        }
-        Ok(())
-    })?;
+    state
+        .resources
+        .devices
+        .with_device(&caller.tenant, &device_id, |d| {
+            if !d.networks.iter().any(|a| a.network_id == network_id) {
+                d.networks.push(Attachment {
+                    network_id,
+                    attached_at: now(),
+                });
+            }
+            Ok(())
+        })?;
     Ok(ok(json!({"ok": true})))
 }
 
@@ -200,7 +285,10 @@ pub async fn list_device_networks(
     Path(device_id): Path<String>,
 ) -> Result<Response, ApiError> {
     caller.require_owner()?;
-    let attachments = state.resources.devices.with_device(&caller.tenant, &device_id, |d| Ok(d.networks.clone()))?;
+    let attachments = state
+        .resources
+        .devices
+        .with_device(&caller.tenant, &device_id, |d| Ok(d.networks.clone()))?;
     let items: Vec<Value> = attachments
         .iter()
         .map(|a| {
@@ -217,15 +305,25 @@ pub async fn detach_device_network(
     Path((device_id, network)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     caller.require_owner()?;
-    let network_id = state.resources.networks.resolve(&caller.tenant, &network).unwrap_or(network);
-    state.resources.devices.with_device(&caller.tenant, &device_id, |d| {
-        let before = d.networks.len();
-        d.networks.retain(|a| a.network_id != network_id);
-        if d.networks.len() == before {
-            return Err(ApiError::not_found("network", "device is not attached to this network"));
-        }
-        Ok(())
-    })?;
+    let network_id = state
+        .resources
+        .networks
+        .resolve(&caller.tenant, &network)
+        .unwrap_or(network);
+    state
+        .resources
+        .devices
+        .with_device(&caller.tenant, &device_id, |d| {
+            let before = d.networks.len();
+            d.networks.retain(|a| a.network_id != network_id);
+            if d.networks.len() == before {
+                return Err(ApiError::not_found(
+                    "network",
+                    "device is not attached to this network",
+                ));
+            }
+            Ok(())
+        })?;
     Ok(ok(json!({"ok": true})))
 }
 
@@ -268,7 +366,11 @@ pub async fn open_device_session(
     let v = devices.with_device(&caller.tenant, &device_id, |d| {
         d.sessions.retain(|s| s.expires > Instant::now());
         let (expires, expires_at) = session_ttl(&state);
-        let session = Session { id: crate::ids::new_id("vpn_"), expires, expires_at };
+        let session = Session {
+            id: crate::ids::new_id("vpn_"),
+            expires,
+            expires_at,
+        };
         d.sessions.push(session.clone());
         d.last_seen_at = Some(now());
         Ok(json!({
@@ -292,15 +394,22 @@ pub async fn renew_device_session(
     Path((device_id, session_id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     caller.require_owner()?;
-    state.resources.devices.with_device(&caller.tenant, &device_id, |d| {
-        d.sessions.retain(|s| s.expires > Instant::now());
-        let (expires, expires_at) = session_ttl(&state);
-        let s = d.sessions.iter_mut().find(|s| s.id == session_id).ok_or_else(session_gone)?;
-        s.expires = expires;
-        s.expires_at = expires_at;
-        d.last_seen_at = Some(now());
-        Ok(())
-    })?;
+    state
+        .resources
+        .devices
+        .with_device(&caller.tenant, &device_id, |d| {
+            d.sessions.retain(|s| s.expires > Instant::now());
+            let (expires, expires_at) = session_ttl(&state);
+            let s = d
+                .sessions
+                .iter_mut()
+                .find(|s| s.id == session_id)
+                .ok_or_else(session_gone)?;
+            s.expires = expires;
+            s.expires_at = expires_at;
+            d.last_seen_at = Some(now());
+            Ok(())
+        })?;
     Ok(ok(json!({"ok": true})))
 }
 
@@ -310,14 +419,17 @@ pub async fn close_device_session(
     Path((device_id, session_id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     caller.require_owner()?;
-    state.resources.devices.with_device(&caller.tenant, &device_id, |d| {
-        d.sessions.retain(|s| s.expires > Instant::now());
-        let before = d.sessions.len();
-        d.sessions.retain(|s| s.id != session_id);
-        if d.sessions.len() == before {
-            return Err(session_gone());
-        }
-        Ok(())
-    })?;
+    state
+        .resources
+        .devices
+        .with_device(&caller.tenant, &device_id, |d| {
+            d.sessions.retain(|s| s.expires > Instant::now());
+            let before = d.sessions.len();
+            d.sessions.retain(|s| s.id != session_id);
+            if d.sessions.len() == before {
+                return Err(session_gone());
+            }
+            Ok(())
+        })?;
     Ok(ok(json!({"ok": true})))
 }

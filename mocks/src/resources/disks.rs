@@ -15,29 +15,77 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use super::store::disks::{DiskConfig, DiskCredentials, DiskRecord};
-use crate::state::AppState;
 use crate::auth::Caller;
 use crate::clock::{now, rfc3339};
 use crate::envelope::{ok, paginate, ApiError, JsonBody, PageQuery};
 use crate::operation::{op, Operation};
 use crate::sandbox::{DiskMount, SandboxRef};
+use crate::state::AppState;
 
 pub const OPERATIONS: &[Operation] = &[
-    op("listDisks", "GET", "/v1/disks", "resources::disks::list_disks"),
-    op("createDisk", "POST", "/v1/disks", "resources::disks::create_disk"),
-    op("getDisk", "GET", "/v1/disks/{disk}", "resources::disks::get_disk"),
-    op("updateDiskCredentials", "PATCH", "/v1/disks/{disk}", "resources::disks::update_disk_credentials"),
-    op("deleteDisk", "DELETE", "/v1/disks/{disk}", "resources::disks::delete_disk"),
-    op("listSandboxDisks", "GET", "/v1/sandboxes/{id}/disks", "resources::disks::list_sandbox_disks"),
-    op("attachDisk", "POST", "/v1/sandboxes/{id}/disks", "resources::disks::attach_disk"),
-    op("detachDisk", "DELETE", "/v1/sandboxes/{id}/disks/{disk_id}", "resources::disks::detach_disk"),
+    op(
+        "listDisks",
+        "GET",
+        "/v1/disks",
+        "resources::disks::list_disks",
+    ),
+    op(
+        "createDisk",
+        "POST",
+        "/v1/disks",
+        "resources::disks::create_disk",
+    ),
+    op(
+        "getDisk",
+        "GET",
+        "/v1/disks/{disk}",
+        "resources::disks::get_disk",
+    ),
+    op(
+        "updateDiskCredentials",
+        "PATCH",
+        "/v1/disks/{disk}",
+        "resources::disks::update_disk_credentials",
+    ),
+    op(
+        "deleteDisk",
+        "DELETE",
+        "/v1/disks/{disk}",
+        "resources::disks::delete_disk",
+    ),
+    op(
+        "listSandboxDisks",
+        "GET",
+        "/v1/sandboxes/{id}/disks",
+        "resources::disks::list_sandbox_disks",
+    ),
+    op(
+        "attachDisk",
+        "POST",
+        "/v1/sandboxes/{id}/disks",
+        "resources::disks::attach_disk",
+    ),
+    op(
+        "detachDisk",
+        "DELETE",
+        "/v1/sandboxes/{id}/disks/{disk_id}",
+        "resources::disks::detach_disk",
+    ),
 ];
 
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/v1/disks", get(list_disks).post(create_disk))
-        .route("/v1/disks/{disk}", get(get_disk).patch(update_disk_credentials).delete(delete_disk))
-        .route("/v1/sandboxes/{id}/disks", get(list_sandbox_disks).post(attach_disk))
+        .route(
+            "/v1/disks/{disk}",
+            get(get_disk)
+                .patch(update_disk_credentials)
+                .delete(delete_disk),
+        )
+        .route(
+            "/v1/sandboxes/{id}/disks",
+            get(list_sandbox_disks).post(attach_disk),
+        )
         .route("/v1/sandboxes/{id}/disks/{disk_id}", delete(detach_disk))
 }
 
@@ -55,9 +103,16 @@ fn bucket_re() -> &'static Regex {
 /// or digit, no `..`, not shaped like an IPv4 address.
 fn validate_bucket(bucket: &str) -> Result<(), ApiError> {
     let ip_like = bucket.parse::<std::net::Ipv4Addr>().is_ok();
-    if !bucket_re().is_match(bucket) || bucket.contains("..") || bucket.contains(".-") || bucket.contains("-.") || ip_like
+    if !bucket_re().is_match(bucket)
+        || bucket.contains("..")
+        || bucket.contains(".-")
+        || bucket.contains("-.")
+        || ip_like
     {
-        return Err(ApiError::validation("config", format!("invalid bucket name {bucket:?}")));
+        return Err(ApiError::validation(
+            "config",
+            format!("invalid bucket name {bucket:?}"),
+        ));
     }
     Ok(())
 }
@@ -81,14 +136,23 @@ fn validate_endpoint(endpoint: &str) -> Result<(), ApiError> {
     };
     let ok = !host.is_empty()
         && !authority.contains('@')
-        && host.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '[' | ']' | ':'));
-    if ok { Ok(()) } else { Err(bad()) }
+        && host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '[' | ']' | ':'));
+    if ok {
+        Ok(())
+    } else {
+        Err(bad())
+    }
 }
 
 fn validate_credentials(c: &DiskCredentials) -> Result<(), ApiError> {
     let filled = |v: &Option<String>| v.as_deref().map(|s| !s.trim().is_empty()).unwrap_or(false);
     if !filled(&c.access_key) || !filled(&c.secret_key) {
-        return Err(ApiError::validation("credentials", "access_key and secret_key are required"));
+        return Err(ApiError::validation(
+            "credentials",
+            "access_key and secret_key are required",
+        ));
     }
     Ok(())
 }
@@ -97,7 +161,10 @@ fn disks_enabled(state: &AppState) -> Result<(), ApiError> {
     if state.config.disks_configured {
         Ok(())
     } else {
-        Err(ApiError::error(axum::http::StatusCode::SERVICE_UNAVAILABLE, "disks API not configured"))
+        Err(ApiError::error(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "disks API not configured",
+        ))
     }
 }
 
@@ -107,8 +174,16 @@ fn not_found() -> ApiError {
 
 /// Directory holding a bucket's objects (shared by every disk naming that bucket).
 fn bucket_dir(state: &AppState, config: &DiskConfig) -> PathBuf {
-    let digest = Sha256::digest(format!("{}|{}", config.endpoint.trim_end_matches('/'), config.bucket));
-    state.state_dir.join("buckets").join(format!("{}-{}", &hex::encode(digest)[..16], config.bucket))
+    let digest = Sha256::digest(format!(
+        "{}|{}",
+        config.endpoint.trim_end_matches('/'),
+        config.bucket
+    ));
+    state.state_dir.join("buckets").join(format!(
+        "{}-{}",
+        &hex::encode(digest)[..16],
+        config.bucket
+    ))
 }
 
 fn disk_view(d: &DiskRecord) -> Value {
@@ -128,8 +203,18 @@ pub async fn list_disks(
 ) -> Result<Response, ApiError> {
     caller.require_owner()?;
     disks_enabled(&state)?;
-    let rows = state.resources.disks.rows.read().unwrap_or_else(|e| e.into_inner()).clone();
-    let items: Vec<Value> = rows.iter().filter(|d| d.tenant == caller.tenant).map(disk_view).collect();
+    let rows = state
+        .resources
+        .disks
+        .rows
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    let items: Vec<Value> = rows
+        .iter()
+        .filter(|d| d.tenant == caller.tenant)
+        .map(disk_view)
+        .collect();
     paginate(items, &q)
 }
 
@@ -151,21 +236,41 @@ pub async fn create_disk(
     state.require_credit(&caller)?;
     let name = req.name.as_deref().unwrap_or("").trim().to_string();
     if !name_re().is_match(&name) {
-        return Err(ApiError::validation("name", "name must match ^[a-z0-9][a-z0-9-]{0,62}$"));
+        return Err(ApiError::validation(
+            "name",
+            "name must match ^[a-z0-9][a-z0-9-]{0,62}$",
+        ));
     }
     match req.kind.as_deref() {
         None | Some("") | Some("s3") => {}
-        Some(other) => return Err(ApiError::validation("kind", format!("unsupported disk kind {other:?}"))),
+        Some(other) => {
+            return Err(ApiError::validation(
+                "kind",
+                format!("unsupported disk kind {other:?}"),
+            ))
+        }
     }
-    let config = req.config.ok_or_else(|| ApiError::validation("config", "config is required"))?;
+    let config = req
+        .config
+        .ok_or_else(|| ApiError::validation("config", "config is required"))?;
     validate_bucket(&config.bucket)?;
     validate_endpoint(&config.endpoint)?;
-    let credentials = req.credentials.ok_or_else(|| ApiError::validation("credentials", "credentials are required"))?;
+    let credentials = req
+        .credentials
+        .ok_or_else(|| ApiError::validation("credentials", "credentials are required"))?;
     validate_credentials(&credentials)?;
     std::fs::create_dir_all(bucket_dir(&state, &config))?;
     let record = {
-        let mut rows = state.resources.disks.rows.write().unwrap_or_else(|e| e.into_inner());
-        if rows.iter().any(|d| d.tenant == caller.tenant && d.name == name) {
+        let mut rows = state
+            .resources
+            .disks
+            .rows
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        if rows
+            .iter()
+            .any(|d| d.tenant == caller.tenant && d.name == name)
+        {
             return Err(ApiError::conflict_on("name", "name already in use"));
         }
         let record = DiskRecord {
@@ -189,7 +294,11 @@ pub async fn get_disk(
 ) -> Result<Response, ApiError> {
     caller.require_owner()?;
     disks_enabled(&state)?;
-    let d = state.resources.disks.find(&caller.tenant, &disk).ok_or_else(not_found)?;
+    let d = state
+        .resources
+        .disks
+        .find(&caller.tenant, &disk)
+        .ok_or_else(not_found)?;
     Ok(ok(disk_view(&d)))
 }
 
@@ -206,11 +315,25 @@ pub async fn update_disk_credentials(
 ) -> Result<Response, ApiError> {
     caller.require_owner()?;
     disks_enabled(&state)?;
-    let d = state.resources.disks.find(&caller.tenant, &disk).ok_or_else(not_found)?;
-    let credentials = req.credentials.ok_or_else(|| ApiError::validation("credentials", "credentials are required"))?;
+    let d = state
+        .resources
+        .disks
+        .find(&caller.tenant, &disk)
+        .ok_or_else(not_found)?;
+    let credentials = req
+        .credentials
+        .ok_or_else(|| ApiError::validation("credentials", "credentials are required"))?;
     validate_credentials(&credentials)?;
-    let mut rows = state.resources.disks.rows.write().unwrap_or_else(|e| e.into_inner());
-    let row = rows.iter_mut().find(|r| r.id == d.id).ok_or_else(not_found)?;
+    let mut rows = state
+        .resources
+        .disks
+        .rows
+        .write()
+        .unwrap_or_else(|e| e.into_inner());
+    let row = rows
+        .iter_mut()
+        .find(|r| r.id == d.id)
+        .ok_or_else(not_found)?;
     row.credentials = credentials;
     Ok(ok(disk_view(row)))
 }
@@ -231,11 +354,24 @@ pub async fn delete_disk(
 ) -> Result<Response, ApiError> {
     caller.require_owner()?;
     disks_enabled(&state)?;
-    let d = state.resources.disks.find(&caller.tenant, &disk).ok_or_else(not_found)?;
+    let d = state
+        .resources
+        .disks
+        .find(&caller.tenant, &disk)
+        .ok_or_else(not_found)?;
     if attached_anywhere(&state, &d.id) {
-        return Err(ApiError::conflict_on("disk", "disk is attached to a sandbox"));
+        return Err(ApiError::conflict_on(
+            "disk",
+            "disk is attached to a sandbox",
+        ));
     }
-    state.resources.disks.rows.write().unwrap_or_else(|e| e.into_inner()).retain(|r| r.id != d.id);
+    state
+        .resources
+        .disks
+        .rows
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|r| r.id != d.id);
     Ok(ok(json!({"deleted": true})))
 }
 
@@ -270,18 +406,33 @@ pub async fn list_sandbox_disks(
     disks_enabled(&state)?;
     let sandbox = state.sandbox_for(&caller, &id)?;
     let mounts = sandbox.record().disks.clone();
-    paginate(mounts.iter().map(|m| sandbox_disk_view(&state, m)).collect(), &q)
+    paginate(
+        mounts
+            .iter()
+            .map(|m| sandbox_disk_view(&state, m))
+            .collect(),
+        &q,
+    )
 }
 
 /// Mounts a disk into a sandbox: the bucket directory (or its `sub_path`) appears at
 /// `mount_path` (for its running processes too when the sandbox is isolated); the row goes
 /// `pending` → `mounted`.
-pub fn mount_into(state: &AppState, sandbox: &SandboxRef, mut mount: DiskMount) -> Result<(), ApiError> {
-    let disk = state.resources.disks.by_id(&mount.disk_id).ok_or_else(not_found)?;
+pub fn mount_into(
+    state: &AppState,
+    sandbox: &SandboxRef,
+    mut mount: DiskMount,
+) -> Result<(), ApiError> {
+    let disk = state
+        .resources
+        .disks
+        .by_id(&mount.disk_id)
+        .ok_or_else(not_found)?;
     let mut host = bucket_dir(state, &disk.config);
     if let Some(sub) = mount.sub_path.as_deref() {
-        let clean = crate::isolation::normalize_guest_path(&format!("/{}", sub.trim_start_matches('/')))
-            .map_err(|_| ApiError::validation("sub_path", "sub_path must not contain '..'"))?;
+        let clean =
+            crate::isolation::normalize_guest_path(&format!("/{}", sub.trim_start_matches('/')))
+                .map_err(|_| ApiError::validation("sub_path", "sub_path must not contain '..'"))?;
         host = host.join(clean.trim_start_matches('/'));
     }
     let outcome = sandbox.runtime().add_mount(&host, &mount.mount_path);
@@ -293,7 +444,11 @@ pub fn mount_into(state: &AppState, sandbox: &SandboxRef, mut mount: DiskMount) 
     tokio::spawn(async move {
         tokio::time::sleep(delay).await;
         let mut r = sandbox.record();
-        if let Some(m) = r.disks.iter_mut().find(|m| m.disk_id == mount.disk_id && m.mount_path == mount.mount_path) {
+        if let Some(m) = r
+            .disks
+            .iter_mut()
+            .find(|m| m.disk_id == mount.disk_id && m.mount_path == mount.mount_path)
+        {
             match &failed {
                 None => m.mount_status = "mounted".into(),
                 Some(err) => {
@@ -326,15 +481,27 @@ pub async fn attach_disk(
     if wanted.is_empty() {
         return Err(ApiError::validation("disk_id", "disk_id is required"));
     }
-    let disk_id = state.resources.disks.resolve(&caller.tenant, wanted).ok_or_else(not_found)?;
+    let disk_id = state
+        .resources
+        .disks
+        .resolve(&caller.tenant, wanted)
+        .ok_or_else(not_found)?;
     let raw_path = req.mount_path.as_deref().unwrap_or("");
     let mount_path = crate::isolation::normalize_guest_path(raw_path)
         .map_err(|_| ApiError::validation("mount_path", "mount_path must be an absolute path"))?;
     if mount_path == "/" {
         return Err(ApiError::validation("mount_path", "cannot mount over /"));
     }
-    if sandbox.record().disks.iter().any(|m| m.mount_path == mount_path) {
-        return Err(ApiError::conflict_on("disk", format!("mount path {mount_path} is already in use")));
+    if sandbox
+        .record()
+        .disks
+        .iter()
+        .any(|m| m.mount_path == mount_path)
+    {
+        return Err(ApiError::conflict_on(
+            "disk",
+            format!("mount path {mount_path} is already in use"),
+        ));
     }
     mount_into(
         &state,
@@ -370,15 +537,17 @@ pub async fn detach_disk(
     };
     let removed: Vec<DiskMount> = {
         let mut r = sandbox.record();
-        let (gone, kept): (Vec<DiskMount>, Vec<DiskMount>) = r
-            .disks
-            .drain(..)
-            .partition(|m| m.disk_id == disk_id && wanted_path.as_ref().is_none_or(|p| &m.mount_path == p));
+        let (gone, kept): (Vec<DiskMount>, Vec<DiskMount>) = r.disks.drain(..).partition(|m| {
+            m.disk_id == disk_id && wanted_path.as_ref().is_none_or(|p| &m.mount_path == p)
+        });
         r.disks = kept;
         gone
     };
     if removed.is_empty() {
-        return Err(ApiError::not_found("disk", "disk is not mounted at this path"));
+        return Err(ApiError::not_found(
+            "disk",
+            "disk is not mounted at this path",
+        ));
     }
     for m in removed {
         sandbox.runtime().remove_mount(&m.mount_path);

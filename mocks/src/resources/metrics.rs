@@ -13,16 +13,31 @@ use serde_json::json;
 use time::OffsetDateTime;
 
 use super::store::metrics::Sample;
-use crate::state::AppState;
 use crate::auth::Caller;
 use crate::clock::{now, parse_rfc3339, rfc3339};
 use crate::envelope::{ok, ApiError};
 use crate::operation::{op, Operation};
+use crate::state::AppState;
 
 pub const OPERATIONS: &[Operation] = &[
-    op("getSandboxMetrics", "GET", "/v1/sandboxes/{id}/metrics", "resources::metrics::get_sandbox_metrics"),
-    op("getUsageMetrics", "GET", "/v1/metrics", "resources::metrics::get_usage_metrics"),
-    op("getUsageTimeseries", "GET", "/v1/metrics/timeseries", "resources::metrics::get_usage_timeseries"),
+    op(
+        "getSandboxMetrics",
+        "GET",
+        "/v1/sandboxes/{id}/metrics",
+        "resources::metrics::get_sandbox_metrics",
+    ),
+    op(
+        "getUsageMetrics",
+        "GET",
+        "/v1/metrics",
+        "resources::metrics::get_usage_metrics",
+    ),
+    op(
+        "getUsageTimeseries",
+        "GET",
+        "/v1/metrics/timeseries",
+        "resources::metrics::get_usage_timeseries",
+    ),
 ];
 
 pub fn routes() -> Router<AppState> {
@@ -50,7 +65,12 @@ pub async fn get_sandbox_metrics(
     };
     let now_instant = Instant::now();
     let cpu_percent = {
-        let mut last = state.resources.metrics.last_cpu.lock().unwrap_or_else(|e| e.into_inner());
+        let mut last = state
+            .resources
+            .metrics
+            .last_cpu
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         let (since, prev_cpu) = last.get(&sandbox.id).copied().unwrap_or_else(|| {
             let age = (now() - created).unsigned_abs();
             (now_instant.checked_sub(age).unwrap_or(now_instant), 0.0)
@@ -74,7 +94,10 @@ pub async fn get_sandbox_metrics(
     })))
 }
 
-pub async fn get_usage_metrics(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
+pub async fn get_usage_metrics(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Response, ApiError> {
     caller.require_owner()?;
     let metrics = &state.resources.metrics;
     let sample = metrics.live_sample(&state.sandboxes, &caller.tenant);
@@ -108,23 +131,35 @@ pub async fn get_usage_timeseries(
     Query(q): Query<TimeseriesQuery>,
 ) -> Result<Response, ApiError> {
     caller.require_owner()?;
-    let metric = q.metric.as_deref().filter(|m| !m.is_empty()).unwrap_or("cpu_seconds");
+    let metric = q
+        .metric
+        .as_deref()
+        .filter(|m| !m.is_empty())
+        .unwrap_or("cpu_seconds");
     if !matches!(metric, "cpu_seconds" | "sandboxes_running" | "exec_total") {
-        return Err(ApiError::validation("metric", "metric must be cpu_seconds, sandboxes_running or exec_total"));
+        return Err(ApiError::validation(
+            "metric",
+            "metric must be cpu_seconds, sandboxes_running or exec_total",
+        ));
     }
     let step: i64 = match q.step_seconds.as_deref().filter(|s| !s.is_empty()) {
         None => 60,
-        Some(raw) => raw.parse().map_err(|_| ApiError::validation("step_seconds", "step_seconds must be an integer"))?,
+        Some(raw) => raw
+            .parse()
+            .map_err(|_| ApiError::validation("step_seconds", "step_seconds must be an integer"))?,
     };
     if step < 10 {
-        return Err(ApiError::validation("step_seconds", "step_seconds must be at least 10"));
+        return Err(ApiError::validation(
+            "step_seconds",
+            "step_seconds must be at least 10",
+        ));
     }
     let parse = |field: &str, raw: &Option<String>| -> Result<Option<OffsetDateTime>, ApiError> {
         match raw.as_deref().filter(|s| !s.is_empty()) {
             None => Ok(None),
-            Some(s) => parse_rfc3339(s)
-                .map(Some)
-                .ok_or_else(|| ApiError::validation(field, format!("{field} must be an RFC 3339 timestamp"))),
+            Some(s) => parse_rfc3339(s).map(Some).ok_or_else(|| {
+                ApiError::validation(field, format!("{field} must be an RFC 3339 timestamp"))
+            }),
         }
     };
     let to = parse("to", &q.to)?.unwrap_or_else(now);
@@ -135,7 +170,10 @@ pub async fn get_usage_timeseries(
     let span = (to - from).whole_seconds();
     let points_n = (span + step - 1) / step;
     if points_n > MAX_POINTS {
-        return Err(ApiError::validation("step_seconds", format!("too many points ({points_n} > {MAX_POINTS})")));
+        return Err(ApiError::validation(
+            "step_seconds",
+            format!("too many points ({points_n} > {MAX_POINTS})"),
+        ));
     }
     let metrics = &state.resources.metrics;
     let live = metrics.live_sample(&state.sandboxes, &caller.tenant);
@@ -159,14 +197,27 @@ pub async fn get_usage_timeseries(
         let bucket_end = ts + time::Duration::seconds(step);
         // The latest sample inside or before the bucket; the live value for the bucket holding "now".
         let last_bucket = i == points_n - 1;
-        let value = if live.at >= ts && (live.at < bucket_end || (last_bucket && live.at <= to + time::Duration::seconds(1))) {
+        let value = if live.at >= ts
+            && (live.at < bucket_end || (last_bucket && live.at <= to + time::Duration::seconds(1)))
+        {
             value_of(&live)
         } else {
-            series.iter().rev().find(|s| s.at < bucket_end).map(value_of).unwrap_or_else(|| {
-                if metric == "cpu_seconds" { json!(0.0) } else { json!(0) }
-            })
+            series
+                .iter()
+                .rev()
+                .find(|s| s.at < bucket_end)
+                .map(value_of)
+                .unwrap_or_else(|| {
+                    if metric == "cpu_seconds" {
+                        json!(0.0)
+                    } else {
+                        json!(0)
+                    }
+                })
         };
         points.push(json!({"ts": rfc3339(ts), "value": value}));
     }
-    Ok(ok(json!({"metric": metric, "step_seconds": step, "points": points})))
+    Ok(ok(
+        json!({"metric": metric, "step_seconds": step, "points": points}),
+    ))
 }

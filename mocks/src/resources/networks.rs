@@ -8,28 +8,64 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::store::networks::NetworkRecord;
-use crate::state::AppState;
 use crate::auth::{Caller, TenantId};
 use crate::clock::{now, rfc3339};
 use crate::envelope::{ok, paginate, ApiError, JsonBody, PageQuery};
 use crate::operation::{op, Operation};
 use crate::sandbox::Status;
+use crate::state::AppState;
 
 pub const OPERATIONS: &[Operation] = &[
-    op("listNetworks", "GET", "/v1/networks", "resources::networks::list_networks"),
-    op("createNetwork", "POST", "/v1/networks", "resources::networks::create_network"),
-    op("getNetwork", "GET", "/v1/networks/{network}", "resources::networks::get_network"),
-    op("deleteNetwork", "DELETE", "/v1/networks/{network}", "resources::networks::delete_network"),
-    op("attachNetwork", "POST", "/v1/sandboxes/{id}/networks", "resources::networks::attach_network"),
-    op("detachNetwork", "DELETE", "/v1/sandboxes/{id}/networks/{network}", "resources::networks::detach_network"),
+    op(
+        "listNetworks",
+        "GET",
+        "/v1/networks",
+        "resources::networks::list_networks",
+    ),
+    op(
+        "createNetwork",
+        "POST",
+        "/v1/networks",
+        "resources::networks::create_network",
+    ),
+    op(
+        "getNetwork",
+        "GET",
+        "/v1/networks/{network}",
+        "resources::networks::get_network",
+    ),
+    op(
+        "deleteNetwork",
+        "DELETE",
+        "/v1/networks/{network}",
+        "resources::networks::delete_network",
+    ),
+    op(
+        "attachNetwork",
+        "POST",
+        "/v1/sandboxes/{id}/networks",
+        "resources::networks::attach_network",
+    ),
+    op(
+        "detachNetwork",
+        "DELETE",
+        "/v1/sandboxes/{id}/networks/{network}",
+        "resources::networks::detach_network",
+    ),
 ];
 
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/v1/networks", get(list_networks).post(create_network))
-        .route("/v1/networks/{network}", get(get_network).delete(delete_network))
+        .route(
+            "/v1/networks/{network}",
+            get(get_network).delete(delete_network),
+        )
         .route("/v1/sandboxes/{id}/networks", post(attach_network))
-        .route("/v1/sandboxes/{id}/networks/{network}", delete(detach_network))
+        .route(
+            "/v1/sandboxes/{id}/networks/{network}",
+            delete(detach_network),
+        )
 }
 
 fn not_found() -> ApiError {
@@ -71,8 +107,13 @@ pub async fn list_networks(
     Query(q): Query<PageQuery>,
 ) -> Result<Response, ApiError> {
     caller.require_owner()?;
-    let items: Vec<Value> =
-        state.resources.networks.of_tenant(&caller.tenant).iter().map(|n| view(&state, n, false)).collect();
+    let items: Vec<Value> = state
+        .resources
+        .networks
+        .of_tenant(&caller.tenant)
+        .iter()
+        .map(|n| view(&state, n, false))
+        .collect();
     paginate(items, &q)
 }
 
@@ -92,11 +133,23 @@ pub async fn create_network(
     if name.is_empty() {
         return Err(ApiError::validation("name", "name is required"));
     }
-    crate::sandbox::validate::sandbox_name(name)
-        .map_err(|_| ApiError::validation("name", "name must be a DNS label: lowercase letters, digits and '-'"))?;
+    crate::sandbox::validate::sandbox_name(name).map_err(|_| {
+        ApiError::validation(
+            "name",
+            "name must be a DNS label: lowercase letters, digits and '-'",
+        )
+    })?;
     let record = {
-        let mut rows = state.resources.networks.rows.write().unwrap_or_else(|e| e.into_inner());
-        if rows.iter().any(|n| n.tenant == caller.tenant && n.name == name) {
+        let mut rows = state
+            .resources
+            .networks
+            .rows
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        if rows
+            .iter()
+            .any(|n| n.tenant == caller.tenant && n.name == name)
+        {
             return Err(ApiError::conflict_on("name", "name already in use"));
         }
         let record = NetworkRecord {
@@ -117,7 +170,11 @@ pub async fn get_network(
     Path(network): Path<String>,
 ) -> Result<Response, ApiError> {
     caller.require_owner()?;
-    let n = state.resources.networks.find(&caller.tenant, &network).ok_or_else(not_found)?;
+    let n = state
+        .resources
+        .networks
+        .find(&caller.tenant, &network)
+        .ok_or_else(not_found)?;
     Ok(ok(view(&state, &n, true)))
 }
 
@@ -127,11 +184,24 @@ pub async fn delete_network(
     Path(network): Path<String>,
 ) -> Result<Response, ApiError> {
     caller.require_owner()?;
-    let n = state.resources.networks.find(&caller.tenant, &network).ok_or_else(not_found)?;
+    let n = state
+        .resources
+        .networks
+        .find(&caller.tenant, &network)
+        .ok_or_else(not_found)?;
     if !members(&state, &caller.tenant, &n.id).is_empty() {
-        return Err(ApiError::conflict_on("network", "network has active members"));
+        return Err(ApiError::conflict_on(
+            "network",
+            "network has active members",
+        ));
     }
-    state.resources.networks.rows.write().unwrap_or_else(|e| e.into_inner()).retain(|r| r.id != n.id);
+    state
+        .resources
+        .networks
+        .rows
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|r| r.id != n.id);
     state.resources.devices.forget_network(&n.id);
     Ok(ok(json!({"ok": true})))
 }
@@ -153,10 +223,17 @@ pub async fn attach_network(
     if wanted.is_empty() {
         return Err(ApiError::validation("id", "id is required"));
     }
-    let network_id = state.resources.networks.resolve(&caller.tenant, wanted).ok_or_else(not_found)?;
+    let network_id = state
+        .resources
+        .networks
+        .resolve(&caller.tenant, wanted)
+        .ok_or_else(not_found)?;
     let mut r = sandbox.record();
     if r.status.is_terminal() || r.status == Status::Destroying {
-        return Err(ApiError::conflict(format!("sandbox is {}", r.status.as_str())));
+        return Err(ApiError::conflict(format!(
+            "sandbox is {}",
+            r.status.as_str()
+        )));
     }
     if !r.networks.contains(&network_id) {
         r.networks.push(network_id);
@@ -171,12 +248,19 @@ pub async fn detach_network(
 ) -> Result<Response, ApiError> {
     caller.require_owner()?;
     let sandbox = state.sandbox_for(&caller, &id)?;
-    let network_id = state.resources.networks.resolve(&caller.tenant, &network).ok_or_else(not_found)?;
+    let network_id = state
+        .resources
+        .networks
+        .resolve(&caller.tenant, &network)
+        .ok_or_else(not_found)?;
     let mut r = sandbox.record();
     let before = r.networks.len();
     r.networks.retain(|n| n != &network_id);
     if r.networks.len() == before {
-        return Err(ApiError::not_found("network", "sandbox is not a member of this network"));
+        return Err(ApiError::not_found(
+            "network",
+            "sandbox is not a member of this network",
+        ));
     }
     Ok(ok(json!({"ok": true})))
 }

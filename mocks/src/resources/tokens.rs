@@ -7,26 +7,51 @@ use axum::routing::post;
 use axum::Router;
 use serde_json::{json, Value};
 
-use crate::state::AppState;
 use crate::auth::{Caller, DelegatedToken};
 use crate::clock::now_rfc3339;
 use crate::envelope::{ok, ApiError};
 use crate::operation::{op, Operation};
+use crate::state::AppState;
 
 pub const OPERATIONS: &[Operation] = &[
-    op("createAccessToken", "POST", "/v1/sandboxes/{id}/access-token", "resources::tokens::create_access_token"),
-    op("getAccessToken", "GET", "/v1/sandboxes/{id}/access-token", "resources::tokens::get_access_token"),
-    op("rotateAccessToken", "POST", "/v1/sandboxes/{id}/access-token/rotate", "resources::tokens::rotate_access_token"),
-    op("revokeAccessToken", "DELETE", "/v1/sandboxes/{id}/access-token", "resources::tokens::revoke_access_token"),
+    op(
+        "createAccessToken",
+        "POST",
+        "/v1/sandboxes/{id}/access-token",
+        "resources::tokens::create_access_token",
+    ),
+    op(
+        "getAccessToken",
+        "GET",
+        "/v1/sandboxes/{id}/access-token",
+        "resources::tokens::get_access_token",
+    ),
+    op(
+        "rotateAccessToken",
+        "POST",
+        "/v1/sandboxes/{id}/access-token/rotate",
+        "resources::tokens::rotate_access_token",
+    ),
+    op(
+        "revokeAccessToken",
+        "DELETE",
+        "/v1/sandboxes/{id}/access-token",
+        "resources::tokens::revoke_access_token",
+    ),
 ];
 
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route(
             "/v1/sandboxes/{id}/access-token",
-            post(create_access_token).get(get_access_token).delete(revoke_access_token),
+            post(create_access_token)
+                .get(get_access_token)
+                .delete(revoke_access_token),
         )
-        .route("/v1/sandboxes/{id}/access-token/rotate", post(rotate_access_token))
+        .route(
+            "/v1/sandboxes/{id}/access-token/rotate",
+            post(rotate_access_token),
+        )
 }
 
 fn new_token() -> String {
@@ -45,7 +70,15 @@ fn metadata_view(t: Option<&DelegatedToken>) -> Value {
     match t {
         None => json!({"enabled": false}),
         Some(t) => {
-            let tail: String = t.token.chars().rev().take(4).collect::<Vec<_>>().into_iter().rev().collect();
+            let tail: String = t
+                .token
+                .chars()
+                .rev()
+                .take(4)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
             let mut v = json!({"enabled": t.enabled, "token_hint": format!("skp_sb_…{tail}"), "created_at": t.created_at});
             if let Some(r) = &t.rotated_at {
                 v["rotated_at"] = json!(r);
@@ -63,10 +96,16 @@ pub async fn create_access_token(
     caller.require_owner()?;
     let sandbox = state.sandbox_for(&caller, &id)?;
     if sandbox.status().is_terminal() {
-        return Err(ApiError::conflict(format!("sandbox is {}", sandbox.status().as_str())));
+        return Err(ApiError::conflict(format!(
+            "sandbox is {}",
+            sandbox.status().as_str()
+        )));
     }
     if state.tenants.delegated_of(&id).is_some_and(|t| t.enabled) {
-        return Err(ApiError::conflict_on("token", "access token already exists"));
+        return Err(ApiError::conflict_on(
+            "token",
+            "access token already exists",
+        ));
     }
     let token = DelegatedToken {
         token: new_token(),

@@ -10,10 +10,10 @@ use serde::Deserialize;
 
 use super::model::{DiskMount, SandboxEntry, SandboxRecord, SandboxRef, Status};
 use super::validate;
-use crate::state::AppState;
 use crate::auth::{Caller, TenantId};
 use crate::catalog;
 use crate::envelope::{ok, ApiError, JsonBody};
+use crate::state::AppState;
 
 /// Default egress quota stamped on every new sandbox (5 GiB).
 pub const DEFAULT_BANDWIDTH_QUOTA: i64 = 5 * 1024 * 1024 * 1024;
@@ -54,20 +54,34 @@ pub struct CreateSandboxRequest {
 pub const MAX_DISK_MIB: u64 = 102_400;
 
 /// Resolves a rootfs name (built-in or the tenant's ready template) to the stored name.
-fn resolve_rootfs(state: &AppState, tenant: &TenantId, requested: Option<&str>) -> Result<String, ApiError> {
-    let name = requested.map(str::trim).filter(|r| !r.is_empty()).unwrap_or(catalog::DEFAULT_ROOTFS);
+fn resolve_rootfs(
+    state: &AppState,
+    tenant: &TenantId,
+    requested: Option<&str>,
+) -> Result<String, ApiError> {
+    let name = requested
+        .map(str::trim)
+        .filter(|r| !r.is_empty())
+        .unwrap_or(catalog::DEFAULT_ROOTFS);
     if catalog::builtin_rootfs(name).is_some() {
         return Ok(name.to_string());
     }
     if catalog::DISABLED_ROOTFS.contains(&name) {
-        return Err(ApiError::validation("rootfs", format!("rootfs {name:?} is disabled")));
+        return Err(ApiError::validation(
+            "rootfs",
+            format!("rootfs {name:?} is disabled"),
+        ));
     }
     match state.resources.templates.ready_rootfs(tenant, name) {
         Some(Ok(id)) => Ok(id),
-        Some(Err(status)) => {
-            Err(ApiError::validation("rootfs", format!("template {name:?} is not ready (status {status})")))
-        }
-        None => Err(ApiError::validation("rootfs", format!("unknown rootfs: {name}"))),
+        Some(Err(status)) => Err(ApiError::validation(
+            "rootfs",
+            format!("template {name:?} is not ready (status {status})"),
+        )),
+        None => Err(ApiError::validation(
+            "rootfs",
+            format!("unknown rootfs: {name}"),
+        )),
     }
 }
 
@@ -88,26 +102,47 @@ pub async fn create_sandbox(
         .ok_or_else(|| ApiError::validation("shape", format!("unknown shape: {shape_id}")))?;
     let rootfs = resolve_rootfs(&state, &caller.tenant, req.rootfs.as_deref())?;
     if req.bandwidth_quota_bytes.unwrap_or(0) != 0 {
-        return Err(ApiError::validation("bandwidth_quota_bytes", "bandwidth_quota_bytes cannot be set at create"));
+        return Err(ApiError::validation(
+            "bandwidth_quota_bytes",
+            "bandwidth_quota_bytes cannot be set at create",
+        ));
     }
     let envs = req.envs.unwrap_or_default();
     validate::envs(&envs)?;
-    let auto_pause = req.auto_pause_after_seconds.map(validate::auto_pause).transpose()?;
+    let auto_pause = req
+        .auto_pause_after_seconds
+        .map(validate::auto_pause)
+        .transpose()?;
     let egress = validate::egress(&req.egress.unwrap_or_default())?;
     let ssh_pubkeys = dedup(
-        req.ssh_pubkeys.unwrap_or_default().iter().map(|k| validate::ssh_pubkey(k)).collect::<Result<_, _>>()?,
+        req.ssh_pubkeys
+            .unwrap_or_default()
+            .iter()
+            .map(|k| validate::ssh_pubkey(k))
+            .collect::<Result<_, _>>()?,
     );
     let disk_mib = match req.disk_mib.unwrap_or(0) {
         0 => shape.default_disk_mib,
-        n if n < 0 => return Err(ApiError::validation("disk_mib", "disk_mib must not be negative")),
+        n if n < 0 => {
+            return Err(ApiError::validation(
+                "disk_mib",
+                "disk_mib must not be negative",
+            ))
+        }
         n if (n as u64) < shape.default_disk_mib => {
             return Err(ApiError::validation(
                 "disk_mib",
-                format!("disk_mib must be at least {} for shape {}", shape.default_disk_mib, shape.id),
+                format!(
+                    "disk_mib must be at least {} for shape {}",
+                    shape.default_disk_mib, shape.id
+                ),
             ))
         }
         n if n as u64 > MAX_DISK_MIB => {
-            return Err(ApiError::validation("disk_mib", format!("disk_mib must be at most {MAX_DISK_MIB}")))
+            return Err(ApiError::validation(
+                "disk_mib",
+                format!("disk_mib must be at most {MAX_DISK_MIB}"),
+            ))
         }
         n => n as u64,
     };
@@ -115,18 +150,27 @@ pub async fn create_sandbox(
         if region != state.config.region {
             return Err(ApiError::validation(
                 "region",
-                format!("region {region:?} does not match this control plane ({})", state.config.region),
+                format!(
+                    "region {region:?} does not match this control plane ({})",
+                    state.config.region
+                ),
             ));
         }
     }
     if let Some(host) = req.host_id.as_deref().filter(|h| !h.is_empty()) {
         if host != "host-local" {
-            return Err(ApiError::validation("host_id", format!("unknown host {host:?}")));
+            return Err(ApiError::validation(
+                "host_id",
+                format!("unknown host {host:?}"),
+            ));
         }
     }
     if let Some(selector) = &req.node_selector {
         if selector.keys().any(|k| k.trim().is_empty()) {
-            return Err(ApiError::validation("node_selector", "label names must not be empty"));
+            return Err(ApiError::validation(
+                "node_selector",
+                "label names must not be empty",
+            ));
         }
     }
     let name = match req.name.as_deref().map(str::trim).filter(|n| !n.is_empty()) {
@@ -142,7 +186,9 @@ pub async fn create_sandbox(
             .resources
             .networks
             .resolve(&caller.tenant, &net.id)
-            .ok_or_else(|| ApiError::validation("networks", format!("network {:?} not found", net.id)))?;
+            .ok_or_else(|| {
+                ApiError::validation("networks", format!("network {:?} not found", net.id))
+            })?;
         if !network_ids.contains(&found) {
             network_ids.push(found);
         }
@@ -153,11 +199,19 @@ pub async fn create_sandbox(
             .resources
             .disks
             .resolve(&caller.tenant, &d.disk_id)
-            .ok_or_else(|| ApiError::validation("disks", format!("disk {:?} not found", d.disk_id)))?;
+            .ok_or_else(|| {
+                ApiError::validation("disks", format!("disk {:?} not found", d.disk_id))
+            })?;
         let mount_path = crate::isolation::normalize_guest_path(&d.mount_path)
             .map_err(|_| ApiError::validation("disks", "mount_path must be an absolute path"))?;
-        if disk_mounts.iter().any(|m: &DiskMount| m.mount_path == mount_path) {
-            return Err(ApiError::validation("disks", format!("mount path {mount_path} used twice")));
+        if disk_mounts
+            .iter()
+            .any(|m: &DiskMount| m.mount_path == mount_path)
+        {
+            return Err(ApiError::validation(
+                "disks",
+                format!("mount path {mount_path} used twice"),
+            ));
         }
         disk_mounts.push(DiskMount {
             disk_id: disk,
@@ -248,7 +302,11 @@ pub(crate) fn unique_friendly_name(state: &AppState, tenant: &TenantId) -> Strin
             return candidate;
         }
     }
-    format!("{}-{}", crate::ids::friendly_name(), crate::ids::random_token(4))
+    format!(
+        "{}-{}",
+        crate::ids::friendly_name(),
+        crate::ids::random_token(4)
+    )
 }
 
 pub fn dedup(keys: Vec<String>) -> Vec<String> {
@@ -260,4 +318,3 @@ pub fn dedup(keys: Vec<String>) -> Vec<String> {
     }
     out
 }
-

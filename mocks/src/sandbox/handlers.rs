@@ -8,9 +8,9 @@ use serde_json::json;
 
 use super::model::{view_of, SandboxRecord, SandboxRef, Status};
 use super::validate;
-use crate::state::AppState;
 use crate::auth::Caller;
 use crate::envelope::{ok, paginate, ApiError, JsonBody, PageQuery};
+use crate::state::AppState;
 
 #[derive(Debug, Default, Deserialize)]
 pub struct ListQuery {
@@ -26,7 +26,10 @@ pub async fn list_sandboxes(
 ) -> Result<Response, ApiError> {
     caller.require_owner()?;
     let filter = match q.status.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
-        Some(raw) => Some(Status::parse(raw).ok_or_else(|| ApiError::validation("status", format!("unknown status {raw:?}")))?),
+        Some(raw) => Some(
+            Status::parse(raw)
+                .ok_or_else(|| ApiError::validation("status", format!("unknown status {raw:?}")))?,
+        ),
         None => None,
     };
     let views: Vec<serde_json::Value> = state
@@ -56,7 +59,10 @@ pub async fn get_sandbox_by_ip(
 ) -> Result<Response, ApiError> {
     caller.require_owner()?;
     if ip.parse::<std::net::Ipv4Addr>().is_err() {
-        return Err(ApiError::validation("ip", format!("invalid IPv4 address {ip:?}")));
+        return Err(ApiError::validation(
+            "ip",
+            format!("invalid IPv4 address {ip:?}"),
+        ));
     }
     let found = state
         .sandboxes
@@ -90,10 +96,16 @@ pub async fn update_sandbox(
             "cannot be combined with disable_auto_pause",
         ));
     }
-    let auto_pause = req.auto_pause_after_seconds.map(validate::auto_pause).transpose()?;
+    let auto_pause = req
+        .auto_pause_after_seconds
+        .map(validate::auto_pause)
+        .transpose()?;
     let mut r = sandbox.record();
     if r.status.is_terminal() || r.status == Status::Destroying {
-        return Err(ApiError::conflict(format!("sandbox is {}", r.status.as_str())));
+        return Err(ApiError::conflict(format!(
+            "sandbox is {}",
+            r.status.as_str()
+        )));
     }
     if let Some(ingress) = req.ingress_enabled {
         r.ingress_enabled = ingress;
@@ -124,10 +136,15 @@ pub async fn resize_sandbox(
 ) -> Result<Response, ApiError> {
     caller.require_owner()?;
     let sandbox = state.sandbox_for(&caller, &id)?;
-    let requested = req.disk_mib.ok_or_else(|| ApiError::validation("disk_mib", "disk_mib is required"))?;
+    let requested = req
+        .disk_mib
+        .ok_or_else(|| ApiError::validation("disk_mib", "disk_mib is required"))?;
     let mut r = sandbox.record();
     if r.status.is_terminal() || r.status == Status::Destroying {
-        return Err(ApiError::conflict(format!("sandbox is {}", r.status.as_str())));
+        return Err(ApiError::conflict(format!(
+            "sandbox is {}",
+            r.status.as_str()
+        )));
     }
     // The disk grows online, inside the running VM.
     if r.status != Status::Running {
@@ -136,7 +153,10 @@ pub async fn resize_sandbox(
     if requested <= r.disk_mib as i64 {
         return Err(ApiError::validation(
             "disk_mib",
-            format!("disk can only grow: requested {requested} MiB, current {} MiB", r.disk_mib),
+            format!(
+                "disk can only grow: requested {requested} MiB, current {} MiB",
+                r.disk_mib
+            ),
         ));
     }
     if !RESIZE_SIZES_MIB.contains(&(requested as u64)) {
@@ -166,7 +186,10 @@ pub async fn add_ssh_pubkeys(
     if keys.is_empty() {
         return Err(ApiError::validation("keys", "keys must not be empty"));
     }
-    let keys: Vec<String> = keys.iter().map(|k| validate::ssh_pubkey(k)).collect::<Result<_, _>>()?;
+    let keys: Vec<String> = keys
+        .iter()
+        .map(|k| validate::ssh_pubkey(k))
+        .collect::<Result<_, _>>()?;
     let all = {
         let mut r = sandbox.record();
         for k in keys {
@@ -197,7 +220,10 @@ pub fn write_authorized_keys(sandbox: &SandboxRef, keys: &[String]) {
             Some((head, _)) => String::from_utf8_lossy(&head).into_owned(),
             None => String::new(),
         };
-        let missing: Vec<&String> = keys.iter().filter(|key| !authorized_keys_lists(&body, key)).collect();
+        let missing: Vec<&String> = keys
+            .iter()
+            .filter(|key| !authorized_keys_lists(&body, key))
+            .collect();
         if missing.is_empty() && !body.is_empty() {
             return Ok(());
         }
@@ -219,11 +245,20 @@ pub fn write_authorized_keys(sandbox: &SandboxRef, keys: &[String]) {
 /// Whether the authorized_keys text `body` already lists `key` (an OpenSSH key line).
 fn authorized_keys_lists(body: &str, key: &str) -> bool {
     let mut fields = key.split_whitespace();
-    let (Some(kind), Some(blob)) = (fields.next(), fields.next()) else { return false };
+    let (Some(kind), Some(blob)) = (fields.next(), fields.next()) else {
+        return false;
+    };
     match russh::keys::PublicKey::from_openssh(&format!("{kind} {blob}")) {
-        Ok(parsed) => body.lines().any(|line| crate::guest_sshd::line_allows(line, &parsed)),
+        Ok(parsed) => body
+            .lines()
+            .any(|line| crate::guest_sshd::line_allows(line, &parsed)),
         // Not a key we can parse: compare the text.
-        Err(_) => body.lines().any(|line| line.split_whitespace().collect::<Vec<_>>().windows(2).any(|w| w[0] == kind && w[1] == blob)),
+        Err(_) => body.lines().any(|line| {
+            line.split_whitespace()
+                .collect::<Vec<_>>()
+                .windows(2)
+                .any(|w| w[0] == kind && w[1] == blob)
+        }),
     }
 }
 
@@ -254,7 +289,10 @@ pub async fn set_egress(
     let rules = validate::egress(&req.egress.unwrap_or_default())?;
     let mut r = sandbox.record();
     if r.status.is_terminal() || r.status == Status::Destroying {
-        return Err(ApiError::conflict(format!("sandbox is {}", r.status.as_str())));
+        return Err(ApiError::conflict(format!(
+            "sandbox is {}",
+            r.status.as_str()
+        )));
     }
     r.egress = rules.clone();
     Ok(ok(json!({"id": sandbox.id, "egress": rules})))
@@ -264,7 +302,11 @@ pub async fn set_egress(
 pub fn bandwidth_view(id: &str, r: &SandboxRecord) -> serde_json::Value {
     let quota = r.bandwidth_quota_bytes;
     let used = r.bandwidth_used_bytes;
-    let (remaining, capped) = if quota < 0 { (-1, false) } else { (quota - used, used >= quota) };
+    let (remaining, capped) = if quota < 0 {
+        (-1, false)
+    } else {
+        (quota - used, used >= quota)
+    };
     json!({
         "id": id,
         "quota_bytes": quota,
@@ -302,11 +344,19 @@ pub async fn recharge_bandwidth(
     state.require_credit(&caller)?;
     let add = match req.add_bytes {
         Some(n) if n > 0 => n,
-        _ => return Err(ApiError::validation("add_bytes", "add_bytes must be a positive integer")),
+        _ => {
+            return Err(ApiError::validation(
+                "add_bytes",
+                "add_bytes must be a positive integer",
+            ))
+        }
     };
     let mut r = sandbox.record();
     if r.status.is_terminal() || r.status == Status::Destroying {
-        return Err(ApiError::conflict(format!("sandbox is {}", r.status.as_str())));
+        return Err(ApiError::conflict(format!(
+            "sandbox is {}",
+            r.status.as_str()
+        )));
     }
     if r.bandwidth_quota_bytes >= 0 {
         r.bandwidth_quota_bytes = r.bandwidth_quota_bytes.saturating_add(add);

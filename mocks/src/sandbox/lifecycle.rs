@@ -14,14 +14,15 @@ use serde_json::json;
 use super::create::{dedup, new_entry};
 use super::model::{apply_status, SandboxRef, Status};
 use super::validate;
-use crate::state::AppState;
 use crate::auth::Caller;
 use crate::envelope::{ok, ok_with, ApiError, JsonBody};
+use crate::state::AppState;
 
 /// 202 with the view and `X-Poll-After: 1`.
 fn accepted(view: serde_json::Value) -> Response {
     let mut resp = ok_with(StatusCode::ACCEPTED, view);
-    resp.headers_mut().insert("x-poll-after", HeaderValue::from_static("1"));
+    resp.headers_mut()
+        .insert("x-poll-after", HeaderValue::from_static("1"));
     resp
 }
 
@@ -66,7 +67,14 @@ pub fn begin_pause(state: &AppState, sandbox: &SandboxRef) -> bool {
     };
     sandbox.runtime().freeze();
     state.guest_sshd.set_frozen(&sandbox.id, true);
-    transition_later(state, sandbox, generation, state.config.latencies.pause, Status::Paused, |_| {});
+    transition_later(
+        state,
+        sandbox,
+        generation,
+        state.config.latencies.pause,
+        Status::Paused,
+        |_| {},
+    );
     true
 }
 
@@ -106,15 +114,25 @@ pub async fn resume_sandbox(
                 r.generation
             }
             other => {
-                return Err(ApiError::conflict(format!("sandbox cannot be resumed from status {}", other.as_str())))
+                return Err(ApiError::conflict(format!(
+                    "sandbox cannot be resumed from status {}",
+                    other.as_str()
+                )))
             }
         }
     };
     let thawed = state.clone();
-    transition_later(&state, &sandbox, generation, state.config.latencies.resume, Status::Running, move |s| {
-        s.runtime().thaw();
-        thawed.guest_sshd.set_frozen(&s.id, false);
-    });
+    transition_later(
+        &state,
+        &sandbox,
+        generation,
+        state.config.latencies.resume,
+        Status::Running,
+        move |s| {
+            s.runtime().thaw();
+            thawed.guest_sshd.set_frozen(&s.id, false);
+        },
+    );
     Ok(accepted(sandbox.view()))
 }
 
@@ -148,13 +166,21 @@ pub async fn fork_sandbox(
     let ssh_pubkeys = req
         .ssh_pubkeys
         .as_ref()
-        .map(|keys| keys.iter().map(|k| validate::ssh_pubkey(k)).collect::<Result<Vec<_>, _>>().map(dedup))
+        .map(|keys| {
+            keys.iter()
+                .map(|k| validate::ssh_pubkey(k))
+                .collect::<Result<Vec<_>, _>>()
+                .map(dedup)
+        })
         .transpose()?;
     let quota = match req.bandwidth_quota_bytes {
         None | Some(0) => None,
         Some(q) if q == -1 || q > 0 => Some(q),
         Some(_) => {
-            return Err(ApiError::validation("bandwidth_quota_bytes", "must be positive, or -1 for unmetered"))
+            return Err(ApiError::validation(
+                "bandwidth_quota_bytes",
+                "must be positive, or -1 for unmetered",
+            ))
         }
     };
     let name = match req.name.as_deref().map(str::trim).filter(|n| !n.is_empty()) {
@@ -204,13 +230,24 @@ pub async fn fork_sandbox(
     let envs = record.envs.clone();
     let keys = record.ssh_pubkeys.clone();
     let child_id = crate::ids::new_id("sb-");
-    let child = new_entry(&state, child_id.clone(), caller.tenant.clone(), &name, envs, record)?;
+    let child = new_entry(
+        &state,
+        child_id.clone(),
+        caller.tenant.clone(),
+        &name,
+        envs,
+        record,
+    )?;
 
     // Copy the parent's files (everything but attached disks, which are not carried over).
     let from = source.runtime().dir().to_path_buf();
     let to = child.runtime().dir().to_path_buf();
-    let skip: Vec<std::path::PathBuf> =
-        source.record().disks.iter().map(|d| from.join(d.mount_path.trim_start_matches('/'))).collect();
+    let skip: Vec<std::path::PathBuf> = source
+        .record()
+        .disks
+        .iter()
+        .map(|d| from.join(d.mount_path.trim_start_matches('/')))
+        .collect();
     tokio::task::spawn_blocking(move || crate::fsutil::copy_tree(&from, &to, &skip))
         .await
         .map_err(|e| ApiError::internal(format!("fork copy failed: {e}")))?
@@ -224,10 +261,21 @@ pub async fn fork_sandbox(
     state.stats.sandbox_created();
     state.resources.metrics.sandbox_created(&caller.tenant);
     let view = child.view();
-    let target = if req.start_paused.unwrap_or(false) { Status::Paused } else { Status::Running };
-    transition_later(&state, &child, 0, state.config.latencies.fork, target, move |c| {
-        c.record().spawn_ms = started.elapsed().as_secs_f64() * 1000.0;
-    });
+    let target = if req.start_paused.unwrap_or(false) {
+        Status::Paused
+    } else {
+        Status::Running
+    };
+    transition_later(
+        &state,
+        &child,
+        0,
+        state.config.latencies.fork,
+        target,
+        move |c| {
+            c.record().spawn_ms = started.elapsed().as_secs_f64() * 1000.0;
+        },
+    );
     Ok(ok(view))
 }
 
@@ -241,7 +289,9 @@ pub async fn destroy_sandbox(
     let (status, generation) = {
         let mut r = sandbox.record();
         match r.status {
-            Status::Destroyed | Status::Failed => return Ok(ok(json!({"id": sandbox.id, "status": "destroyed"}))),
+            Status::Destroyed | Status::Failed => {
+                return Ok(ok(json!({"id": sandbox.id, "status": "destroyed"})))
+            }
             Status::Destroying => return Ok(ok(json!({"id": sandbox.id, "status": "destroying"}))),
             Status::Paused | Status::Error => apply_status(&mut r, Status::Destroyed),
             _ => apply_status(&mut r, Status::Destroying),
@@ -272,7 +322,10 @@ pub async fn destroy_sandbox(
 /// its delegated token.
 fn release(state: &AppState, sandbox: &SandboxRef) {
     let cpu_seconds = sandbox.runtime().resource_usage().cpu_seconds;
-    state.resources.metrics.sandbox_destroyed(&sandbox.tenant, cpu_seconds);
+    state
+        .resources
+        .metrics
+        .sandbox_destroyed(&sandbox.tenant, cpu_seconds);
     state.processes.kill_sandbox(&sandbox.id);
     state.guest_sshd.remove(&sandbox.id);
     state.computer.forget(&sandbox.id);
@@ -286,4 +339,3 @@ fn release(state: &AppState, sandbox: &SandboxRef) {
     }
     state.tenants.disable_delegated(&sandbox.id);
 }
-

@@ -11,5 +11,7 @@ mod store;
 pub mod validate;
 
 pub use create::{new_entry, DEFAULT_BANDWIDTH_QUOTA};
-pub use model::{apply_status, ingress_template, DiskMount, SandboxEntry, SandboxRecord, SandboxRef, Status};
+pub use model::{
+    apply_status, ingress_template, DiskMount, SandboxEntry, SandboxRecord, SandboxRef, Status,
+};
 pub use store::Sandboxes;

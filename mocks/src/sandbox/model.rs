@@ -55,7 +55,10 @@ impl Status {
 
     /// Rows that still hold a name (a name is unique among these).
     pub fn holds_name(self) -> bool {
-        !matches!(self, Status::Destroyed | Status::Failed | Status::Destroying)
+        !matches!(
+            self,
+            Status::Destroyed | Status::Failed | Status::Destroying
+        )
     }
 }
 
@@ -121,8 +124,18 @@ pub struct SandboxEntry {
 pub type SandboxRef = Arc<SandboxEntry>;
 
 impl SandboxEntry {
-    pub fn new(id: String, tenant: TenantId, runtime: SandboxRuntime, record: SandboxRecord) -> Self {
-        SandboxEntry { id, tenant, runtime: Arc::new(runtime), record: Mutex::new(record) }
+    pub fn new(
+        id: String,
+        tenant: TenantId,
+        runtime: SandboxRuntime,
+        record: SandboxRecord,
+    ) -> Self {
+        SandboxEntry {
+            id,
+            tenant,
+            runtime: Arc::new(runtime),
+            record: Mutex::new(record),
+        }
     }
 
     /// Locks the record (keep the guard short; never hold it across `.await`).
@@ -253,8 +266,14 @@ pub fn view_of(id: &str, r: &SandboxRecord) -> Value {
     v.insert("envs".into(), json!(r.envs.keys().collect::<Vec<_>>()));
     v.insert("ssh_pubkeys".into(), json!(r.ssh_pubkeys));
     v.insert("created_by".into(), json!(r.created_by));
-    v.insert("bandwidth_quota_bytes".into(), json!(r.bandwidth_quota_bytes));
-    v.insert("bandwidth_ingress_bytes".into(), json!(r.bandwidth_ingress_bytes));
+    v.insert(
+        "bandwidth_quota_bytes".into(),
+        json!(r.bandwidth_quota_bytes),
+    );
+    v.insert(
+        "bandwidth_ingress_bytes".into(),
+        json!(r.bandwidth_ingress_bytes),
+    );
     if let Some(t) = r.paused_at {
         v.insert("paused_at".into(), json!(rfc3339(t)));
     }

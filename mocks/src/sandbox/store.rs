@@ -17,28 +17,47 @@ pub struct Sandboxes {
 
 impl Default for Sandboxes {
     fn default() -> Self {
-        Sandboxes { by_id: RwLock::new(BTreeMap::new()), next_ip: AtomicU32::new(2), created_total: AtomicU32::new(0) }
+        Sandboxes {
+            by_id: RwLock::new(BTreeMap::new()),
+            next_ip: AtomicU32::new(2),
+            created_total: AtomicU32::new(0),
+        }
     }
 }
 
 impl Sandboxes {
     pub fn insert(&self, entry: SandboxRef) {
         self.created_total.fetch_add(1, Ordering::Relaxed);
-        self.by_id.write().unwrap_or_else(|e| e.into_inner()).insert(entry.id.clone(), entry);
+        self.by_id
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(entry.id.clone(), entry);
     }
 
     pub fn get(&self, id: &str) -> Option<SandboxRef> {
-        self.by_id.read().unwrap_or_else(|e| e.into_inner()).get(id).cloned()
+        self.by_id
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id)
+            .cloned()
     }
 
     /// Every sandbox (all tenants), creation order.
     pub fn all(&self) -> Vec<SandboxRef> {
-        self.by_id.read().unwrap_or_else(|e| e.into_inner()).values().cloned().collect()
+        self.by_id
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect()
     }
 
     /// One tenant's sandboxes, creation order.
     pub fn of_tenant(&self, tenant: &TenantId) -> Vec<SandboxRef> {
-        self.all().into_iter().filter(|s| &s.tenant == tenant).collect()
+        self.all()
+            .into_iter()
+            .filter(|s| &s.tenant == tenant)
+            .collect()
     }
 
     /// True when a live sandbox of `tenant` (other than `except`) holds `name`.
@@ -67,7 +86,10 @@ impl Sandboxes {
 
     /// Sandboxes not destroyed/failed.
     pub fn live_count(&self) -> usize {
-        self.all().iter().filter(|s| !s.status().is_terminal()).count()
+        self.all()
+            .iter()
+            .filter(|s| !s.status().is_terminal())
+            .count()
     }
 
     /// `{running, paused, other, total}` counts of one tenant (whoami, metrics);

@@ -26,18 +26,26 @@ fn sandbox_name_re() -> &'static Regex {
 
 fn hostname_label_re() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
-    RE.get_or_init(|| Regex::new(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$").expect("valid regex"))
+    RE.get_or_init(|| {
+        Regex::new(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$").expect("valid regex")
+    })
 }
 
 /// envs: name regex, ≤64 entries, ≤4 KiB per value, ≤64 KiB total (names + values).
 pub fn envs(envs: &BTreeMap<String, String>) -> Result<(), ApiError> {
     if envs.len() > MAX_ENVS {
-        return Err(ApiError::validation("envs", format!("too many env vars ({} > {MAX_ENVS})", envs.len())));
+        return Err(ApiError::validation(
+            "envs",
+            format!("too many env vars ({} > {MAX_ENVS})", envs.len()),
+        ));
     }
     let mut total = 0usize;
     for (name, value) in envs {
         if !env_name_re().is_match(name) {
-            return Err(ApiError::validation("envs", format!("invalid env name {name:?}")));
+            return Err(ApiError::validation(
+                "envs",
+                format!("invalid env name {name:?}"),
+            ));
         }
         if value.len() > MAX_ENV_VALUE_BYTES {
             return Err(ApiError::validation(
@@ -48,7 +56,10 @@ pub fn envs(envs: &BTreeMap<String, String>) -> Result<(), ApiError> {
         total += name.len() + value.len();
     }
     if total > MAX_ENV_TOTAL_BYTES {
-        return Err(ApiError::validation("envs", format!("envs exceed {MAX_ENV_TOTAL_BYTES} bytes in total")));
+        return Err(ApiError::validation(
+            "envs",
+            format!("envs exceed {MAX_ENV_TOTAL_BYTES} bytes in total"),
+        ));
     }
     Ok(())
 }
@@ -56,7 +67,10 @@ pub fn envs(envs: &BTreeMap<String, String>) -> Result<(), ApiError> {
 /// auto_pause_after_seconds within 60–86400.
 pub fn auto_pause(secs: i64) -> Result<u32, ApiError> {
     if !(AUTO_PAUSE_MIN..=AUTO_PAUSE_MAX).contains(&secs) {
-        return Err(ApiError::validation("auto_pause_after_seconds", "must be between 60 and 86400"));
+        return Err(ApiError::validation(
+            "auto_pause_after_seconds",
+            "must be between 60 and 86400",
+        ));
     }
     Ok(secs as u32)
 }
@@ -87,9 +101,15 @@ fn valid_hostname(host: &str) -> bool {
 }
 
 fn valid_cidr(raw: &str) -> bool {
-    let Some((ip, prefix)) = raw.split_once('/') else { return false };
-    let Ok(ip) = ip.parse::<IpAddr>() else { return false };
-    let Ok(prefix) = prefix.parse::<u8>() else { return false };
+    let Some((ip, prefix)) = raw.split_once('/') else {
+        return false;
+    };
+    let Ok(ip) = ip.parse::<IpAddr>() else {
+        return false;
+    };
+    let Ok(prefix) = prefix.parse::<u8>() else {
+        return false;
+    };
     match ip {
         IpAddr::V4(_) => prefix <= 32,
         IpAddr::V6(_) => prefix <= 128,
@@ -137,7 +157,10 @@ pub fn egress(rules: &[String]) -> Result<Vec<String>, ApiError> {
     let mut out = Vec::with_capacity(rules.len());
     for rule in rules {
         if !egress_rule(rule) {
-            return Err(ApiError::validation("egress", format!("invalid egress rule {rule:?}")));
+            return Err(ApiError::validation(
+                "egress",
+                format!("invalid egress rule {rule:?}"),
+            ));
         }
         out.push(rule.trim().to_string());
     }
@@ -152,8 +175,15 @@ pub fn ssh_pubkey(key: &str) -> Result<String, ApiError> {
     let blob = parts.next().unwrap_or("");
     let known = kind.starts_with("ssh-") || kind.starts_with("ecdsa-") || kind.starts_with("sk-");
     use base64::Engine;
-    if !known || base64::engine::general_purpose::STANDARD.decode(blob).is_err() {
-        return Err(ApiError::validation("ssh_pubkeys", "invalid OpenSSH public key"));
+    if !known
+        || base64::engine::general_purpose::STANDARD
+            .decode(blob)
+            .is_err()
+    {
+        return Err(ApiError::validation(
+            "ssh_pubkeys",
+            "invalid OpenSSH public key",
+        ));
     }
     Ok(key.to_string())
 }
@@ -165,12 +195,30 @@ mod tests {
     #[test]
     fn egress_grammar() {
         for ok in [
-            "*", "example.com", "example.com:443", "*.example.com", "1.2.3.4", "1.2.3.4:53",
-            "10.0.0.0/8", "10.0.0.0/8:5432", "::1", "2001:db8::/32", "[2001:db8::1]:443",
+            "*",
+            "example.com",
+            "example.com:443",
+            "*.example.com",
+            "1.2.3.4",
+            "1.2.3.4:53",
+            "10.0.0.0/8",
+            "10.0.0.0/8:5432",
+            "::1",
+            "2001:db8::/32",
+            "[2001:db8::1]:443",
         ] {
             assert!(egress_rule(ok), "{ok} should be valid");
         }
-        for bad in ["", "http://x.com", "1.2.3.4:0", "1.2.3.4:99999", "10.0.0.0/33", "a..b.com", "300.1.1.1", "-x.com"] {
+        for bad in [
+            "",
+            "http://x.com",
+            "1.2.3.4:0",
+            "1.2.3.4:99999",
+            "10.0.0.0/33",
+            "a..b.com",
+            "300.1.1.1",
+            "-x.com",
+        ] {
             assert!(!egress_rule(bad), "{bad} should be invalid");
         }
     }

@@ -15,8 +15,8 @@ use russh::keys::PublicKey;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
-use crate::state::AppState;
 use crate::ssh_common::{generate_host_key, server_config};
+use crate::state::AppState;
 
 pub use handler::GatewayHandler;
 
@@ -29,7 +29,9 @@ pub struct SshGateway {
 
 impl std::fmt::Debug for SshGateway {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SshGateway").field("addr", &self.addr).finish_non_exhaustive()
+        f.debug_struct("SshGateway")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
     }
 }
 
@@ -96,5 +98,9 @@ pub async fn start(state: AppState, listen: SocketAddr) -> anyhow::Result<SshGat
         }
     });
     tracing::info!(%addr, "ssh gateway listening");
-    Ok(SshGateway { addr, host_key, task })
+    Ok(SshGateway {
+        addr,
+        host_key,
+        task,
+    })
 }

@@ -16,9 +16,14 @@ pub struct Env {
 }
 
 pub async fn start_with(config: MockConfig) -> Env {
-    let mock = createos_mock::start(config.api_key(KEY)).await.expect("emulator starts");
+    let mock = createos_mock::start(config.api_key(KEY))
+        .await
+        .expect("emulator starts");
     let base = mock.base_url();
-    let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().unwrap();
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
     Env { mock, base, http }
 }
 
@@ -46,7 +51,12 @@ pub async fn reply(resp: reqwest::Response) -> Reply {
     let headers = resp.headers().clone();
     let text = resp.text().await.unwrap_or_default();
     let body = serde_json::from_str(&text).unwrap_or(Value::Null);
-    Reply { status, headers, body, text }
+    Reply {
+        status,
+        headers,
+        body,
+        text,
+    }
 }
 
 impl Env {
@@ -54,7 +64,13 @@ impl Env {
         format!("{}{}", self.base, path)
     }
 
-    pub async fn send(&self, method: &str, path: &str, key: Option<&str>, body: Option<Value>) -> Reply {
+    pub async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        key: Option<&str>,
+        body: Option<Value>,
+    ) -> Reply {
         let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
         let mut req = self.http.request(method, self.url(path));
         if let Some(k) = key {
@@ -98,7 +114,10 @@ impl Env {
     }
 
     pub async fn status_of(&self, id: &str) -> String {
-        self.get(&format!("/v1/sandboxes/{id}")).await.data()["status"].as_str().unwrap_or("").to_string()
+        self.get(&format!("/v1/sandboxes/{id}")).await.data()["status"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
     }
 
     /// Polls until the sandbox reaches `want` (panics after ~10 s).
@@ -109,22 +128,42 @@ impl Env {
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        panic!("sandbox {id} never reached {want} (now {})", self.status_of(id).await);
+        panic!(
+            "sandbox {id} never reached {want} (now {})",
+            self.status_of(id).await
+        );
     }
 
     /// Buffered exec of `sh -c script`; returns (stdout, stderr, exit_code).
     pub async fn sh(&self, id: &str, script: &str) -> (String, String, i64) {
-        let r = self.post(&format!("/v1/sandboxes/{id}/exec"), json!({"cmd": "sh", "args": ["-c", script]})).await;
+        let r = self
+            .post(
+                &format!("/v1/sandboxes/{id}/exec"),
+                json!({"cmd": "sh", "args": ["-c", script]}),
+            )
+            .await;
         assert_eq!(r.status, 200, "exec failed: {}", r.text);
         let res = &r.data()["result"];
         (
             res["stdout"].as_str().unwrap_or("").to_string(),
-            format!("{}{}", res["stderr"].as_str().unwrap_or(""), res["error"].as_str().unwrap_or("")),
+            format!(
+                "{}{}",
+                res["stderr"].as_str().unwrap_or(""),
+                res["error"].as_str().unwrap_or("")
+            ),
             res["exit_code"].as_i64().unwrap_or(i64::MIN),
         )
     }
 
     pub async fn stats(&self) -> Value {
-        self.http.get(self.url("/_mock/stats")).header("X-Api-Key", KEY).send().await.unwrap().json().await.unwrap()
+        self.http
+            .get(self.url("/_mock/stats"))
+            .header("X-Api-Key", KEY)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
     }
 }

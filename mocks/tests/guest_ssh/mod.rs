@@ -19,7 +19,9 @@ use crate::common::{self, Env, KEY};
 pub const GUARD: Duration = Duration::from_secs(60);
 
 pub async fn guarded<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(GUARD, fut).await.unwrap_or_else(|_| panic!("{what} did not finish within {GUARD:?}"))
+    tokio::time::timeout(GUARD, fut)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not finish within {GUARD:?}"))
 }
 
 pub async fn embedded() -> Env {
@@ -43,7 +45,10 @@ pub struct Client {
 impl client::Handler for Client {
     type Error = russh::Error;
 
-    async fn check_server_key(&mut self, key: &PublicKeyOrCertificate) -> Result<bool, Self::Error> {
+    async fn check_server_key(
+        &mut self,
+        key: &PublicKeyOrCertificate,
+    ) -> Result<bool, Self::Error> {
         if let PublicKeyOrCertificate::PublicKey { key, .. } = key {
             *self.seen.lock().unwrap() = Some(key.clone());
         }
@@ -70,7 +75,11 @@ pub async fn tunnel(env: &Env, id: &str) -> Result<TcpStream, u16> {
         head.push(byte[0]);
     }
     let text = String::from_utf8_lossy(&head);
-    let status: u16 = text.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let status: u16 = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
     if status == 101 {
         Ok(tcp)
     } else {
@@ -83,23 +92,32 @@ pub async fn connect(env: &Env, id: &str) -> (Handle<Client>, PublicKey) {
     let stream = tunnel(env, id).await.expect("tunnel to port 22");
     let handler = Client::default();
     let seen = handler.seen.clone();
-    let handle = guarded("handshake", client::connect_stream(Arc::new(client::Config::default()), stream, handler))
-        .await
-        .expect("ssh handshake");
-    let host_key = seen.lock().unwrap().clone().expect("a host key was offered");
+    let handle = guarded(
+        "handshake",
+        client::connect_stream(Arc::new(client::Config::default()), stream, handler),
+    )
+    .await
+    .expect("ssh handshake");
+    let host_key = seen
+        .lock()
+        .unwrap()
+        .clone()
+        .expect("a host key was offered");
     (handle, host_key)
 }
 
 pub async fn login(env: &Env, id: &str, key: &PrivateKey) -> Handle<Client> {
     let (mut handle, _) = connect(env, id).await;
     let auth = handle
-        .authenticate_publickey("root", PrivateKeyWithHashAlg::new(Arc::new(key.clone()), None))
+        .authenticate_publickey(
+            "root",
+            PrivateKeyWithHashAlg::new(Arc::new(key.clone()), None),
+        )
         .await
         .unwrap();
     assert!(auth.success(), "the key in authorized_keys is accepted");
     handle
 }
-
 
 pub async fn sandbox_with_key(env: &Env, key: &PrivateKey) -> String {
     env.create(json!({"ssh_pubkeys": [pub_line(key)]})).await
@@ -108,6 +126,10 @@ pub async fn sandbox_with_key(env: &Env, key: &PrivateKey) -> String {
 pub async fn open_sftp(ssh: &Handle<Client>) -> russh_sftp::client::SftpSession {
     let channel = ssh.channel_open_session().await.unwrap();
     channel.request_subsystem(true, "sftp").await.unwrap();
-    guarded("sftp init", russh_sftp::client::SftpSession::new(channel.into_stream())).await.unwrap()
+    guarded(
+        "sftp init",
+        russh_sftp::client::SftpSession::new(channel.into_stream()),
+    )
+    .await
+    .unwrap()
 }
-

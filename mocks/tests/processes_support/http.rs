@@ -29,8 +29,12 @@ pub struct Reply {
 
 impl Reply {
     pub fn json(&self) -> Value {
-        serde_json::from_slice(&self.body)
-            .unwrap_or_else(|e| panic!("body is not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "body is not JSON ({e}): {}",
+                String::from_utf8_lossy(&self.body)
+            )
+        })
     }
 
     /// `data` of a JSend success envelope.
@@ -41,7 +45,10 @@ impl Reply {
     }
 
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -51,7 +58,13 @@ pub struct Api {
     pub key: String,
 }
 
-fn head(method: &str, path: &str, key: &str, extra: &[(&str, &str)], body_len: Option<usize>) -> String {
+fn head(
+    method: &str,
+    path: &str,
+    key: &str,
+    extra: &[(&str, &str)],
+    body_len: Option<usize>,
+) -> String {
     let mut req = format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\nX-Api-Key: {key}\r\n");
     for (k, v) in extra {
         req.push_str(&format!("{k}: {v}\r\n"));
@@ -83,8 +96,11 @@ fn split_head(buf: &[u8]) -> Option<(u16, Headers, usize)> {
 fn dechunk(mut body: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     loop {
-        let Some(line_end) = body.windows(2).position(|w| w == b"\r\n") else { return out };
-        let size = usize::from_str_radix(String::from_utf8_lossy(&body[..line_end]).trim(), 16).unwrap_or(0);
+        let Some(line_end) = body.windows(2).position(|w| w == b"\r\n") else {
+            return out;
+        };
+        let size = usize::from_str_radix(String::from_utf8_lossy(&body[..line_end]).trim(), 16)
+            .unwrap_or(0);
         body = &body[line_end + 2..];
         if size == 0 || body.len() < size {
             out.extend_from_slice(&body[..size.min(body.len())]);
@@ -97,12 +113,18 @@ fn dechunk(mut body: &[u8]) -> Vec<u8> {
 
 impl Api {
     pub async fn send(&self, method: &str, path: &str, body: Option<&Value>) -> Reply {
-        let payload = body.map(|b| serde_json::to_vec(b).unwrap()).unwrap_or_default();
+        let payload = body
+            .map(|b| serde_json::to_vec(b).unwrap())
+            .unwrap_or_default();
         let mut extra = vec![("Connection", "close")];
         if body.is_some() {
             extra.push(("Content-Type", "application/json"));
         }
-        let len = if method == "GET" && body.is_none() { None } else { Some(payload.len()) };
+        let len = if method == "GET" && body.is_none() {
+            None
+        } else {
+            Some(payload.len())
+        };
         let request = head(method, path, &self.key, &extra, len);
         within(&format!("{method} {path}"), async {
             let mut s = TcpStream::connect(self.addr).await.unwrap();
@@ -114,8 +136,16 @@ impl Api {
             let chunked = headers
                 .iter()
                 .any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"));
-            let body = if chunked { dechunk(&raw[start..]) } else { raw[start..].to_vec() };
-            Reply { status, headers, body }
+            let body = if chunked {
+                dechunk(&raw[start..])
+            } else {
+                raw[start..].to_vec()
+            };
+            Reply {
+                status,
+                headers,
+                body,
+            }
         })
         .await
     }
@@ -130,20 +160,43 @@ impl Api {
 
     /// Creates a sandbox and returns its id.
     pub async fn sandbox(&self) -> String {
-        let r = self.post("/v1/sandboxes", &serde_json::json!({"shape": "s-1vcpu-1gb"})).await;
-        assert_eq!(r.status, 200, "create sandbox: {}", String::from_utf8_lossy(&r.body));
+        let r = self
+            .post(
+                "/v1/sandboxes",
+                &serde_json::json!({"shape": "s-1vcpu-1gb"}),
+            )
+            .await;
+        assert_eq!(
+            r.status,
+            200,
+            "create sandbox: {}",
+            String::from_utf8_lossy(&r.body)
+        );
         r.data()["id"].as_str().unwrap().to_string()
     }
 
     /// Starts a managed process; returns its details.
     pub async fn process(&self, sandbox: &str, body: Value) -> Value {
-        let r = self.post(&format!("/v1/sandboxes/{sandbox}/processes"), &body).await;
-        assert_eq!(r.status, 200, "create process: {}", String::from_utf8_lossy(&r.body));
+        let r = self
+            .post(&format!("/v1/sandboxes/{sandbox}/processes"), &body)
+            .await;
+        assert_eq!(
+            r.status,
+            200,
+            "create process: {}",
+            String::from_utf8_lossy(&r.body)
+        );
         r.data()
     }
 
     /// Opens a raw connection and sends a request head plus `after_head` in one write.
-    pub async fn raw(&self, method: &str, path: &str, extra: &[(&str, &str)], after_head: &[u8]) -> TcpStream {
+    pub async fn raw(
+        &self,
+        method: &str,
+        path: &str,
+        extra: &[(&str, &str)],
+        after_head: &[u8],
+    ) -> TcpStream {
         let mut s = TcpStream::connect(self.addr).await.unwrap();
         let mut bytes = head(method, path, &self.key, extra, Some(0)).into_bytes();
         bytes.extend_from_slice(after_head);
@@ -155,7 +208,9 @@ impl Api {
     pub async fn connect(&self, sandbox: &str, process: &str, after: u64) -> Events {
         let path = format!("/v1/sandboxes/{sandbox}/processes/{process}/connect?after={after}");
         let mut s = TcpStream::connect(self.addr).await.unwrap();
-        s.write_all(head("GET", &path, &self.key, &[], None).as_bytes()).await.unwrap();
+        s.write_all(head("GET", &path, &self.key, &[], None).as_bytes())
+            .await
+            .unwrap();
         let mut reader = BufReader::new(s);
         let mut raw = Vec::new();
         let (status, headers) = within("connect head", async {
@@ -172,9 +227,17 @@ impl Api {
         })
         .await;
         assert_eq!(status, 200, "connect status");
-        let ct = headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("content-type")).map(|(_, v)| v.clone());
+        let ct = headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+            .map(|(_, v)| v.clone());
         assert_eq!(ct.as_deref(), Some("application/x-ndjson"));
-        Events { reader, pending: Vec::new(), ended: false, clean_end: false }
+        Events {
+            reader,
+            pending: Vec::new(),
+            ended: false,
+            clean_end: false,
+        }
     }
 }
 
@@ -250,7 +313,11 @@ pub async fn read_until<R: AsyncReadExt + Unpin>(s: &mut R, acc: &mut Vec<u8>, n
         let mut buf = [0u8; 4096];
         while !String::from_utf8_lossy(acc).contains(needle) {
             let n = s.read(&mut buf).await.unwrap();
-            assert!(n > 0, "EOF before {needle:?}; got {:?}", String::from_utf8_lossy(acc));
+            assert!(
+                n > 0,
+                "EOF before {needle:?}; got {:?}",
+                String::from_utf8_lossy(acc)
+            );
             acc.extend_from_slice(&buf[..n]);
         }
     })
@@ -267,7 +334,11 @@ pub async fn read_head(s: &mut TcpStream) -> (u16, Headers, Vec<u8>) {
                 return (status, headers, acc[start..].to_vec());
             }
             let n = s.read(&mut buf).await.unwrap();
-            assert!(n > 0, "EOF before the response head: {:?}", String::from_utf8_lossy(&acc));
+            assert!(
+                n > 0,
+                "EOF before the response head: {:?}",
+                String::from_utf8_lossy(&acc)
+            );
             acc.extend_from_slice(&buf[..n]);
         }
     })
@@ -327,7 +398,10 @@ pub mod ws {
         let opcode = b[0] & 0x0f;
         let (len, mut at) = match b[1] & 0x7f {
             126 => (u16::from_be_bytes([*b.get(2)?, *b.get(3)?]) as usize, 4),
-            127 => (u64::from_be_bytes(b.get(2..10)?.try_into().ok()?) as usize, 10),
+            127 => (
+                u64::from_be_bytes(b.get(2..10)?.try_into().ok()?) as usize,
+                10,
+            ),
             n => (n as usize, 2),
         };
         if b[1] & 0x80 != 0 {

@@ -29,14 +29,26 @@ pub async fn create_sandbox(c: &Conformance, extra: serde_json::Value) -> String
     for (k, v) in extra.as_object().into_iter().flatten() {
         body[k] = v.clone();
     }
-    let data = c.op("createSandbox").json(body).send().await.expect(200).data();
+    let data = c
+        .op("createSandbox")
+        .json(body)
+        .send()
+        .await
+        .expect(200)
+        .data();
     data["id"].as_str().expect("id").to_string()
 }
 
 /// Polls getSandbox until the sandbox reaches `want`.
 pub async fn wait_status(c: &Conformance, id: &str, want: &str) {
     for _ in 0..2000 {
-        let data = c.op("getSandbox").p("id", id).send().await.expect(200).data();
+        let data = c
+            .op("getSandbox")
+            .p("id", id)
+            .send()
+            .await
+            .expect(200)
+            .data();
         if data["status"] == want {
             return;
         }
@@ -65,15 +77,28 @@ impl Fixtures {
         let sandbox = create_sandbox(c, json!({})).await;
         let desktop = create_sandbox(c, json!({"rootfs": "desktop:1"})).await;
         let paused = create_sandbox(c, json!({})).await;
-        let paused_desktop = create_sandbox(c, json!({"rootfs": "desktop:1", "ingress_enabled": true})).await;
+        let paused_desktop =
+            create_sandbox(c, json!({"rootfs": "desktop:1", "ingress_enabled": true})).await;
         for id in [&paused, &paused_desktop] {
             c.op("pauseSandbox").p("id", id).send().await.expect(202);
             wait_status(c, id, "paused").await;
         }
-        let token = c.op("createAccessToken").p("id", &sandbox).send().await.expect(200).data();
+        let token = c
+            .op("createAccessToken")
+            .p("id", &sandbox)
+            .send()
+            .await
+            .expect(200)
+            .data();
         let delegated = token["token"].as_str().expect("token").to_string();
         // The delegated token works on its own sandbox's runtime routes.
-        c.op("exec").p("id", &sandbox).auth(Auth::Key(delegated.clone())).json(json!({"cmd": "true"})).send().await.expect(200);
+        c.op("exec")
+            .p("id", &sandbox)
+            .auth(Auth::Key(delegated.clone()))
+            .json(json!({"cmd": "true"}))
+            .send()
+            .await
+            .expect(200);
         Fixtures {
             sandbox,
             desktop,

@@ -69,7 +69,8 @@ impl Reply {
     }
 
     pub fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("{}: not JSON ({e}): {}", self.op, self.text()))
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("{}: not JSON ({e}): {}", self.op, self.text()))
     }
 
     /// `data` of the envelope.
@@ -78,17 +79,31 @@ impl Reply {
     }
 
     pub fn ndjson(&self) -> Vec<Value> {
-        self.text().lines().filter(|l| !l.trim().is_empty()).filter_map(|l| serde_json::from_str(l).ok()).collect()
+        self.text()
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
     }
 
     pub fn header(&self, name: &str) -> Option<String> {
-        self.headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_string)
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
     }
 
     /// Panics unless the status is `status` (the scenario cannot go on otherwise).
     #[track_caller]
     pub fn expect(self, status: u16) -> Reply {
-        assert_eq!(self.status, status, "{} answered {}: {}", self.op, self.status, self.text());
+        assert_eq!(
+            self.status,
+            status,
+            "{} answered {}: {}",
+            self.op,
+            self.status,
+            self.text()
+        );
         self
     }
 }
@@ -102,8 +117,18 @@ pub struct Upgraded {
 
 impl Conformance {
     pub fn new(spec: Spec, base: String, addr: SocketAddr, key: String) -> Conformance {
-        let http = reqwest::Client::builder().timeout(Duration::from_secs(60)).build().expect("http client");
-        Conformance { spec, base, addr, key, http, record: Mutex::new(Record::default()) }
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(60))
+            .build()
+            .expect("http client");
+        Conformance {
+            spec,
+            base,
+            addr,
+            key,
+            http,
+            record: Mutex::new(Record::default()),
+        }
     }
 
     /// A call of `op_id` to fill in.
@@ -132,7 +157,12 @@ impl Conformance {
     /// spec or the reference fixes).
     pub fn want(&self, reply: &Reply, status: u16, why: &str) {
         if reply.status != status {
-            self.violation(format!("{}: {why}: expected {status}, got {} ({})", reply.op, reply.status, short(&reply.text())));
+            self.violation(format!(
+                "{}: {why}: expected {status}, got {} ({})",
+                reply.op,
+                reply.status,
+                short(&reply.text())
+            ));
         }
     }
 
@@ -145,22 +175,37 @@ impl Conformance {
         let op = self.spec.op(&reply.op);
         let problems = self.problems(op, reply);
         let mut record = self.record.lock().unwrap();
-        record.seen.entry(op.id.clone()).or_default().insert(reply.status);
+        record
+            .seen
+            .entry(op.id.clone())
+            .or_default()
+            .insert(reply.status);
         for p in problems {
-            record.violations.push(format!("{} {} → {}: {p}", op.id, op.method, reply.status));
+            record
+                .violations
+                .push(format!("{} {} → {}: {p}", op.id, op.method, reply.status));
         }
     }
 
     fn problems(&self, op: &Operation, reply: &Reply) -> Vec<String> {
         let mut out = Vec::new();
         let Some(response) = op.response(reply.status) else {
-            out.push(format!("status not listed by the spec (body {})", short(&reply.text())));
+            out.push(format!(
+                "status not listed by the spec (body {})",
+                short(&reply.text())
+            ));
             return out;
         };
         for (name, header) in response["headers"].as_object().into_iter().flatten() {
             let header = self.spec.resolve(header);
-            match reply.headers.get(name.as_str()).and_then(|v| v.to_str().ok()) {
-                None if header["required"].as_bool() == Some(true) => out.push(format!("header {name} missing")),
+            match reply
+                .headers
+                .get(name.as_str())
+                .and_then(|v| v.to_str().ok())
+            {
+                None if header["required"].as_bool() == Some(true) => {
+                    out.push(format!("header {name} missing"))
+                }
                 None => {}
                 Some(value) => {
                     if let Err(e) = self.check_header(&header["schema"], value) {
@@ -174,17 +219,29 @@ impl Conformance {
         }
         let Some(content) = response["content"].as_object() else {
             if !reply.body.is_empty() {
-                out.push(format!("a body where the spec declares none: {}", short(&reply.text())));
+                out.push(format!(
+                    "a body where the spec declares none: {}",
+                    short(&reply.text())
+                ));
             }
             return out;
         };
         let media = reply
             .header("content-type")
-            .map(|ct| ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+            .map(|ct| {
+                ct.split(';')
+                    .next()
+                    .unwrap_or("")
+                    .trim()
+                    .to_ascii_lowercase()
+            })
             .unwrap_or_default();
         let Some(entry) = content.get(&media) else {
             let known: Vec<&String> = content.keys().collect();
-            out.push(format!("content type {media:?} is not one of {known:?} (body {})", short(&reply.text())));
+            out.push(format!(
+                "content type {media:?} is not one of {known:?} (body {})",
+                short(&reply.text())
+            ));
             return out;
         };
         out.extend(self.check_body(&media, &entry["schema"], &reply.body));
@@ -195,10 +252,18 @@ impl Conformance {
         let schema = self.spec.resolve(schema);
         if let Some(constant) = schema["const"].as_str() {
             // Connection / Upgrade tokens compare case-insensitively (RFC 9110).
-            return if value.eq_ignore_ascii_case(constant) { Ok(()) } else { Err(format!("expected {constant}")) };
+            return if value.eq_ignore_ascii_case(constant) {
+                Ok(())
+            } else {
+                Err(format!("expected {constant}"))
+            };
         }
         let instance = if schema["type"] == "integer" {
-            value.trim().parse::<i64>().map(Value::from).map_err(|_| "not an integer".to_string())?
+            value
+                .trim()
+                .parse::<i64>()
+                .map(Value::from)
+                .map_err(|_| "not an integer".to_string())?
         } else {
             Value::String(value.to_string())
         };
@@ -211,10 +276,16 @@ impl Conformance {
             "application/json" => match serde_json::from_slice::<Value>(body) {
                 Ok(v) => {
                     if let Err(e) = self.spec.validate(schema, &v) {
-                        out.push(format!("body does not match the schema: {e}; body {}", short(&v.to_string())));
+                        out.push(format!(
+                            "body does not match the schema: {e}; body {}",
+                            short(&v.to_string())
+                        ));
                     }
                 }
-                Err(e) => out.push(format!("body is not JSON ({e}): {}", short(&String::from_utf8_lossy(body)))),
+                Err(e) => out.push(format!(
+                    "body is not JSON ({e}): {}",
+                    short(&String::from_utf8_lossy(body))
+                )),
             },
             "application/x-ndjson" => {
                 let text = String::from_utf8_lossy(body);
@@ -226,7 +297,9 @@ impl Conformance {
                     match serde_json::from_str::<Value>(line) {
                         Ok(v) => {
                             if let Err(e) = self.spec.validate(schema, &v) {
-                                out.push(format!("NDJSON line {line} does not match the schema: {e}"));
+                                out.push(format!(
+                                    "NDJSON line {line} does not match the schema: {e}"
+                                ));
                             }
                         }
                         Err(e) => out.push(format!("NDJSON line is not JSON ({e}): {line}")),
@@ -234,7 +307,9 @@ impl Conformance {
                 }
             }
             "image/png" if !body.starts_with(b"\x89PNG\r\n\x1a\n") => out.push("not a PNG".into()),
-            "text/plain" if std::str::from_utf8(body).is_err() => out.push("text/plain body is not UTF-8".into()),
+            "text/plain" if std::str::from_utf8(body).is_err() => {
+                out.push("text/plain body is not UTF-8".into())
+            }
             _ => {}
         }
         out
@@ -243,7 +318,14 @@ impl Conformance {
 
 fn short(s: &str) -> String {
     if s.len() > 400 {
-        format!("{}…", &s[..s.char_indices().take_while(|(i, _)| *i < 400).last().map_or(0, |(i, c)| i + c.len_utf8())])
+        format!(
+            "{}…",
+            &s[..s
+                .char_indices()
+                .take_while(|(i, _)| *i < 400)
+                .last()
+                .map_or(0, |(i, c)| i + c.len_utf8())]
+        )
     } else {
         s.to_string()
     }
@@ -313,10 +395,15 @@ impl<'a> Call<'a> {
                 .iter()
                 .find(|(k, _)| *k == name)
                 .unwrap_or_else(|| panic!("{}: path parameter {name} not given", self.op.id));
-            path = path.replace(&format!("{{{name}}}"), &utf8_percent_encode(&value.1, NON_ALPHANUMERIC).to_string());
+            path = path.replace(
+                &format!("{{{name}}}"),
+                &utf8_percent_encode(&value.1, NON_ALPHANUMERIC).to_string(),
+            );
         }
         if !self.query.is_empty() {
-            let query: String = form_urlencoded::Serializer::new(String::new()).extend_pairs(&self.query).finish();
+            let query: String = form_urlencoded::Serializer::new(String::new())
+                .extend_pairs(&self.query)
+                .finish();
             path = format!("{path}?{query}");
         }
         path
@@ -340,7 +427,10 @@ impl<'a> Call<'a> {
             panic!("test bug: {} takes no JSON body", self.op.id);
         };
         if let Err(e) = self.c.spec.validate(schema, body) {
-            panic!("test bug: {} request {body} does not match the spec: {e}", self.op.id);
+            panic!(
+                "test bug: {} request {body} does not match the spec: {e}",
+                self.op.id
+            );
         }
     }
 
@@ -353,10 +443,18 @@ impl<'a> Call<'a> {
             headers.extend(self.headers.iter().cloned());
             headers.push(("Connection".into(), "close".into()));
             let r = raw::exchange(self.c.addr, &self.op.method, &target, &headers, b"").await;
-            Reply { op: self.op.id.clone(), status: r.status, headers: r.headers, body: r.body }
+            Reply {
+                op: self.op.id.clone(),
+                status: r.status,
+                headers: r.headers,
+                body: r.body,
+            }
         } else {
             let method = reqwest::Method::from_bytes(self.op.method.as_bytes()).unwrap();
-            let mut req = self.c.http.request(method.clone(), format!("{}{target}", self.c.base));
+            let mut req = self
+                .c
+                .http
+                .request(method.clone(), format!("{}{target}", self.c.base));
             if let Some((k, v)) = self.auth_header() {
                 req = req.header(k, v);
             }
@@ -364,18 +462,32 @@ impl<'a> Call<'a> {
                 req = req.header(k, v);
             }
             req = match self.body {
-                Body::Empty if method == reqwest::Method::POST || method == reqwest::Method::PUT => {
+                Body::Empty
+                    if method == reqwest::Method::POST || method == reqwest::Method::PUT =>
+                {
                     req.header("Content-Length", "0")
                 }
                 Body::Empty | Body::MissingLength => req,
                 Body::Json(v) => req.json(&v),
                 Body::Raw(ct, bytes) => req.header("Content-Type", ct).body(bytes),
             };
-            let resp = req.send().await.unwrap_or_else(|e| panic!("{} {target}: {e}", self.op.id));
+            let resp = req
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("{} {target}: {e}", self.op.id));
             let status = resp.status().as_u16();
             let headers = resp.headers().clone();
-            let body = resp.bytes().await.unwrap_or_else(|e| panic!("{} {target}: body: {e}", self.op.id)).to_vec();
-            Reply { op: self.op.id.clone(), status, headers, body }
+            let body = resp
+                .bytes()
+                .await
+                .unwrap_or_else(|e| panic!("{} {target}: body: {e}", self.op.id))
+                .to_vec();
+            Reply {
+                op: self.op.id.clone(),
+                status,
+                headers,
+                body,
+            }
         };
         self.c.check(&reply);
         reply
@@ -388,9 +500,17 @@ impl<'a> Call<'a> {
         let mut headers: Vec<(String, String)> = self.auth_header().into_iter().collect();
         headers.extend(self.headers.iter().cloned());
         let r = raw::exchange(self.c.addr, &self.op.method, &target, &headers, b"").await;
-        let reply = Reply { op: self.op.id.clone(), status: r.status, headers: r.headers, body: r.body };
+        let reply = Reply {
+            op: self.op.id.clone(),
+            status: r.status,
+            headers: r.headers,
+            body: r.body,
+        };
         self.c.check(&reply);
-        Upgraded { reply, socket: r.socket, early: r.early }
+        Upgraded {
+            reply,
+            socket: r.socket,
+            early: r.early,
+        }
     }
 }
-

@@ -15,14 +15,19 @@ use super::spec::Operation;
 fn filled<'a>(c: &'a Conformance, op: &Operation, sandbox: &str) -> Call<'a> {
     let mut call = c.op(&op.id);
     for name in op.path_params() {
-        let value = if name == "id" { sandbox.to_string() } else { samples::path_param(&name).to_string() };
+        let value = if name == "id" {
+            sandbox.to_string()
+        } else {
+            samples::path_param(&name).to_string()
+        };
         call = call.p(&name, value);
     }
     for (k, v) in samples::required_query(&op.id) {
         call = call.q(k, v);
     }
     if op.takes_json() {
-        let body: Value = samples::body(&op.id).unwrap_or_else(|| panic!("no sample body for {}", op.id));
+        let body: Value =
+            samples::body(&op.id).unwrap_or_else(|| panic!("no sample body for {}", op.id));
         call = call.json(body);
     }
     call
@@ -45,7 +50,10 @@ pub async fn run(c: &Conformance, fx: &Fixtures) {
 /// A malformed screen id, in the query or the path, is 400.
 async fn bad_screen(c: &Conformance, fx: &Fixtures, op: &Operation) {
     if op.query_params.iter().any(|q| q == "screen_id") {
-        let r = filled(c, op, &fx.desktop).q("screen_id", "banana").send().await;
+        let r = filled(c, op, &fx.desktop)
+            .q("screen_id", "banana")
+            .send()
+            .await;
         c.want(&r, 400, "malformed screen_id query");
     }
     if op.path_params().iter().any(|p| p == "screen_id") {
@@ -61,9 +69,15 @@ async fn bad_screen(c: &Conformance, fx: &Fixtures, op: &Operation) {
 async fn unauthorized(c: &Conformance, fx: &Fixtures, op: &Operation) {
     if op.public {
         // A public route ignores a bad credential.
-        let r = filled(c, op, &fx.sandbox).auth(Auth::Key("skp_not_a_key".into())).send().await;
+        let r = filled(c, op, &fx.sandbox)
+            .auth(Auth::Key("skp_not_a_key".into()))
+            .send()
+            .await;
         if !(200..300).contains(&r.status) {
-            c.violation(format!("{}: public route refused a bad credential with {}", op.id, r.status));
+            c.violation(format!(
+                "{}: public route refused a bad credential with {}",
+                op.id, r.status
+            ));
         }
         return;
     }
@@ -74,11 +88,21 @@ async fn unauthorized(c: &Conformance, fx: &Fixtures, op: &Operation) {
     let r = filled(c, op, &fx.sandbox).auth(Auth::None).send().await;
     c.want(&r, 401, "no credential");
     if r.status == 401 && r.data()["auth"] != "missing credentials" {
-        c.violation(format!("{}: 401 without credential should say missing credentials: {}", op.id, r.text()));
+        c.violation(format!(
+            "{}: 401 without credential should say missing credentials: {}",
+            op.id,
+            r.text()
+        ));
     }
-    let r = filled(c, op, &fx.sandbox).auth(Auth::Key("skp_wrong_key".into())).send().await;
+    let r = filled(c, op, &fx.sandbox)
+        .auth(Auth::Key("skp_wrong_key".into()))
+        .send()
+        .await;
     c.want(&r, 401, "wrong API key");
-    let r = filled(c, op, &fx.sandbox).auth(Auth::AccessToken("not-a-token".into())).send().await;
+    let r = filled(c, op, &fx.sandbox)
+        .auth(Auth::AccessToken("not-a-token".into()))
+        .send()
+        .await;
     c.want(&r, 401, "unknown access token");
 }
 
@@ -106,7 +130,10 @@ async fn unknown(c: &Conformance, op: &Operation) {
         return;
     }
     if !op.lists(404) {
-        c.violation(format!("{}: a route with path parameters does not list 404", op.id));
+        c.violation(format!(
+            "{}: a route with path parameters does not list 404",
+            op.id
+        ));
         return;
     }
     let r = filled(c, op, UNKNOWN_SANDBOX).send().await;
@@ -114,7 +141,11 @@ async fn unknown(c: &Conformance, op: &Operation) {
 }
 
 async fn request_format(c: &Conformance, fx: &Fixtures, op: &Operation) {
-    let sandbox = if op.id.contains("omputer") { &fx.desktop } else { &fx.sandbox };
+    let sandbox = if op.id.contains("omputer") {
+        &fx.desktop
+    } else {
+        &fx.sandbox
+    };
     if op.method == "POST" {
         if op.lists(411) {
             let r = filled(c, op, sandbox).missing_length().send().await;
@@ -127,16 +158,31 @@ async fn request_format(c: &Conformance, fx: &Fixtures, op: &Operation) {
         return;
     }
     if op.lists(415) {
-        let r = filled(c, op, sandbox).raw("text/plain", "hello").send().await;
+        let r = filled(c, op, sandbox)
+            .raw("text/plain", "hello")
+            .send()
+            .await;
         c.want(&r, 415, "text/plain body on a JSON route");
     } else {
         c.violation(format!("{}: JSON route does not list 415", op.id));
     }
     if op.lists(400) {
-        let r = filled(c, op, sandbox).raw("application/json", "{not json").send().await;
+        let r = filled(c, op, sandbox)
+            .raw("application/json", "{not json")
+            .send()
+            .await;
         c.want(&r, 400, "malformed JSON");
-        if r.status == 400 && !r.data()["body"].as_str().unwrap_or("").starts_with("invalid JSON") {
-            c.violation(format!("{}: malformed JSON should be {{\"body\": \"invalid JSON: …\"}}: {}", op.id, r.text()));
+        if r.status == 400
+            && !r.data()["body"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("invalid JSON")
+        {
+            c.violation(format!(
+                "{}: malformed JSON should be {{\"body\": \"invalid JSON: …\"}}: {}",
+                op.id,
+                r.text()
+            ));
         }
     } else {
         c.violation(format!("{}: JSON route does not list 400", op.id));
@@ -149,7 +195,11 @@ async fn not_running(c: &Conformance, fx: &Fixtures, op: &Operation) {
     if !needs_running || !op.path_params().iter().any(|p| p == "id") {
         return;
     }
-    let paused = if op.lists(501) { &fx.paused_desktop } else { &fx.paused };
+    let paused = if op.lists(501) {
+        &fx.paused_desktop
+    } else {
+        &fx.paused
+    };
     let r = filled(c, op, paused).send().await;
     c.want(&r, 409, "paused sandbox");
 }

@@ -57,15 +57,31 @@ async fn exchange_inner(
         }
         let mut chunk = [0u8; 4096];
         let n = socket.read(&mut chunk).await.expect("read head");
-        assert!(n > 0, "connection closed before a response head: {}", String::from_utf8_lossy(&buf));
+        assert!(
+            n > 0,
+            "connection closed before a response head: {}",
+            String::from_utf8_lossy(&buf)
+        );
         buf.extend_from_slice(&chunk[..n]);
     };
     let rest = buf.split_off(body_start);
     if status == 101 {
-        return RawResponse { status, headers, body: Vec::new(), early: rest, socket: Some(socket) };
+        return RawResponse {
+            status,
+            headers,
+            body: Vec::new(),
+            early: rest,
+            socket: Some(socket),
+        };
     }
     let body = read_body(&mut socket, &headers, rest).await;
-    RawResponse { status, headers, body, early: Vec::new(), socket: None }
+    RawResponse {
+        status,
+        headers,
+        body,
+        early: Vec::new(),
+        socket: None,
+    }
 }
 
 fn parse_head(buf: &[u8]) -> Option<(u16, HeaderMap, usize)> {
@@ -75,8 +91,13 @@ fn parse_head(buf: &[u8]) -> Option<(u16, HeaderMap, usize)> {
     let status = lines.next()?.split_whitespace().nth(1)?.parse().ok()?;
     let mut headers = HeaderMap::new();
     for line in lines {
-        let Some((k, v)) = line.split_once(':') else { continue };
-        if let (Ok(name), Ok(value)) = (HeaderName::from_bytes(k.trim().as_bytes()), HeaderValue::from_str(v.trim())) {
+        let Some((k, v)) = line.split_once(':') else {
+            continue;
+        };
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(k.trim().as_bytes()),
+            HeaderValue::from_str(v.trim()),
+        ) {
             headers.append(name, value);
         }
     }
@@ -84,7 +105,12 @@ fn parse_head(buf: &[u8]) -> Option<(u16, HeaderMap, usize)> {
 }
 
 async fn read_body(socket: &mut TcpStream, headers: &HeaderMap, mut have: Vec<u8>) -> Vec<u8> {
-    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_ascii_lowercase);
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_ascii_lowercase)
+    };
     if let Some(len) = header("content-length").and_then(|v| v.parse::<usize>().ok()) {
         while have.len() < len {
             let mut chunk = vec![0u8; len - have.len()];
@@ -105,7 +131,11 @@ async fn read_body(socket: &mut TcpStream, headers: &HeaderMap, mut have: Vec<u8
         let mut chunk = [0u8; 4096];
         let n = socket.read(&mut chunk).await.unwrap_or(0);
         if n == 0 {
-            return if chunked { dechunk(&have).unwrap_or(have) } else { have };
+            return if chunked {
+                dechunk(&have).unwrap_or(have)
+            } else {
+                have
+            };
         }
         have.extend_from_slice(&chunk[..n]);
     }

@@ -32,9 +32,13 @@ pub fn body(op_id: &str) -> Option<Value> {
             "config": {"bucket": "probe", "endpoint": "https://s3.example.com"},
             "credentials": {"access_key": "AKPROBE", "secret_key": "probe-secret"},
         }),
-        "updateDiskCredentials" => json!({"credentials": {"access_key": "AKPROBE2", "secret_key": "probe-secret-2"}}),
+        "updateDiskCredentials" => {
+            json!({"credentials": {"access_key": "AKPROBE2", "secret_key": "probe-secret-2"}})
+        }
         "attachDisk" => json!({"disk_id": "disk_probe", "mount_path": "/workspace/probe"}),
-        "createTemplate" => json!({"name": "probe-tpl", "dockerfile": "FROM nodeops/sandbox:debian\n"}),
+        "createTemplate" => {
+            json!({"name": "probe-tpl", "dockerfile": "FROM nodeops/sandbox:debian\n"})
+        }
         "setComputerClipboard" => json!({"text": "probe"}),
         "computerOpen" => json!({"target": "https://example.com"}),
         "computerLaunch" => json!({"application": "xterm"}),
@@ -44,7 +48,9 @@ pub fn body(op_id: &str) -> Option<Value> {
         "computerMouseDrag" => json!({"from": {"x": 1, "y": 1}, "to": {"x": 2, "y": 2}}),
         "computerMouseDown" | "computerMouseUp" => json!({"button": "left"}),
         "computerKeyboardType" => json!({"text": "a"}),
-        "computerKeyboardPress" | "computerKeyboardDown" | "computerKeyboardUp" => json!({"keys": ["shift"]}),
+        "computerKeyboardPress" | "computerKeyboardDown" | "computerKeyboardUp" => {
+            json!({"keys": ["shift"]})
+        }
         "resizeComputerWindow" => json!({"width": 300, "height": 200}),
         "createComputerScreen" | "resizeComputerScreen" => json!({"width": 640, "height": 480}),
         "registerDevice" => json!({"name": "probe-device", "pubkey": DEVICE_PUBKEY}),

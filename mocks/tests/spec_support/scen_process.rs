@@ -26,12 +26,33 @@ pub async fn processes(c: &Conformance) {
         .expect(200)
         .data();
     let short_id = short["process_id"].as_str().unwrap().to_string();
-    let done = proc_op("waitProcess", &short_id).q("scope", "tree").q("timeout_ms", "15000").send().await.expect(200);
+    let done = proc_op("waitProcess", &short_id)
+        .q("scope", "tree")
+        .q("timeout_ms", "15000")
+        .send()
+        .await
+        .expect(200);
     assert_eq!(done.data()["exit_code"], 4, "{}", done.text());
-    let replay = proc_op("connectProcess", &short_id).q("after", "0").send().await.expect(200);
-    assert_eq!(replay.ndjson().last().unwrap()["type"], "exit", "{}", replay.text());
-    proc_op("connectProcess", &short_id).q("after", "1").send().await.expect(200);
-    let r = proc_op("connectProcess", &short_id).q("after", "-1").send().await;
+    let replay = proc_op("connectProcess", &short_id)
+        .q("after", "0")
+        .send()
+        .await
+        .expect(200);
+    assert_eq!(
+        replay.ndjson().last().unwrap()["type"],
+        "exit",
+        "{}",
+        replay.text()
+    );
+    proc_op("connectProcess", &short_id)
+        .q("after", "1")
+        .send()
+        .await
+        .expect(200);
+    let r = proc_op("connectProcess", &short_id)
+        .q("after", "-1")
+        .send()
+        .await;
     c.want(&r, 400, "negative after");
 
     // A long one: list, inspect, wait with a tiny budget (408), signal, stop.
@@ -46,31 +67,84 @@ pub async fn processes(c: &Conformance) {
     let long_id = long["process_id"].as_str().unwrap().to_string();
     c.op("listProcesses").p("id", &sb).send().await.expect(200);
     proc_op("getProcess", &long_id).send().await.expect(200);
-    let r = proc_op("waitProcess", &long_id).q("timeout_ms", "20").send().await;
+    let r = proc_op("waitProcess", &long_id)
+        .q("timeout_ms", "20")
+        .send()
+        .await;
     c.want(&r, 408, "wait budget ran out");
-    let r = proc_op("waitProcess", &long_id).q("scope", "everything").q("timeout_ms", "20").send().await;
+    let r = proc_op("waitProcess", &long_id)
+        .q("scope", "everything")
+        .q("timeout_ms", "20")
+        .send()
+        .await;
     c.want(&r, 400, "unknown wait scope");
-    let r = proc_op("signalProcess", &long_id).json(json!({"signal": "SIGBOGUS"})).invalid().send().await;
+    let r = proc_op("signalProcess", &long_id)
+        .json(json!({"signal": "SIGBOGUS"}))
+        .invalid()
+        .send()
+        .await;
     c.want(&r, 400, "unknown signal");
-    proc_op("signalProcess", &long_id).json(json!({"signal": "SIGUSR1"})).send().await.expect(200);
-    let r = proc_op("stopProcess", &long_id).q("grace_ms", "-5").send().await;
+    proc_op("signalProcess", &long_id)
+        .json(json!({"signal": "SIGUSR1"}))
+        .send()
+        .await
+        .expect(200);
+    let r = proc_op("stopProcess", &long_id)
+        .q("grace_ms", "-5")
+        .send()
+        .await;
     c.want(&r, 400, "negative grace");
-    proc_op("stopProcess", &long_id).q("grace_ms", "0").send().await.expect(200);
-    proc_op("waitProcess", &long_id).q("timeout_ms", "15000").send().await.expect(200);
+    proc_op("stopProcess", &long_id)
+        .q("grace_ms", "0")
+        .send()
+        .await
+        .expect(200);
+    proc_op("waitProcess", &long_id)
+        .q("timeout_ms", "15000")
+        .send()
+        .await
+        .expect(200);
     let r = proc_op("getProcess", "proc_nope").send().await;
     c.want(&r, 404, "unknown process");
 
     // stdin: write, close, and the output echoes it.
-    let cat = c.op("createProcess").p("id", &sb).json(json!({"cmd": "cat"})).send().await.expect(200).data();
+    let cat = c
+        .op("createProcess")
+        .p("id", &sb)
+        .json(json!({"cmd": "cat"}))
+        .send()
+        .await
+        .expect(200)
+        .data();
     let cat_id = cat["process_id"].as_str().unwrap().to_string();
-    proc_op("writeProcessInput", &cat_id).json(json!({"data_base64": b64(b"piped\n")})).send().await.expect(200);
-    let r = proc_op("writeProcessInput", &cat_id).json(json!({"data_base64": "***"})).send().await;
+    proc_op("writeProcessInput", &cat_id)
+        .json(json!({"data_base64": b64(b"piped\n")}))
+        .send()
+        .await
+        .expect(200);
+    let r = proc_op("writeProcessInput", &cat_id)
+        .json(json!({"data_base64": "***"}))
+        .send()
+        .await;
     c.want(&r, 400, "data_base64 is not base64");
-    proc_op("closeProcessStdin", &cat_id).send().await.expect(200);
-    proc_op("waitProcess", &cat_id).q("timeout_ms", "15000").send().await.expect(200);
-    let r = proc_op("writeProcessInput", &cat_id).json(json!({"data_base64": b64(b"late")})).send().await;
+    proc_op("closeProcessStdin", &cat_id)
+        .send()
+        .await
+        .expect(200);
+    proc_op("waitProcess", &cat_id)
+        .q("timeout_ms", "15000")
+        .send()
+        .await
+        .expect(200);
+    let r = proc_op("writeProcessInput", &cat_id)
+        .json(json!({"data_base64": b64(b"late")}))
+        .send()
+        .await;
     c.want(&r, 409, "input to an exited process");
-    let r = proc_op("resizeProcess", &cat_id).json(json!({"rows": 30, "cols": 90})).send().await;
+    let r = proc_op("resizeProcess", &cat_id)
+        .json(json!({"rows": 30, "cols": 90}))
+        .send()
+        .await;
     c.want(&r, 400, "resize of a pipe process");
 
     // A PTY: resize, then stop.
@@ -83,14 +157,32 @@ pub async fn processes(c: &Conformance) {
         .expect(200)
         .data();
     let pty_id = pty["process_id"].as_str().unwrap().to_string();
-    proc_op("resizeProcess", &pty_id).json(json!({"rows": 40, "cols": 120})).send().await.expect(200);
+    proc_op("resizeProcess", &pty_id)
+        .json(json!({"rows": 40, "cols": 120}))
+        .send()
+        .await
+        .expect(200);
     let r = proc_op("closeProcessStdin", &pty_id).send().await;
     c.want(&r, 400, "a PTY has no separate stdin to close");
-    let r = proc_op("resizeProcess", &pty_id).json(json!({"rows": 0, "cols": 120})).invalid().send().await;
+    let r = proc_op("resizeProcess", &pty_id)
+        .json(json!({"rows": 0, "cols": 120}))
+        .invalid()
+        .send()
+        .await;
     c.want(&r, 400, "zero rows");
-    proc_op("stopProcess", &pty_id).q("grace_ms", "0").send().await.expect(200);
+    proc_op("stopProcess", &pty_id)
+        .q("grace_ms", "0")
+        .send()
+        .await
+        .expect(200);
 
-    let r = c.op("createProcess").p("id", &sb).json(json!({"cmd": "ls", "cwd": "relative"})).invalid().send().await;
+    let r = c
+        .op("createProcess")
+        .p("id", &sb)
+        .json(json!({"cmd": "ls", "cwd": "relative"}))
+        .invalid()
+        .send()
+        .await;
     c.want(&r, 400, "relative cwd");
     c.op("destroySandbox").p("id", &sb).send().await.expect(200);
 }
@@ -146,8 +238,14 @@ pub async fn interactive(c: &Conformance) {
         .await;
     assert_eq!(up.reply.status, 101, "{}", up.reply.text());
     let accept = up.reply.header("sec-websocket-accept").unwrap_or_default();
-    let decoded = base64::engine::general_purpose::STANDARD.decode(&accept).unwrap_or_default();
-    assert_eq!(decoded.len(), 20, "Sec-WebSocket-Accept is a base64 SHA-1: {accept:?}");
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(&accept)
+        .unwrap_or_default();
+    assert_eq!(
+        decoded.len(),
+        20,
+        "Sec-WebSocket-Accept is a base64 SHA-1: {accept:?}"
+    );
     let r = c.op("openShellWebSocket").p("id", &sb).send().await;
     c.want(&r, 400, "shell-ws without a WebSocket handshake");
 

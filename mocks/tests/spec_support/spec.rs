@@ -52,9 +52,13 @@ impl Operation {
 
     /// The response object for `status`: its own entry, else `default` for 5xx.
     pub fn response(&self, status: u16) -> Option<&Value> {
-        self.responses
-            .get(&status.to_string())
-            .or_else(|| if status >= 500 { self.responses.get("default") } else { None })
+        self.responses.get(&status.to_string()).or_else(|| {
+            if status >= 500 {
+                self.responses.get("default")
+            } else {
+                None
+            }
+        })
     }
 }
 
@@ -69,7 +73,11 @@ impl Spec {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../api-spec/openapi.yaml");
         let text = std::fs::read_to_string(path).expect("api-spec/openapi.yaml");
         let doc: Value = serde_yaml::from_str(&text).expect("the spec is YAML with string keys");
-        let mut spec = Spec { doc, ops: BTreeMap::new(), validators: Mutex::new(HashMap::new()) };
+        let mut spec = Spec {
+            doc,
+            ops: BTreeMap::new(),
+            validators: Mutex::new(HashMap::new()),
+        };
         spec.ops = spec.index_operations();
         spec
     }
@@ -79,7 +87,9 @@ impl Spec {
         let paths = self.doc["paths"].as_object().expect("paths");
         for (path, item) in paths {
             for method in METHODS {
-                let Some(op) = item.get(*method) else { continue };
+                let Some(op) = item.get(*method) else {
+                    continue;
+                };
                 let id = op["operationId"].as_str().expect("operationId").to_string();
                 let responses = op["responses"]
                     .as_object()
@@ -99,20 +109,32 @@ impl Spec {
                     responses,
                     request_media,
                     request_required: body.and_then(|b| b["required"].as_bool()).unwrap_or(false),
-                    request_schema: body.and_then(|b| b["content"]["application/json"].get("schema")).cloned(),
-                    public: op.get("security").and_then(Value::as_array).is_some_and(|s| s.is_empty()),
+                    request_schema: body
+                        .and_then(|b| b["content"]["application/json"].get("schema"))
+                        .cloned(),
+                    public: op
+                        .get("security")
+                        .and_then(Value::as_array)
+                        .is_some_and(|s| s.is_empty()),
                     delegated: op["x-delegated-token"].as_bool().unwrap_or(false),
                     upgrade: op["x-upgrade"].as_str().map(str::to_string),
                     query_params: self.query_params(item, op),
                 };
-                assert!(ops.insert(id.clone(), operation).is_none(), "operationId {id} twice");
+                assert!(
+                    ops.insert(id.clone(), operation).is_none(),
+                    "operationId {id} twice"
+                );
             }
         }
         ops
     }
 
     fn query_params(&self, item: &Value, op: &Value) -> Vec<String> {
-        let listed = item["parameters"].as_array().into_iter().chain(op["parameters"].as_array()).flatten();
+        let listed = item["parameters"]
+            .as_array()
+            .into_iter()
+            .chain(op["parameters"].as_array())
+            .flatten();
         listed
             .map(|p| self.resolve(p))
             .filter(|p| p["in"] == "query")
@@ -125,15 +147,24 @@ impl Spec {
     }
 
     pub fn op(&self, id: &str) -> &Operation {
-        self.ops.get(id).unwrap_or_else(|| panic!("no operation {id} in the spec"))
+        self.ops
+            .get(id)
+            .unwrap_or_else(|| panic!("no operation {id} in the spec"))
     }
 
     /// Follows `$ref` chains (local references only).
     pub fn resolve<'a>(&'a self, mut v: &'a Value) -> &'a Value {
         for _ in 0..16 {
-            let Some(r) = v.get("$ref").and_then(Value::as_str) else { return v };
-            let pointer = r.strip_prefix('#').unwrap_or_else(|| panic!("non-local $ref {r}"));
-            v = self.doc.pointer(pointer).unwrap_or_else(|| panic!("$ref {r} does not resolve"));
+            let Some(r) = v.get("$ref").and_then(Value::as_str) else {
+                return v;
+            };
+            let pointer = r
+                .strip_prefix('#')
+                .unwrap_or_else(|| panic!("non-local $ref {r}"));
+            v = self
+                .doc
+                .pointer(pointer)
+                .unwrap_or_else(|| panic!("$ref {r} does not resolve"));
         }
         panic!("$ref chain too long at {v}");
     }
@@ -142,8 +173,10 @@ impl Spec {
     /// error lists every violation with its location.
     pub fn validate(&self, schema: &Value, instance: &Value) -> Result<(), String> {
         let validator = self.validator(schema);
-        let errors: Vec<String> =
-            validator.iter_errors(instance).map(|e| format!("{} (at '{}')", e, e.instance_path())).collect();
+        let errors: Vec<String> = validator
+            .iter_errors(instance)
+            .map(|e| format!("{} (at '{}')", e, e.instance_path()))
+            .collect();
         if errors.is_empty() {
             Ok(())
         } else {
@@ -179,12 +212,25 @@ fn the_spec_loads_and_its_schemas_compile() {
     // Every response schema of every operation compiles.
     for op in spec.operations() {
         for response in op.responses.values() {
-            for media in response["content"].as_object().into_iter().flat_map(|c| c.values()) {
+            for media in response["content"]
+                .as_object()
+                .into_iter()
+                .flat_map(|c| c.values())
+            {
                 spec.validator(&media["schema"]);
             }
         }
     }
-    let fail = spec.op("getSandbox").response(404).unwrap()["content"]["application/json"]["schema"].clone();
-    assert!(spec.validate(&fail, &serde_json::json!({"status": "fail", "data": {"sandbox": "sandbox not found"}})).is_ok());
-    assert!(spec.validate(&fail, &serde_json::json!({"status": "success", "data": {}})).is_err());
+    let fail = spec.op("getSandbox").response(404).unwrap()["content"]["application/json"]
+        ["schema"]
+        .clone();
+    assert!(spec
+        .validate(
+            &fail,
+            &serde_json::json!({"status": "fail", "data": {"sandbox": "sandbox not found"}})
+        )
+        .is_ok());
+    assert!(spec
+        .validate(&fail, &serde_json::json!({"status": "success", "data": {}}))
+        .is_err());
 }

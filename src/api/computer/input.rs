@@ -64,7 +64,8 @@ impl Computer {
             direction: ScrollDirection,
             amount: u32,
         }
-        self.act_json(&ep::COMPUTER_MOUSE_SCROLL, &Scroll { direction, amount }).await
+        self.act_json(&ep::COMPUTER_MOUSE_SCROLL, &Scroll { direction, amount })
+            .await
     }
 
     /// Press the left button at `from`, move to `to`, release (E74).
@@ -77,17 +78,20 @@ impl Computer {
         let (from, to) = (from.into(), to.into());
         from.validate("from")?;
         to.validate("to")?;
-        self.act_json(&ep::COMPUTER_MOUSE_DRAG, &Drag { from, to }).await
+        self.act_json(&ep::COMPUTER_MOUSE_DRAG, &Drag { from, to })
+            .await
     }
 
     /// Press and hold `button` where the pointer is (E75); release with [`Self::mouse_up`].
     pub async fn mouse_down(&self, button: MouseButton) -> Result<()> {
-        self.act_json(&ep::COMPUTER_MOUSE_DOWN, &Button { button }).await
+        self.act_json(&ep::COMPUTER_MOUSE_DOWN, &Button { button })
+            .await
     }
 
     /// Release `button` (E76).
     pub async fn mouse_up(&self, button: MouseButton) -> Result<()> {
-        self.act_json(&ep::COMPUTER_MOUSE_UP, &Button { button }).await
+        self.act_json(&ep::COMPUTER_MOUSE_UP, &Button { button })
+            .await
     }
 
     /// Type `text` into the focused window (E77), optionally pausing `delay` between characters
@@ -102,7 +106,10 @@ impl Computer {
         models::non_empty("text", text)?;
         if let Some(delay) = delay {
             if delay > MAX_TYPE_DELAY {
-                return Err(Error::invalid("delay", format!("{delay:?} is longer than {MAX_TYPE_DELAY:?}")));
+                return Err(Error::invalid(
+                    "delay",
+                    format!("{delay:?} is longer than {MAX_TYPE_DELAY:?}"),
+                ));
             }
         }
         #[derive(Serialize)]
@@ -112,7 +119,8 @@ impl Computer {
             delay_in_ms: Option<u64>,
         }
         let delay_in_ms = delay.map(|d| d.as_millis() as u64);
-        self.act_json(&ep::COMPUTER_KEYBOARD_TYPE, &TypeText { text, delay_in_ms }).await
+        self.act_json(&ep::COMPUTER_KEYBOARD_TYPE, &TypeText { text, delay_in_ms })
+            .await
     }
 
     /// Press one chord, keys together, then release it (E78), e.g. `["ctrl", "l"]`.
@@ -122,7 +130,8 @@ impl Computer {
         K: Into<String>,
     {
         let keys = collect_keys(keys)?;
-        self.act_json(&ep::COMPUTER_KEYBOARD_PRESS, &Keys { keys: &keys }).await
+        self.act_json(&ep::COMPUTER_KEYBOARD_PRESS, &Keys { keys: &keys })
+            .await
     }
 
     /// Press and hold `keys` (E79); release with [`Self::keys_up`].
@@ -132,7 +141,8 @@ impl Computer {
         K: Into<String>,
     {
         let keys = collect_keys(keys)?;
-        self.act_json(&ep::COMPUTER_KEYBOARD_DOWN, &Keys { keys: &keys }).await
+        self.act_json(&ep::COMPUTER_KEYBOARD_DOWN, &Keys { keys: &keys })
+            .await
     }
 
     /// Release `keys` (E80).
@@ -142,6 +152,7 @@ impl Computer {
         K: Into<String>,
     {
         let keys = collect_keys(keys)?;
-        self.act_json(&ep::COMPUTER_KEYBOARD_UP, &Keys { keys: &keys }).await
+        self.act_json(&ep::COMPUTER_KEYBOARD_UP, &Keys { keys: &keys })
+            .await
     }
 }

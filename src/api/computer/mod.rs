@@ -46,13 +46,19 @@ pub const READY_POLL_INTERVAL: Duration = Duration::from_secs(2);
 impl Sandbox {
     /// The desktop's first screen, `screen-0` (the only one most sandboxes have).
     pub fn computer(&self) -> Computer {
-        Computer { sandbox: self.clone(), screen_id: Arc::from(DEFAULT_SCREEN) }
+        Computer {
+            sandbox: self.clone(),
+            screen_id: Arc::from(DEFAULT_SCREEN),
+        }
     }
 
     /// The desktop's screen `screen_id` (`screen-0` … `screen-7`); see [`Computer::create_screen`].
     pub fn computer_on(&self, screen_id: &str) -> Result<Computer> {
         validate_screen_id("screen_id", screen_id)?;
-        Ok(Computer { sandbox: self.clone(), screen_id: Arc::from(screen_id) })
+        Ok(Computer {
+            sandbox: self.clone(),
+            screen_id: Arc::from(screen_id),
+        })
     }
 }
 
@@ -85,7 +91,9 @@ impl Computer {
 
     /// A call to a per-screen route: sandbox id filled, `screen_id` query set.
     fn call(&self, endpoint: &'static Endpoint) -> Call {
-        Call::new(endpoint).param(self.sandbox.id()).query("screen_id", &*self.screen_id)
+        Call::new(endpoint)
+            .param(self.sandbox.id())
+            .query("screen_id", &*self.screen_id)
     }
 
     async fn get<T: DeserializeOwned>(&self, call: Call) -> Result<T> {
@@ -98,7 +106,11 @@ impl Computer {
         Ok(())
     }
 
-    async fn act_json<B: Serialize + ?Sized>(&self, endpoint: &'static Endpoint, body: &B) -> Result<()> {
+    async fn act_json<B: Serialize + ?Sized>(
+        &self,
+        endpoint: &'static Endpoint,
+        body: &B,
+    ) -> Result<()> {
         self.act(self.call(endpoint).json(body)?).await
     }
 
@@ -151,13 +163,18 @@ impl Computer {
         if text.contains('\0') {
             return Err(Error::invalid("text", "contains a NUL byte"));
         }
-        self.act_json(&ep::SET_COMPUTER_CLIPBOARD, &serde_json::json!({ "text": text })).await
+        self.act_json(
+            &ep::SET_COMPUTER_CLIPBOARD,
+            &serde_json::json!({ "text": text }),
+        )
+        .await
     }
 
     /// Open a URL or a local path with the desktop's default handler (E69).
     pub async fn open(&self, target: &str) -> Result<()> {
         models::non_empty("target", target)?;
-        self.act_json(&ep::COMPUTER_OPEN, &serde_json::json!({ "target": target })).await
+        self.act_json(&ep::COMPUTER_OPEN, &serde_json::json!({ "target": target }))
+            .await
     }
 
     /// Start `application` (e.g. `firefox`, `xfce4-terminal`), optionally on `uri` (E70).
@@ -172,7 +189,8 @@ impl Computer {
             #[serde(skip_serializing_if = "Option::is_none")]
             uri: Option<&'a str>,
         }
-        self.act_json(&ep::COMPUTER_LAUNCH, &Launch { application, uri }).await
+        self.act_json(&ep::COMPUTER_LAUNCH, &Launch { application, uri })
+            .await
     }
 
     /// Wait until the desktop answers, polling [`Self::screen_size`] every 2 s for at most
@@ -212,7 +230,9 @@ impl Computer {
 /// Answers during which a desktop may still come up.
 fn not_ready_yet(err: &Error) -> bool {
     match err {
-        Error::NotFound(api) => api.fields.get("sandbox").map(String::as_str) != Some("sandbox not found"),
+        Error::NotFound(api) => {
+            api.fields.get("sandbox").map(String::as_str) != Some("sandbox not found")
+        }
         Error::Conflict(_) | Error::RateLimited { .. } => true,
         _ => false,
     }
@@ -228,7 +248,10 @@ mod tests {
             status,
             code: None,
             message: String::new(),
-            fields: fields.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            fields: fields
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             request_id: None,
             endpoint: String::new(),
             path: None,
@@ -238,10 +261,16 @@ mod tests {
 
     #[test]
     fn readiness_verdicts() {
-        assert!(not_ready_yet(&api(409, &[("desktop", "desktop_unavailable")])));
+        assert!(not_ready_yet(&api(
+            409,
+            &[("desktop", "desktop_unavailable")]
+        )));
         assert!(not_ready_yet(&api(429, &[])));
         assert!(not_ready_yet(&api(404, &[("screen", "screen not found")])));
-        assert!(!not_ready_yet(&api(404, &[("sandbox", "sandbox not found")])));
+        assert!(!not_ready_yet(&api(
+            404,
+            &[("sandbox", "sandbox not found")]
+        )));
         assert!(!not_ready_yet(&api(501, &[])));
         assert!(!not_ready_yet(&api(400, &[])));
         assert!(!not_ready_yet(&api(401, &[])));

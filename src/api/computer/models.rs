@@ -26,17 +26,29 @@ pub fn validate_screen_id(field: &str, screen_id: &str) -> Result<()> {
     if ok {
         Ok(())
     } else {
-        Err(Error::invalid(field, format!("{screen_id:?} is not a screen id (screen-0 … screen-{})", MAX_SCREENS - 1)))
+        Err(Error::invalid(
+            field,
+            format!(
+                "{screen_id:?} is not a screen id (screen-0 … screen-{})",
+                MAX_SCREENS - 1
+            ),
+        ))
     }
 }
 
 /// A coordinate on the screen: 0 ≤ v ≤ 32767.
 pub(crate) fn coordinate(field: &str, value: i32) -> Result<()> {
     if value < 0 {
-        return Err(Error::invalid(field, format!("{value} is negative; coordinates start at 0 (top-left)")));
+        return Err(Error::invalid(
+            field,
+            format!("{value} is negative; coordinates start at 0 (top-left)"),
+        ));
     }
     if i64::from(value) > MAX_X11_COORD {
-        return Err(Error::invalid(field, format!("{value} is beyond the X11 limit {MAX_X11_COORD}")));
+        return Err(Error::invalid(
+            field,
+            format!("{value} is beyond the X11 limit {MAX_X11_COORD}"),
+        ));
     }
     Ok(())
 }
@@ -47,7 +59,10 @@ pub(crate) fn dimension(field: &str, value: u32) -> Result<()> {
         return Err(Error::invalid(field, "must be greater than zero"));
     }
     if i64::from(value) > MAX_X11_COORD {
-        return Err(Error::invalid(field, format!("{value} is beyond the X11 limit {MAX_X11_COORD}")));
+        return Err(Error::invalid(
+            field,
+            format!("{value} is beyond the X11 limit {MAX_X11_COORD}"),
+        ));
     }
     Ok(())
 }
@@ -73,7 +88,10 @@ pub(crate) fn key_names(field: &str, keys: &[String]) -> Result<()> {
             return Err(Error::invalid(field, "key names must not be empty"));
         }
         if key.chars().any(char::is_control) {
-            return Err(Error::invalid(field, format!("{key:?} contains a control character")));
+            return Err(Error::invalid(
+                field,
+                format!("{key:?} contains a control character"),
+            ));
         }
     }
     Ok(())
@@ -127,7 +145,10 @@ impl ScreenSize {
 
     /// Whether `point` lies on a screen of this size.
     pub fn contains(&self, point: Point) -> bool {
-        point.x >= 0 && point.y >= 0 && (point.x as u32) < self.width && (point.y as u32) < self.height
+        point.x >= 0
+            && point.y >= 0
+            && (point.x as u32) < self.width
+            && (point.y as u32) < self.height
     }
 
     pub(crate) fn validate(&self) -> Result<()> {
@@ -227,7 +248,10 @@ pub struct ComputerScreen {
 impl ComputerScreen {
     /// The screen's size.
     pub fn size(&self) -> ScreenSize {
-        ScreenSize { width: self.width, height: self.height }
+        ScreenSize {
+            width: self.width,
+            height: self.height,
+        }
     }
 }
 
@@ -247,7 +271,11 @@ pub struct ComputerScreenConnection {
     #[serde(default)]
     pub path: String,
     /// Bearer token embedded in the link.
-    #[serde(default, serialize_with = "expose_secret", deserialize_with = "read_secret")]
+    #[serde(
+        default,
+        serialize_with = "expose_secret",
+        deserialize_with = "read_secret"
+    )]
     pub token: Secret,
     /// RFC 3339 expiry of the token.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -263,18 +291,27 @@ pub struct ComputerScreenConnection {
 }
 
 fn read_secret<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Secret, D::Error> {
-    Ok(Option::<String>::deserialize(d)?.map(Secret::new).unwrap_or_default())
+    Ok(Option::<String>::deserialize(d)?
+        .map(Secret::new)
+        .unwrap_or_default())
 }
 
-fn read_optional_secret<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<Secret>, D::Error> {
-    Ok(Option::<String>::deserialize(d)?.filter(|s| !s.is_empty()).map(Secret::new))
+fn read_optional_secret<'de, D: Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<Secret>, D::Error> {
+    Ok(Option::<String>::deserialize(d)?
+        .filter(|s| !s.is_empty())
+        .map(Secret::new))
 }
 
 fn expose_secret<S: Serializer>(secret: &Secret, s: S) -> std::result::Result<S::Ok, S::Error> {
     s.serialize_str(secret.expose())
 }
 
-fn expose_optional_secret<S: Serializer>(secret: &Option<Secret>, s: S) -> std::result::Result<S::Ok, S::Error> {
+fn expose_optional_secret<S: Serializer>(
+    secret: &Option<Secret>,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
     match secret {
         Some(secret) => s.serialize_str(secret.expose()),
         None => s.serialize_none(),
@@ -330,7 +367,10 @@ pub struct MouseClick {
 impl MouseClick {
     /// A single click of `button` at the current pointer position.
     pub fn new(button: MouseButton) -> Self {
-        MouseClick { button: Some(button), ..Default::default() }
+        MouseClick {
+            button: Some(button),
+            ..Default::default()
+        }
     }
 
     /// Click at `point` instead of the current pointer position.
@@ -357,7 +397,11 @@ impl MouseClick {
             if !CLICK_COUNT_RANGE.contains(&count) {
                 return Err(Error::invalid(
                     "count",
-                    format!("{count} is outside {}–{}", CLICK_COUNT_RANGE.start(), CLICK_COUNT_RANGE.end()),
+                    format!(
+                        "{count} is outside {}–{}",
+                        CLICK_COUNT_RANGE.start(),
+                        CLICK_COUNT_RANGE.end()
+                    ),
                 ));
             }
         }
@@ -381,7 +425,12 @@ pub struct Rect {
 impl Rect {
     /// The rectangle at `(x, y)` of `width` × `height` pixels.
     pub fn new(x: i32, y: i32, width: u32, height: u32) -> Self {
-        Rect { x, y, width, height }
+        Rect {
+            x,
+            y,
+            width,
+            height,
+        }
     }
 }
 
@@ -415,12 +464,18 @@ impl ScreenshotRegion {
 
     /// Only the window `window_id`.
     pub fn window(window_id: impl Into<String>) -> Self {
-        ScreenshotRegion { window_id: Some(window_id.into()), crop: None }
+        ScreenshotRegion {
+            window_id: Some(window_id.into()),
+            crop: None,
+        }
     }
 
     /// Only the rectangle at `(x, y)` of `width` × `height` pixels of the screen.
     pub fn rect(x: i32, y: i32, width: u32, height: u32) -> Self {
-        ScreenshotRegion { window_id: None, crop: Some(Rect::new(x, y, width, height)) }
+        ScreenshotRegion {
+            window_id: None,
+            crop: Some(Rect::new(x, y, width, height)),
+        }
     }
 
     /// Narrow the capture to a rectangle (see the type's note on cropping a window).
@@ -436,7 +491,13 @@ impl ScreenshotRegion {
             crate::validate::id("window id", id)?;
             query.push(("window_id", id.clone()));
         }
-        if let Some(Rect { x, y, width, height }) = self.crop {
+        if let Some(Rect {
+            x,
+            y,
+            width,
+            height,
+        }) = self.crop
+        {
             coordinate("x", x)?;
             coordinate("y", y)?;
             dimension("width", width)?;
@@ -469,7 +530,17 @@ mod tests {
         for ok in ["screen-0", "screen-3", "screen-7"] {
             assert!(validate_screen_id("screen_id", ok).is_ok(), "{ok}");
         }
-        for bad in ["", "screen-8", "screen-", "screen-01", "screen--1", "Screen-0", "screen-0 ", "s-0", "screen-a"] {
+        for bad in [
+            "",
+            "screen-8",
+            "screen-",
+            "screen-01",
+            "screen--1",
+            "Screen-0",
+            "screen-0 ",
+            "s-0",
+            "screen-a",
+        ] {
             assert!(validate_screen_id("screen_id", bad).is_err(), "{bad:?}");
         }
     }
@@ -477,11 +548,18 @@ mod tests {
     #[test]
     fn click_validation() {
         assert!(MouseClick::default().validate().is_ok());
-        assert!(MouseClick::new(MouseButton::Right).at((3, 4)).count(10).validate().is_ok());
+        assert!(MouseClick::new(MouseButton::Right)
+            .at((3, 4))
+            .count(10)
+            .validate()
+            .is_ok());
         assert!(MouseClick::default().count(0).validate().is_err());
         assert!(MouseClick::default().count(11).validate().is_err());
         assert!(MouseClick::default().at((-1, 4)).validate().is_err());
-        let half = MouseClick { x: Some(1), ..Default::default() };
+        let half = MouseClick {
+            x: Some(1),
+            ..Default::default()
+        };
         assert!(half.validate().is_err());
     }
 
@@ -489,20 +567,34 @@ mod tests {
     fn click_wire_form_omits_unset_fields() {
         let body = serde_json::to_value(MouseClick::default()).unwrap();
         assert_eq!(body, serde_json::json!({}));
-        let body = serde_json::to_value(MouseClick::new(MouseButton::Middle).at((5, 6)).count(2)).unwrap();
-        assert_eq!(body, serde_json::json!({"button": "middle", "x": 5, "y": 6, "count": 2}));
+        let body =
+            serde_json::to_value(MouseClick::new(MouseButton::Middle).at((5, 6)).count(2)).unwrap();
+        assert_eq!(
+            body,
+            serde_json::json!({"button": "middle", "x": 5, "y": 6, "count": 2})
+        );
     }
 
     #[test]
     fn screenshot_region_query() {
         assert!(ScreenshotRegion::full_screen().query().unwrap().is_empty());
-        assert_eq!(ScreenshotRegion::window("0x1").query().unwrap(), vec![("window_id", "0x1".to_string())]);
+        assert_eq!(
+            ScreenshotRegion::window("0x1").query().unwrap(),
+            vec![("window_id", "0x1".to_string())]
+        );
         let q = ScreenshotRegion::rect(1, 2, 3, 4).query().unwrap();
         assert_eq!(q.len(), 4);
         assert!(ScreenshotRegion::rect(0, 0, 0, 4).query().is_err());
         assert!(ScreenshotRegion::rect(-1, 0, 1, 4).query().is_err());
         assert!(ScreenshotRegion::window("a/b").query().is_err());
-        assert_eq!(ScreenshotRegion::window("0x1").crop(0, 0, 5, 5).query().unwrap().len(), 5);
+        assert_eq!(
+            ScreenshotRegion::window("0x1")
+                .crop(0, 0, 5, 5)
+                .query()
+                .unwrap()
+                .len(),
+            5
+        );
     }
 
     #[test]
@@ -514,7 +606,12 @@ mod tests {
         });
         let conn: ComputerScreenConnection = serde_json::from_value(json.clone()).unwrap();
         assert_eq!(conn.token.expose(), "tok-very-secret");
-        assert!(conn.url.as_ref().unwrap().expose().contains("tok-very-secret"));
+        assert!(conn
+            .url
+            .as_ref()
+            .unwrap()
+            .expose()
+            .contains("tok-very-secret"));
         let debug = format!("{conn:?}");
         assert!(!debug.contains("tok-very-secret"), "{debug}");
         assert!(debug.contains("screen-0"));
@@ -539,7 +636,9 @@ mod tests {
 
     #[test]
     fn png_signature() {
-        assert!(is_png(&[0x89, b'P', b'N', b'G', b'\r', b'\n', 0x1a, b'\n', 0]));
+        assert!(is_png(&[
+            0x89, b'P', b'N', b'G', b'\r', b'\n', 0x1a, b'\n', 0
+        ]));
         assert!(!is_png(b"{\"status\":\"success\"}"));
     }
 }

@@ -163,11 +163,16 @@ impl Sandbox {
         if is_json(&response) {
             // A server that ignores the flag answers with the buffered JSend document.
             let status = response.status().as_u16();
-            let body = response.bytes().await.map_err(|e| crate::transport::connection_error(&label, e))?;
+            let body = response
+                .bytes()
+                .await
+                .map_err(|e| crate::transport::connection_error(&label, e))?;
             let answer: ExecResponse = jsend::decode_success(&label, status, &body)?;
             return Ok(ExecStream::replay(answer.into(), started));
         }
-        let frames = crate::stream::ndjson::decode_response::<stream::ExecFrame>(label.clone(), response).boxed();
+        let frames =
+            crate::stream::ndjson::decode_response::<stream::ExecFrame>(label.clone(), response)
+                .boxed();
         let deadline = timeout.flatten().map(|limit| started + limit);
         Ok(ExecStream::live(label, frames, started, deadline))
     }
@@ -178,7 +183,11 @@ fn is_json(response: &reqwest::Response) -> bool {
         .headers()
         .get(http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .map(|ct| ct.trim_start().to_ascii_lowercase().starts_with("application/json"))
+        .map(|ct| {
+            ct.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("application/json")
+        })
         .unwrap_or(false)
 }
 
@@ -193,7 +202,10 @@ mod tests {
         )
         .unwrap();
         let out = ExecOutput::from(r);
-        assert_eq!((out.stdout.as_str(), out.stderr.as_str(), out.exit_code), ("a", "b", 2));
+        assert_eq!(
+            (out.stdout.as_str(), out.stderr.as_str(), out.exit_code),
+            ("a", "b", 2)
+        );
         assert_eq!(out.exec_ms, 124.7);
         assert!(!out.success());
 
@@ -201,7 +213,8 @@ mod tests {
         assert!(ExecOutput::from(r).success());
 
         let r: ExecResponse =
-            serde_json::from_str(r#"{"result":{"error":"exec: \"nope\": not found"},"exec_ms":1}"#).unwrap();
+            serde_json::from_str(r#"{"result":{"error":"exec: \"nope\": not found"},"exec_ms":1}"#)
+                .unwrap();
         let out = ExecOutput::from(r);
         assert_eq!(out.exit_code, EXIT_UNKNOWN);
         assert!(out.error.unwrap().contains("not found"));

@@ -142,7 +142,10 @@ impl ExecRequest {
             validate::env_name("env", name)?;
             // The value may be a secret: name the variable, never echo the value.
             if value.contains('\0') {
-                return Err(Error::invalid("env", format!("value of {name} contains a NUL byte")));
+                return Err(Error::invalid(
+                    "env",
+                    format!("value of {name} contains a NUL byte"),
+                ));
             }
         }
         Ok(())
@@ -164,7 +167,11 @@ mod tests {
     fn wire_form_omits_empty_fields() {
         let json = serde_json::to_value(ExecRequest::new("ls")).unwrap();
         assert_eq!(json, serde_json::json!({ "cmd": "ls" }));
-        let mut req = ExecRequest::new("env").arg("-0").stdin("x").env("A", "1").timeout(Duration::from_secs(1));
+        let mut req = ExecRequest::new("env")
+            .arg("-0")
+            .stdin("x")
+            .env("A", "1")
+            .timeout(Duration::from_secs(1));
         req.stream = true;
         let json = serde_json::to_value(&req).unwrap();
         assert_eq!(
@@ -189,16 +196,24 @@ mod tests {
         assert!(ExecRequest::new("cat").stdin("\0").validate().is_err());
         assert!(ExecRequest::new("env").env("1BAD", "v").validate().is_err());
         assert!(ExecRequest::new("env").env("A-B", "v").validate().is_err());
-        let err = ExecRequest::new("env").env("TOKEN", "sec\0ret").validate().unwrap_err();
+        let err = ExecRequest::new("env")
+            .env("TOKEN", "sec\0ret")
+            .validate()
+            .unwrap_err();
         assert!(!err.to_string().contains("sec"), "{err}");
         assert!(ExecRequest::new("env").env("_OK1", "v").validate().is_ok());
     }
 
     #[test]
     fn debug_hides_values() {
-        let req = ExecRequest::new("env").env("TOKEN", "s3cr3t-value").stdin("password123");
+        let req = ExecRequest::new("env")
+            .env("TOKEN", "s3cr3t-value")
+            .stdin("password123");
         let dbg = format!("{req:?}");
         assert!(dbg.contains("TOKEN"));
-        assert!(!dbg.contains("s3cr3t") && !dbg.contains("password123"), "{dbg}");
+        assert!(
+            !dbg.contains("s3cr3t") && !dbg.contains("password123"),
+            "{dbg}"
+        );
     }
 }

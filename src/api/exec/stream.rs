@@ -104,12 +104,17 @@ pub struct ExecStream {
 enum Inner {
     Live(Box<LiveEvents>),
     /// Events of a buffered answer, replayed; `exec_ms` as the server measured it.
-    Replay { events: VecDeque<ExecEvent>, exec_ms: Option<f64> },
+    Replay {
+        events: VecDeque<ExecEvent>,
+        exec_ms: Option<f64>,
+    },
 }
 
 impl std::fmt::Debug for ExecStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ExecStream").field("fell_back", &self.fell_back).finish_non_exhaustive()
+        f.debug_struct("ExecStream")
+            .field("fell_back", &self.fell_back)
+            .finish_non_exhaustive()
     }
 }
 
@@ -120,9 +125,16 @@ impl ExecStream {
         started: Instant,
         deadline: Option<Instant>,
     ) -> Self {
-        let deadline = deadline.map(|d| (Box::pin(tokio::time::sleep_until(d.into())), d - started));
+        let deadline =
+            deadline.map(|d| (Box::pin(tokio::time::sleep_until(d.into())), d - started));
         ExecStream {
-            inner: Inner::Live(Box::new(LiveEvents { label, frames, pending: VecDeque::new(), done: false, deadline })),
+            inner: Inner::Live(Box::new(LiveEvents {
+                label,
+                frames,
+                pending: VecDeque::new(),
+                done: false,
+                deadline,
+            })),
             started,
             fell_back: false,
         }
@@ -140,7 +152,14 @@ impl ExecStream {
             events.push_back(ExecEvent::Error(message));
         }
         events.push_back(ExecEvent::Exit(output.exit_code));
-        ExecStream { inner: Inner::Replay { events, exec_ms: Some(output.exec_ms) }, started, fell_back: true }
+        ExecStream {
+            inner: Inner::Replay {
+                events,
+                exec_ms: Some(output.exec_ms),
+            },
+            started,
+            fell_back: true,
+        }
     }
 
     /// True when the server did not stream (it answered 404 to the streaming form, as some
@@ -154,7 +173,10 @@ impl ExecStream {
     /// joined by newlines). Fails on the first `Err` event. `exec_ms` is the server's figure for
     /// a replayed answer and the client-side wall time otherwise.
     pub async fn collect_output(mut self) -> Result<ExecOutput> {
-        let mut out = ExecOutput { exit_code: EXIT_UNKNOWN, ..Default::default() };
+        let mut out = ExecOutput {
+            exit_code: EXIT_UNKNOWN,
+            ..Default::default()
+        };
         while let Some(event) = self.next().await {
             match event? {
                 ExecEvent::Stdout(s) => out.stdout.push_str(&s),
@@ -170,7 +192,9 @@ impl ExecStream {
             }
         }
         out.exec_ms = match &self.inner {
-            Inner::Replay { exec_ms: Some(ms), .. } => *ms,
+            Inner::Replay {
+                exec_ms: Some(ms), ..
+            } => *ms,
             _ => self.started.elapsed().as_secs_f64() * 1000.0,
         };
         Ok(out)
@@ -210,7 +234,10 @@ impl LiveEvents {
                 if sleep.as_mut().poll(cx).is_ready() {
                     let after = *limit;
                     self.finish();
-                    return Poll::Ready(Some(Err(Error::Timeout { endpoint: self.label.clone(), after })));
+                    return Poll::Ready(Some(Err(Error::Timeout {
+                        endpoint: self.label.clone(),
+                        after,
+                    })));
                 }
             }
             match self.frames.poll_next_unpin(cx) {
@@ -226,7 +253,9 @@ impl LiveEvents {
                 }
                 Poll::Ready(None) => {
                     self.finish();
-                    self.pending.push_back(ExecEvent::Error("stream ended without an exit code".to_string()));
+                    self.pending.push_back(ExecEvent::Error(
+                        "stream ended without an exit code".to_string(),
+                    ));
                     self.pending.push_back(ExecEvent::Exit(EXIT_UNKNOWN));
                 }
             }
@@ -246,8 +275,10 @@ mod tests {
     use super::*;
 
     fn frames(lines: &[&str]) -> BoxStream<'static, Result<ExecFrame>> {
-        let parsed: Vec<Result<ExecFrame>> =
-            lines.iter().map(|l| Ok(serde_json::from_str::<ExecFrame>(l).unwrap())).collect();
+        let parsed: Vec<Result<ExecFrame>> = lines
+            .iter()
+            .map(|l| Ok(serde_json::from_str::<ExecFrame>(l).unwrap()))
+            .collect();
         futures::stream::iter(parsed).boxed()
     }
 
@@ -280,7 +311,12 @@ mod tests {
 
     #[tokio::test]
     async fn missing_exit_is_reported() {
-        let s = ExecStream::live("t".into(), frames(&[r#"{"stdout":"x"}"#]), Instant::now(), None);
+        let s = ExecStream::live(
+            "t".into(),
+            frames(&[r#"{"stdout":"x"}"#]),
+            Instant::now(),
+            None,
+        );
         let out = s.collect_output().await.unwrap();
         assert_eq!(out.stdout, "x");
         assert_eq!(out.exit_code, EXIT_UNKNOWN);
@@ -289,10 +325,23 @@ mod tests {
 
     #[tokio::test]
     async fn errors_end_the_stream() {
-        let items: Vec<Result<ExecFrame>> =
-            vec![Ok(ExecFrame { stdout: Some("x".into()), ..Default::default() }), Err(Error::Cancelled)];
-        let mut s = ExecStream::live("t".into(), futures::stream::iter(items).boxed(), Instant::now(), None);
-        assert_eq!(s.next().await.unwrap().unwrap(), ExecEvent::Stdout("x".into()));
+        let items: Vec<Result<ExecFrame>> = vec![
+            Ok(ExecFrame {
+                stdout: Some("x".into()),
+                ..Default::default()
+            }),
+            Err(Error::Cancelled),
+        ];
+        let mut s = ExecStream::live(
+            "t".into(),
+            futures::stream::iter(items).boxed(),
+            Instant::now(),
+            None,
+        );
+        assert_eq!(
+            s.next().await.unwrap().unwrap(),
+            ExecEvent::Stdout("x".into())
+        );
         assert!(s.next().await.unwrap().is_err());
         assert!(s.next().await.is_none());
     }

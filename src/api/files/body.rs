@@ -31,17 +31,24 @@ pub struct UploadBody {
 pub(super) enum BodyKind {
     Bytes(Bytes),
     File(PathBuf),
-    Reader { reader: Pin<Box<dyn AsyncRead + Send>>, length: Option<u64> },
+    Reader {
+        reader: Pin<Box<dyn AsyncRead + Send>>,
+        length: Option<u64>,
+    },
 }
 
 impl fmt::Debug for UploadBody {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.kind {
-            BodyKind::Bytes(b) => f.debug_struct("UploadBody::Bytes").field("len", &b.len()).finish(),
+            BodyKind::Bytes(b) => f
+                .debug_struct("UploadBody::Bytes")
+                .field("len", &b.len())
+                .finish(),
             BodyKind::File(p) => f.debug_struct("UploadBody::File").field("path", p).finish(),
-            BodyKind::Reader { length, .. } => {
-                f.debug_struct("UploadBody::Reader").field("length", length).finish_non_exhaustive()
-            }
+            BodyKind::Reader { length, .. } => f
+                .debug_struct("UploadBody::Reader")
+                .field("length", length)
+                .finish_non_exhaustive(),
         }
     }
 }
@@ -49,19 +56,28 @@ impl fmt::Debug for UploadBody {
 impl UploadBody {
     /// Bytes held in memory (replayable).
     pub fn bytes(bytes: impl Into<Bytes>) -> Self {
-        UploadBody { kind: BodyKind::Bytes(bytes.into()) }
+        UploadBody {
+            kind: BodyKind::Bytes(bytes.into()),
+        }
     }
 
     /// A local file, streamed from disk when the upload is sent. Its size is read then, and it
     /// must not shrink or grow during the upload.
     pub fn file(path: impl Into<PathBuf>) -> Self {
-        UploadBody { kind: BodyKind::File(path.into()) }
+        UploadBody {
+            kind: BodyKind::File(path.into()),
+        }
     }
 
     /// Any async reader. With `length`, exactly that many bytes are sent (`Content-Length`; a
     /// reader ending early fails the upload); without it the body is chunked until EOF.
     pub fn reader<R: AsyncRead + Send + 'static>(reader: R, length: Option<u64>) -> Self {
-        UploadBody { kind: BodyKind::Reader { reader: Box::pin(reader), length } }
+        UploadBody {
+            kind: BodyKind::Reader {
+                reader: Box::pin(reader),
+                length,
+            },
+        }
     }
 
     /// Whether a failed attempt can be sent again.
@@ -145,14 +161,24 @@ impl<S> CountingBody<S> {
         if let Some(report) = &progress {
             report(0, expected);
         }
-        let body = CountingBody { inner, sent: 0, expected, cap, progress, state: state.clone(), finished: false };
+        let body = CountingBody {
+            inner,
+            sent: 0,
+            expected,
+            cap,
+            progress,
+            state: state.clone(),
+            finished: false,
+        };
         (body, state)
     }
 
     fn fail(&mut self, failure: LocalFailure) -> Poll<Option<std::io::Result<Bytes>>> {
         let message = match &failure {
             LocalFailure::TooLarge { cap } => format!("upload body exceeds {cap} bytes"),
-            LocalFailure::Short { sent, expected } => format!("upload body ended after {sent} of {expected} bytes"),
+            LocalFailure::Short { sent, expected } => {
+                format!("upload body ended after {sent} of {expected} bytes")
+            }
             LocalFailure::Read(e) => format!("reading the upload body failed: {e}"),
         };
         self.state.lock().unwrap_or_else(|e| e.into_inner()).failure = Some(failure);
@@ -191,7 +217,10 @@ where
             Poll::Ready(None) => {
                 if let Some(expected) = this.expected {
                     if this.sent < expected {
-                        return this.fail(LocalFailure::Short { sent: this.sent, expected });
+                        return this.fail(LocalFailure::Short {
+                            sent: this.sent,
+                            expected,
+                        });
                     }
                 }
                 this.finished = true;
@@ -202,10 +231,14 @@ where
 }
 
 /// A replayable buffer cut into chunks (zero-copy slices), for bodies whose progress is watched.
-pub(super) fn chunks_of(bytes: Bytes) -> impl Stream<Item = std::io::Result<Bytes>> + Unpin + Send + 'static {
+pub(super) fn chunks_of(
+    bytes: Bytes,
+) -> impl Stream<Item = std::io::Result<Bytes>> + Unpin + Send + 'static {
     let len = bytes.len();
-    let pieces: Vec<std::io::Result<Bytes>> =
-        (0..len).step_by(CHUNK).map(|start| Ok(bytes.slice(start..(start + CHUNK).min(len)))).collect();
+    let pieces: Vec<std::io::Result<Bytes>> = (0..len)
+        .step_by(CHUNK)
+        .map(|start| Ok(bytes.slice(start..(start + CHUNK).min(len))))
+        .collect();
     futures::stream::iter(pieces)
 }
 
@@ -223,7 +256,12 @@ mod tests {
             assert_eq!(total, Some(150_000));
             s.store(n, Ordering::SeqCst);
         });
-        let (body, failure) = CountingBody::new(chunks_of(Bytes::from(vec![7u8; 150_000])), Some(150_000), None, Some(progress));
+        let (body, failure) = CountingBody::new(
+            chunks_of(Bytes::from(vec![7u8; 150_000])),
+            Some(150_000),
+            None,
+            Some(progress),
+        );
         let parts: Vec<_> = body.collect().await;
         assert_eq!(parts.len(), 3);
         assert_eq!(seen.load(Ordering::SeqCst), 150_000);
@@ -234,14 +272,29 @@ mod tests {
 
     #[tokio::test]
     async fn cap_and_short_bodies_fail() {
-        let (body, failure) = CountingBody::new(chunks_of(Bytes::from(vec![0u8; 200_000])), None, Some(100_000), None);
+        let (body, failure) = CountingBody::new(
+            chunks_of(Bytes::from(vec![0u8; 200_000])),
+            None,
+            Some(100_000),
+            None,
+        );
         let parts: Vec<_> = body.collect().await;
         assert!(parts.last().unwrap().is_err());
-        assert!(matches!(failure.lock().unwrap().failure, Some(LocalFailure::TooLarge { cap: 100_000 })));
+        assert!(matches!(
+            failure.lock().unwrap().failure,
+            Some(LocalFailure::TooLarge { cap: 100_000 })
+        ));
 
-        let (body, failure) = CountingBody::new(chunks_of(Bytes::from_static(b"abc")), Some(10), None, None);
+        let (body, failure) =
+            CountingBody::new(chunks_of(Bytes::from_static(b"abc")), Some(10), None, None);
         let parts: Vec<_> = body.collect().await;
         assert!(parts.last().unwrap().is_err());
-        assert!(matches!(failure.lock().unwrap().failure, Some(LocalFailure::Short { sent: 3, expected: 10 })));
+        assert!(matches!(
+            failure.lock().unwrap().failure,
+            Some(LocalFailure::Short {
+                sent: 3,
+                expected: 10
+            })
+        ));
     }
 }

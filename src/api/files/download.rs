@@ -31,7 +31,10 @@ pub struct Download {
 
 impl fmt::Debug for Download {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Download").field("path", &self.path).field("length", &self.length).finish_non_exhaustive()
+        f.debug_struct("Download")
+            .field("path", &self.path)
+            .field("length", &self.length)
+            .finish_non_exhaustive()
     }
 }
 
@@ -42,7 +45,13 @@ impl Download {
             .get(http::header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok());
-        Download { label, path, response, length, progress: None }
+        Download {
+            label,
+            path,
+            response,
+            length,
+            progress: None,
+        }
     }
 
     /// The guest path being read.
@@ -73,7 +82,14 @@ impl Download {
         if let Some(report) = &self.progress {
             report(0, self.length);
         }
-        DownloadStream { label: self.label, chunks, received: 0, length: self.length, progress: self.progress, done: false }
+        DownloadStream {
+            label: self.label,
+            chunks,
+            received: 0,
+            length: self.length,
+            progress: self.progress,
+            done: false,
+        }
     }
 
     /// The whole body in memory, refused (before reading when the size is announced) if it is
@@ -127,7 +143,11 @@ impl Download {
 /// Copy everything `reader` yields into `target` the way [`Download::save_to`] does (a
 /// temporary file renamed over the target once complete); `read_error` turns a failed read
 /// into the caller's error. Returns the bytes written.
-pub(crate) async fn save_reader_to<R>(mut reader: R, target: &Path, read_error: impl Fn(std::io::Error) -> Error) -> Result<u64>
+pub(crate) async fn save_reader_to<R>(
+    mut reader: R,
+    target: &Path,
+    read_error: impl Fn(std::io::Error) -> Error,
+) -> Result<u64>
 where
     R: tokio::io::AsyncRead + Unpin,
 {
@@ -156,9 +176,12 @@ impl TempFile {
         let target = target.to_path_buf();
         let temp = tokio::task::spawn_blocking(move || -> Result<TempFile> {
             crate::transfer::protect::check_target(&target)?;
-            let name = target
-                .file_name()
-                .ok_or_else(|| Error::invalid("local_path", format!("{} does not name a file", target.display())))?;
+            let name = target.file_name().ok_or_else(|| {
+                Error::invalid(
+                    "local_path",
+                    format!("{} does not name a file", target.display()),
+                )
+            })?;
             let dir = match target.parent() {
                 Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
                 _ => PathBuf::from("."),
@@ -166,23 +189,37 @@ impl TempFile {
             TempFile::create(&dir, name)
         })
         .await
-        .map_err(|e| Error::io("the file thread failed", std::io::Error::other(e.to_string())))??;
+        .map_err(|e| {
+            Error::io(
+                "the file thread failed",
+                std::io::Error::other(e.to_string()),
+            )
+        })??;
         let file = tokio::fs::File::from_std(temp.reopen()?);
         Ok((temp, file))
     }
 
     /// Flush and sync `file` (this temporary file's handle), then move it over the target.
     async fn commit(self, mut file: tokio::fs::File) -> Result<()> {
-        file.flush().await.map_err(|e| Error::io(format!("writing {}", self.shown()), e))?;
-        file.sync_all().await.map_err(|e| Error::io(format!("syncing {}", self.shown()), e))?;
+        file.flush()
+            .await
+            .map_err(|e| Error::io(format!("writing {}", self.shown()), e))?;
+        file.sync_all()
+            .await
+            .map_err(|e| Error::io(format!("syncing {}", self.shown()), e))?;
         drop(file);
         self.persist()
     }
 }
 
 fn too_big(path: &str, announced: Option<u64>, max: u64) -> Error {
-    let size = announced.map(|n| format!("{n} bytes")).unwrap_or_else(|| "larger".to_string());
-    Error::invalid("max_bytes", format!("{path} is {size}, over the limit of {max} bytes"))
+    let size = announced
+        .map(|n| format!("{n} bytes"))
+        .unwrap_or_else(|| "larger".to_string());
+    Error::invalid(
+        "max_bytes",
+        format!("{path} is {size}, over the limit of {max} bytes"),
+    )
 }
 
 /// Chunks of a [`Download`]'s body (`Stream<Item = Result<Bytes>>`).
@@ -235,10 +272,13 @@ impl Stream for DownloadStream {
             Poll::Ready(None) => {
                 this.done = true;
                 match this.length {
-                    Some(len) if this.received != len => Poll::Ready(Some(Err(Error::Connection {
-                        endpoint: this.label.clone(),
-                        source: format!("body ended after {} of {len} bytes", this.received).into(),
-                    }))),
+                    Some(len) if this.received != len => {
+                        Poll::Ready(Some(Err(Error::Connection {
+                            endpoint: this.label.clone(),
+                            source: format!("body ended after {} of {len} bytes", this.received)
+                                .into(),
+                        })))
+                    }
                     _ => Poll::Ready(None),
                 }
             }
@@ -260,17 +300,34 @@ struct TempFile {
 
 impl TempFile {
     fn create(dir_path: &Path, target: &OsStr) -> Result<TempFile> {
-        let dir = Dir::open(dir_path).map_err(|e| Error::io(format!("opening the directory {}", dir_path.display()), e))?;
+        let dir = Dir::open(dir_path)
+            .map_err(|e| Error::io(format!("opening the directory {}", dir_path.display()), e))?;
         let mut tries = 0;
         loop {
-            let name = OsString::from(format!(".{}.cos-part-{:016x}", target.to_string_lossy(), rand::random::<u64>()));
+            let name = OsString::from(format!(
+                ".{}.cos-part-{:016x}",
+                target.to_string_lossy(),
+                rand::random::<u64>()
+            ));
             match dir.create_new(&name, 0o666) {
                 Ok(file) => {
                     let (dir_path, target) = (dir_path.to_path_buf(), target.to_os_string());
-                    return Ok(TempFile { dir, dir_path, name, target, file: Some(file), keep: false });
+                    return Ok(TempFile {
+                        dir,
+                        dir_path,
+                        name,
+                        target,
+                        file: Some(file),
+                        keep: false,
+                    });
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && tries < 8 => tries += 1,
-                Err(e) => return Err(Error::io(format!("creating a temporary file in {}", dir_path.display()), e)),
+                Err(e) => {
+                    return Err(Error::io(
+                        format!("creating a temporary file in {}", dir_path.display()),
+                        e,
+                    ))
+                }
             }
         }
     }
@@ -282,16 +339,29 @@ impl TempFile {
     /// The open handle (taken once).
     fn reopen(&self) -> Result<std::fs::File> {
         match &self.file {
-            Some(f) => f.try_clone().map_err(|e| Error::io(format!("opening {}", self.shown()), e)),
-            None => Err(Error::io("temporary file", std::io::Error::other("already closed"))),
+            Some(f) => f
+                .try_clone()
+                .map_err(|e| Error::io(format!("opening {}", self.shown()), e)),
+            None => Err(Error::io(
+                "temporary file",
+                std::io::Error::other("already closed"),
+            )),
         }
     }
 
     fn persist(mut self) -> Result<()> {
         self.file = None;
-        self.dir.rename(&self.name, &self.dir, &self.target).map_err(|e| {
-            Error::io(format!("moving the download into {}", self.dir_path.join(&self.target).display()), e)
-        })?;
+        self.dir
+            .rename(&self.name, &self.dir, &self.target)
+            .map_err(|e| {
+                Error::io(
+                    format!(
+                        "moving the download into {}",
+                        self.dir_path.join(&self.target).display()
+                    ),
+                    e,
+                )
+            })?;
         self.keep = true;
         Ok(())
     }
@@ -316,7 +386,11 @@ mod tests {
         let temp = TempFile::create(dir.path(), OsStr::new("out.bin")).unwrap();
         let path = dir.path().join(&temp.name);
         assert!(path.exists());
-        assert!(path.file_name().unwrap().to_string_lossy().starts_with(".out.bin.cos-part-"));
+        assert!(path
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with(".out.bin.cos-part-"));
         drop(temp);
         assert!(!path.exists());
 
@@ -338,13 +412,21 @@ mod tests {
         file.write_all(b"new").await.unwrap();
         temp.commit(file).await.unwrap();
         assert_eq!(std::fs::read_to_string(&link).unwrap(), "new");
-        assert!(!std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+        assert!(!std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
         assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep");
         std::fs::create_dir_all(dir.path().join(".git")).unwrap();
         for bad in [".git/config", ".env", "id_rsa"] {
-            let Err(err) = TempFile::next_to(&dir.path().join(bad)).await else { panic!("{bad} was accepted") };
+            let Err(err) = TempFile::next_to(&dir.path().join(bad)).await else {
+                panic!("{bad} was accepted")
+            };
             assert!(matches!(err, Error::Refused { .. }), "{bad}: {err}");
         }
-        assert_eq!(std::fs::read_dir(dir.path().join(".git")).unwrap().count(), 0);
+        assert_eq!(
+            std::fs::read_dir(dir.path().join(".git")).unwrap().count(),
+            0
+        );
     }
 }

@@ -19,14 +19,14 @@ use tokio::io::AsyncReadExt;
 use tokio_util::io::ReaderStream;
 
 pub use body::UploadBody;
-pub use download::{Download, DownloadStream};
 pub(crate) use download::save_reader_to;
+pub use download::{Download, DownloadStream};
 pub use progress::ProgressReader;
 
 use crate::api::endpoints as ep;
-use crate::transport::retry::{self, Verdict};
 use crate::api::sandboxes::Sandbox;
 use crate::error::{Error, Result};
+use crate::transport::retry::{self, Verdict};
 use crate::transport::{Call, CallBody};
 use crate::validate;
 use body::{BodyKind, CountingBody, LocalFailure, CHUNK};
@@ -129,7 +129,12 @@ impl Sandbox {
     /// sandbox.upload_with("/root/big.tar", UploadBody::file("big.tar"), options).await?;
     /// # Ok(()) }
     /// ```
-    pub async fn upload_with(&self, path: &str, body: UploadBody, options: UploadOptions) -> Result<Uploaded> {
+    pub async fn upload_with(
+        &self,
+        path: &str,
+        body: UploadBody,
+        options: UploadOptions,
+    ) -> Result<Uploaded> {
         validate::guest_path("path", path)?;
         let cap = options.cap();
         let bytes = match body.kind {
@@ -138,7 +143,10 @@ impl Sandbox {
                 let len = bytes.len() as u64;
                 match options.progress.clone() {
                     None => self.upload_buffer(path, bytes, options.timeout).await?,
-                    Some(progress) => self.upload_buffer_watched(path, bytes, progress, options.timeout).await?,
+                    Some(progress) => {
+                        self.upload_buffer_watched(path, bytes, progress, options.timeout)
+                            .await?
+                    }
                 }
                 len
             }
@@ -146,17 +154,20 @@ impl Sandbox {
                 let file = tokio::fs::File::open(&local)
                     .await
                     .map_err(|e| Error::io(format!("opening {} for upload", local.display()), e))?;
-                let meta = file
-                    .metadata()
-                    .await
-                    .map_err(|e| Error::io(format!("reading the size of {}", local.display()), e))?;
+                let meta = file.metadata().await.map_err(|e| {
+                    Error::io(format!("reading the size of {}", local.display()), e)
+                })?;
                 if !meta.is_file() {
-                    return Err(Error::invalid("body", format!("{} is not a regular file", local.display())));
+                    return Err(Error::invalid(
+                        "body",
+                        format!("{} is not a regular file", local.display()),
+                    ));
                 }
                 let len = meta.len();
                 check_cap(len, cap)?;
                 let chunks = ReaderStream::with_capacity(file.take(len), CHUNK);
-                self.upload_stream(path, chunks, Some(len), &options).await?
+                self.upload_stream(path, chunks, Some(len), &options)
+                    .await?
             }
             BodyKind::Reader { reader, length } => {
                 if let Some(len) = length {
@@ -169,7 +180,10 @@ impl Sandbox {
                 self.upload_stream(path, chunks, length, &options).await?
             }
         };
-        Ok(Uploaded { path: path.to_string(), bytes })
+        Ok(Uploaded {
+            path: path.to_string(),
+            bytes,
+        })
     }
 
     /// Write `contents` to `path` (a replayable in-memory upload).
@@ -190,27 +204,52 @@ impl Sandbox {
     /// ```
     pub async fn download(&self, path: &str) -> Result<Download> {
         validate::guest_path("path", path)?;
-        let call = Call::new(&ep::DOWNLOAD_FILE).param(self.id()).query("path", path).accept(OCTET_STREAM);
+        let call = Call::new(&ep::DOWNLOAD_FILE)
+            .param(self.id())
+            .query("path", path)
+            .accept(OCTET_STREAM);
         let response = self.client.transport.response(call).await?;
-        Ok(Download::new(ep::DOWNLOAD_FILE.label(), path.to_string(), response))
+        Ok(Download::new(
+            ep::DOWNLOAD_FILE.label(),
+            path.to_string(),
+            response,
+        ))
     }
 
     /// Read a UTF-8 text file of at most [`READ_TO_STRING_LIMIT`] bytes.
     pub async fn read_to_string(&self, path: &str) -> Result<String> {
-        let bytes = self.download(path).await?.bytes(READ_TO_STRING_LIMIT).await?;
-        String::from_utf8(bytes.to_vec())
-            .map_err(|e| Error::decode(ep::DOWNLOAD_FILE.label(), format!("{path} is not UTF-8 text: {e}")))
+        let bytes = self
+            .download(path)
+            .await?
+            .bytes(READ_TO_STRING_LIMIT)
+            .await?;
+        String::from_utf8(bytes.to_vec()).map_err(|e| {
+            Error::decode(
+                ep::DOWNLOAD_FILE.label(),
+                format!("{path} is not UTF-8 text: {e}"),
+            )
+        })
     }
 
     fn upload_call(&self, path: &str) -> Call {
-        Call::new(&ep::UPLOAD_FILE).param(self.id()).query("path", path)
+        Call::new(&ep::UPLOAD_FILE)
+            .param(self.id())
+            .query("path", path)
     }
 
     /// A buffer through the transport: retried like any idempotent PUT.
-    async fn upload_buffer(&self, path: &str, bytes: Bytes, timeout: Option<Duration>) -> Result<()> {
+    async fn upload_buffer(
+        &self,
+        path: &str,
+        bytes: Bytes,
+        timeout: Option<Duration>,
+    ) -> Result<()> {
         let call = self
             .upload_call(path)
-            .body(CallBody::Bytes { bytes, content_type: OCTET_STREAM })
+            .body(CallBody::Bytes {
+                bytes,
+                content_type: OCTET_STREAM,
+            })
             .timeout(timeout);
         self.client.transport.bytes(call).await?;
         Ok(())
@@ -231,7 +270,12 @@ impl Sandbox {
         let mut attempt = 0;
         let mut refreshed = false;
         loop {
-            let (body, _) = CountingBody::new(body::chunks_of(bytes.clone()), Some(len), None, Some(progress.clone()));
+            let (body, _) = CountingBody::new(
+                body::chunks_of(bytes.clone()),
+                Some(len),
+                None,
+                Some(progress.clone()),
+            );
             let call = self.upload_call(path).body(CallBody::Stream {
                 body: reqwest::Body::wrap_stream(body),
                 length: Some(len),
@@ -243,7 +287,10 @@ impl Sandbox {
             if let (Error::Auth(_), false, Some(creds), Some(sent)) =
                 (err, refreshed, &transport.credentials, &sent_credential)
             {
-                if creds.refresh_after_unauthorized(&transport.http, sent).await? {
+                if creds
+                    .refresh_after_unauthorized(&transport.http, sent)
+                    .await?
+                {
                     refreshed = true;
                     continue;
                 }
@@ -260,11 +307,18 @@ impl Sandbox {
     }
 
     /// A one-shot stream (file or reader): sent once, never retried.
-    async fn upload_stream<S>(&self, path: &str, chunks: S, length: Option<u64>, options: &UploadOptions) -> Result<u64>
+    async fn upload_stream<S>(
+        &self,
+        path: &str,
+        chunks: S,
+        length: Option<u64>,
+        options: &UploadOptions,
+    ) -> Result<u64>
     where
         S: futures::Stream<Item = std::io::Result<Bytes>> + Unpin + Send + 'static,
     {
-        let (body, state) = CountingBody::new(chunks, length, options.cap(), options.progress.clone());
+        let (body, state) =
+            CountingBody::new(chunks, length, options.cap(), options.progress.clone());
         let call = self.upload_call(path).body(CallBody::Stream {
             body: reqwest::Body::wrap_stream(body),
             length,
@@ -282,18 +336,28 @@ impl Sandbox {
 }
 
 /// Send a streamed call, read (and ignore) the informative answer, within `timeout`.
-async fn send_bounded(transport: &crate::transport::Transport, call: Call, timeout: Option<Duration>) -> Result<()> {
+async fn send_bounded(
+    transport: &crate::transport::Transport,
+    call: Call,
+    timeout: Option<Duration>,
+) -> Result<()> {
     let label = call.endpoint.label();
     let work = async {
         let response = transport.send_stream(call).await?;
         // Drain the small answer so the connection can be reused.
-        response.bytes().await.map_err(|e| crate::transport::connection_error(&label, e))?;
+        response
+            .bytes()
+            .await
+            .map_err(|e| crate::transport::connection_error(&label, e))?;
         Ok(())
     };
     match timeout {
         Some(limit) => tokio::time::timeout(limit, work)
             .await
-            .map_err(|_| Error::Timeout { endpoint: label.clone(), after: limit })?,
+            .map_err(|_| Error::Timeout {
+                endpoint: label.clone(),
+                after: limit,
+            })?,
         None => work.await,
     }
 }
@@ -308,7 +372,10 @@ fn check_cap(len: u64, cap: Option<u64>) -> Result<()> {
 fn too_large(cap: u64) -> Error {
     Error::invalid(
         "body",
-        format!("larger than {} MiB; pass UploadOptions::allow_large(true) to send it anyway", cap >> 20),
+        format!(
+            "larger than {} MiB; pass UploadOptions::allow_large(true) to send it anyway",
+            cap >> 20
+        ),
     )
 }
 

@@ -32,7 +32,12 @@ pub struct ProgressReader<R> {
 impl<R> ProgressReader<R> {
     /// Report reads of `inner` against `total` (when known).
     pub fn new(inner: R, total: Option<u64>, progress: Option<ProgressFn>) -> Self {
-        ProgressReader { inner, done: 0, total, progress }
+        ProgressReader {
+            inner,
+            done: 0,
+            total,
+            progress,
+        }
     }
 
     /// Bytes read so far.
@@ -43,12 +48,19 @@ impl<R> ProgressReader<R> {
 
 impl<R> std::fmt::Debug for ProgressReader<R> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ProgressReader").field("done", &self.done).field("total", &self.total).finish_non_exhaustive()
+        f.debug_struct("ProgressReader")
+            .field("done", &self.done)
+            .field("total", &self.total)
+            .finish_non_exhaustive()
     }
 }
 
 impl<R: AsyncRead + Unpin> AsyncRead for ProgressReader<R> {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
         ready!(Pin::new(&mut self.inner).poll_read(cx, buf))?;
         let read = (buf.filled().len() - before) as u64;
@@ -74,7 +86,8 @@ mod tests {
     async fn every_read_is_reported_with_the_running_total() {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let sink = Arc::clone(&seen);
-        let report: ProgressFn = Arc::new(move |done, total| sink.lock().unwrap().push((done, total)));
+        let report: ProgressFn =
+            Arc::new(move |done, total| sink.lock().unwrap().push((done, total)));
         let data = vec![7u8; 10_000];
         let mut reader = ProgressReader::new(&data[..], Some(10_000), Some(report));
         let mut chunk = [0u8; 4096];
@@ -89,6 +102,13 @@ mod tests {
         assert_eq!(got, 10_000);
         assert_eq!(reader.done(), 10_000);
         let seen = seen.lock().unwrap().clone();
-        assert_eq!(seen, vec![(4096, Some(10_000)), (8192, Some(10_000)), (10_000, Some(10_000))]);
+        assert_eq!(
+            seen,
+            vec![
+                (4096, Some(10_000)),
+                (8192, Some(10_000)),
+                (10_000, Some(10_000))
+            ]
+        );
     }
 }

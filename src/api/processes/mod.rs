@@ -39,7 +39,9 @@ const WAIT_SLACK: Duration = Duration::from_secs(15);
 impl Sandbox {
     /// The managed processes of this sandbox.
     pub fn processes(&self) -> Processes {
-        Processes { sandbox: self.clone() }
+        Processes {
+            sandbox: self.clone(),
+        }
     }
 }
 
@@ -64,10 +66,16 @@ impl Processes {
     /// ```
     pub async fn start(&self, spec: ProcessSpec) -> Result<Process> {
         spec.validate()?;
-        let call = Call::new(&ep::CREATE_PROCESS).param(self.sandbox.id()).json(&spec)?;
+        let call = Call::new(&ep::CREATE_PROCESS)
+            .param(self.sandbox.id())
+            .json(&spec)?;
         let details: ProcessDetails = self.sandbox.client.transport.json(call).await?;
-        validate::id("process id", &details.process_id)
-            .map_err(|_| Error::decode(ep::CREATE_PROCESS.label(), "the answer carries no usable process_id"))?;
+        validate::id("process id", &details.process_id).map_err(|_| {
+            Error::decode(
+                ep::CREATE_PROCESS.label(),
+                "the answer carries no usable process_id",
+            )
+        })?;
         Ok(Process::from_details(self.sandbox.clone(), details))
     }
 
@@ -90,7 +98,10 @@ impl Processes {
         validate::id("process id", process_id)?;
         Ok(Process::from_details(
             self.sandbox.clone(),
-            ProcessDetails { process_id: process_id.to_string(), ..Default::default() },
+            ProcessDetails {
+                process_id: process_id.to_string(),
+                ..Default::default()
+            },
         ))
     }
 
@@ -111,13 +122,20 @@ pub struct Process {
 
 impl std::fmt::Debug for Process {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Process").field("sandbox", &self.sandbox.id()).field("id", &self.id).finish()
+        f.debug_struct("Process")
+            .field("sandbox", &self.sandbox.id())
+            .field("id", &self.id)
+            .finish()
     }
 }
 
 impl Process {
     fn from_details(sandbox: Sandbox, details: ProcessDetails) -> Self {
-        Process { sandbox, id: Arc::from(details.process_id.as_str()), details: Arc::new(RwLock::new(details)) }
+        Process {
+            sandbox,
+            id: Arc::from(details.process_id.as_str()),
+            details: Arc::new(RwLock::new(details)),
+        }
     }
 
     /// The process id.
@@ -132,7 +150,10 @@ impl Process {
 
     /// The last details the server gave (no request).
     pub fn details(&self) -> ProcessDetails {
-        self.details.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.details
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     fn store(&self, details: &ProcessDetails) {
@@ -142,12 +163,19 @@ impl Process {
     }
 
     fn call(&self, endpoint: &'static ep::Endpoint) -> Call {
-        Call::new(endpoint).param(self.sandbox.id()).param(&*self.id)
+        Call::new(endpoint)
+            .param(self.sandbox.id())
+            .param(&*self.id)
     }
 
     /// Current details, including the retained output window (E23).
     pub async fn info(&self) -> Result<ProcessDetails> {
-        let details: ProcessDetails = self.sandbox.client.transport.json(self.call(&ep::GET_PROCESS)).await?;
+        let details: ProcessDetails = self
+            .sandbox
+            .client
+            .transport
+            .json(self.call(&ep::GET_PROCESS))
+            .await?;
         self.store(&details);
         Ok(details)
     }
@@ -165,7 +193,10 @@ impl Process {
             .timeouts
             .request
             .map(|t| t + grace.unwrap_or(Duration::from_secs(1)));
-        let call = self.call(&ep::STOP_PROCESS).query_opt("grace_ms", grace_ms).timeout(budget);
+        let call = self
+            .call(&ep::STOP_PROCESS)
+            .query_opt("grace_ms", grace_ms)
+            .timeout(budget);
         let details: ProcessDetails = self.sandbox.client.transport.json(call).await?;
         self.store(&details);
         Ok(details)
@@ -194,16 +225,28 @@ impl Process {
 
     async fn send_input_chunk(&self, chunk: &[u8]) -> Result<i64> {
         let transport = &self.sandbox.client.transport;
-        let body = serde_json::to_vec(&json!({ "data_base64": base64::engine::general_purpose::STANDARD.encode(chunk) }))
-            .map_err(|e| Error::invalid("input", format!("cannot encode input: {e}")))?;
+        let body = serde_json::to_vec(
+            &json!({ "data_base64": base64::engine::general_purpose::STANDARD.encode(chunk) }),
+        )
+        .map_err(|e| Error::invalid("input", format!("cannot encode input: {e}")))?;
         let mut attempt = 0;
         loop {
             let outcome = self.send_input_once(&body).await;
             // POST is not idempotent: the judge allows only what the server did not apply.
-            match retry::judge(&outcome, &ep::WRITE_PROCESS_INPUT, true, attempt, &transport.retry) {
+            match retry::judge(
+                &outcome,
+                &ep::WRITE_PROCESS_INPUT,
+                true,
+                attempt,
+                &transport.retry,
+            ) {
                 Verdict::GiveUp => return outcome,
                 Verdict::Retry(delay) => {
-                    tracing::debug!(attempt, ?delay, "input chunk refused before it was applied; sending it again");
+                    tracing::debug!(
+                        attempt,
+                        ?delay,
+                        "input chunk refused before it was applied; sending it again"
+                    );
                     tokio::time::sleep(delay).await;
                     attempt += 1;
                 }
@@ -224,13 +267,21 @@ impl Process {
         let exchange = async {
             let response = transport.send_stream(call).await?;
             let status = response.status().as_u16();
-            let bytes = response.bytes().await.map_err(|e| crate::transport::connection_error(&label, e))?;
+            let bytes = response
+                .bytes()
+                .await
+                .map_err(|e| crate::transport::connection_error(&label, e))?;
             jsend::decode_success::<InputAck>(&label, status, &bytes)
         };
         let ack = match transport.timeouts.request {
-            Some(limit) => tokio::time::timeout(limit, exchange)
-                .await
-                .map_err(|_| Error::Timeout { endpoint: label.clone(), after: limit })??,
+            Some(limit) => {
+                tokio::time::timeout(limit, exchange)
+                    .await
+                    .map_err(|_| Error::Timeout {
+                        endpoint: label.clone(),
+                        after: limit,
+                    })??
+            }
             None => exchange.await?,
         };
         Ok(ack.input_seq)
@@ -239,7 +290,12 @@ impl Process {
     /// Close stdin of a pipe process so it sees end-of-file (E27). Idempotent. A PTY process
     /// answers 400: send Ctrl-D (`0x04`) as input instead.
     pub async fn close_stdin(&self) -> Result<()> {
-        let _: OkResponse = self.sandbox.client.transport.json(self.call(&ep::CLOSE_PROCESS_STDIN)).await?;
+        let _: OkResponse = self
+            .sandbox
+            .client
+            .transport
+            .json(self.call(&ep::CLOSE_PROCESS_STDIN))
+            .await?;
         Ok(())
     }
 
@@ -254,7 +310,9 @@ impl Process {
 
     /// Deliver a signal to the process group (PTY: the foreground group) (E29).
     pub async fn signal(&self, signal: Signal) -> Result<()> {
-        let call = self.call(&ep::SIGNAL_PROCESS).json(&json!({ "signal": signal.as_str() }))?;
+        let call = self
+            .call(&ep::SIGNAL_PROCESS)
+            .json(&json!({ "signal": signal.as_str() }))?;
         let _: OkResponse = self.sandbox.client.transport.json(call).await?;
         Ok(())
     }
@@ -263,13 +321,21 @@ impl Process {
     /// (E30). The server long-polls for at most [`WAIT_SLICE`] per request and answers 408
     /// when that runs out; this loops until the process is done or `timeout` (`None` or zero:
     /// no limit) has passed, then fails with [`Error::Timeout`].
-    pub async fn wait(&self, scope: WaitScope, timeout: Option<Duration>) -> Result<ProcessDetails> {
+    pub async fn wait(
+        &self,
+        scope: WaitScope,
+        timeout: Option<Duration>,
+    ) -> Result<ProcessDetails> {
         let label = ep::WAIT_PROCESS.label();
-        let deadline = timeout.filter(|t| !t.is_zero()).map(|t| tokio::time::Instant::now() + t);
+        let deadline = timeout
+            .filter(|t| !t.is_zero())
+            .map(|t| tokio::time::Instant::now() + t);
         let polls = async {
             loop {
                 let slice = match deadline {
-                    Some(d) => d.saturating_duration_since(tokio::time::Instant::now()).min(WAIT_SLICE),
+                    Some(d) => d
+                        .saturating_duration_since(tokio::time::Instant::now())
+                        .min(WAIT_SLICE),
                     None => WAIT_SLICE,
                 };
                 let slice_ms = u64::try_from(slice.as_millis()).unwrap_or(u64::MAX);
@@ -278,14 +344,23 @@ impl Process {
                     .query("scope", scope.as_str())
                     .query("timeout_ms", slice_ms)
                     .timeout(Some(slice + WAIT_SLACK));
-                match self.sandbox.client.transport.json::<ProcessDetails>(call).await {
+                match self
+                    .sandbox
+                    .client
+                    .transport
+                    .json::<ProcessDetails>(call)
+                    .await
+                {
                     Ok(details) => {
                         self.store(&details);
                         return Ok(details);
                     }
                     Err(e) if e.status() == Some(408) => {
                         if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
-                            return Err(Error::Timeout { endpoint: label.clone(), after: timeout.unwrap_or_default() });
+                            return Err(Error::Timeout {
+                                endpoint: label.clone(),
+                                after: timeout.unwrap_or_default(),
+                            });
                         }
                     }
                     Err(e) => return Err(e),
@@ -297,7 +372,10 @@ impl Process {
             // caller's budget no matter how the slices went.
             Some(d) => tokio::time::timeout_at(d + Duration::from_millis(250), polls)
                 .await
-                .map_err(|_| Error::Timeout { endpoint: label.clone(), after: timeout.unwrap_or_default() })?,
+                .map_err(|_| Error::Timeout {
+                    endpoint: label.clone(),
+                    after: timeout.unwrap_or_default(),
+                })?,
             None => polls.await,
         }
     }
@@ -332,7 +410,10 @@ impl Process {
 
     /// One `connect` request; the response is the unread NDJSON body.
     async fn open_output(&self, after: u64) -> Result<ByteStream> {
-        let call = self.call(&ep::CONNECT_PROCESS).query("after", after).accept("application/x-ndjson");
+        let call = self
+            .call(&ep::CONNECT_PROCESS)
+            .query("after", after)
+            .accept("application/x-ndjson");
         let response = self.sandbox.client.transport.response(call).await?;
         Ok(Box::pin(crate::stream::ndjson::body_bytes(response)))
     }

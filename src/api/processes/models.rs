@@ -157,7 +157,13 @@ pub struct PtySize {
 impl PtySize {
     pub(crate) fn validate(&self, field: &str) -> Result<()> {
         if self.rows == 0 || self.cols == 0 {
-            return Err(Error::invalid(field, format!("{}x{} is not a terminal size (rows and cols ≥ 1)", self.rows, self.cols)));
+            return Err(Error::invalid(
+                field,
+                format!(
+                    "{}x{} is not a terminal size (rows and cols ≥ 1)",
+                    self.rows, self.cols
+                ),
+            ));
         }
         Ok(())
     }
@@ -204,7 +210,10 @@ impl fmt::Debug for ProcessSpec {
 impl ProcessSpec {
     /// Run `cmd` (an executable; arguments go in [`Self::args`], no shell expansion).
     pub fn new(cmd: impl Into<String>) -> Self {
-        ProcessSpec { cmd: Some(cmd.into()), ..Default::default() }
+        ProcessSpec {
+            cmd: Some(cmd.into()),
+            ..Default::default()
+        }
     }
 
     /// Run `script` with `bash -lc <script>`: a login shell, so the image's profile (PATH
@@ -216,9 +225,11 @@ impl ProcessSpec {
 
     /// The image's default login shell on a `rows`×`cols` PTY.
     pub fn pty_shell(rows: u16, cols: u16) -> Self {
-        ProcessSpec { pty: Some(PtySize { rows, cols }), ..Default::default() }
+        ProcessSpec {
+            pty: Some(PtySize { rows, cols }),
+            ..Default::default()
+        }
     }
-
 
     /// Starting directory (absolute guest path; default: the default user's home).
     pub fn cwd(mut self, cwd: impl Into<String>) -> Self {
@@ -256,10 +267,17 @@ impl ProcessSpec {
     /// PTY size of at least 1×1.
     pub fn validate(&self) -> Result<()> {
         match &self.cmd {
-            Some(cmd) if cmd.trim().is_empty() => return Err(Error::invalid("cmd", "must not be empty")),
-            Some(cmd) if cmd.contains('\0') => return Err(Error::invalid("cmd", "contains a NUL byte")),
+            Some(cmd) if cmd.trim().is_empty() => {
+                return Err(Error::invalid("cmd", "must not be empty"))
+            }
+            Some(cmd) if cmd.contains('\0') => {
+                return Err(Error::invalid("cmd", "contains a NUL byte"))
+            }
             None if self.pty.is_none() => {
-                return Err(Error::invalid("cmd", "a process without a pty needs a command"));
+                return Err(Error::invalid(
+                    "cmd",
+                    "a process without a pty needs a command",
+                ));
             }
             _ => {}
         }
@@ -271,7 +289,10 @@ impl ProcessSpec {
         }
         validate::envs("env", &self.env)?;
         if let Some((name, _)) = self.env.iter().find(|(_, v)| v.contains('\0')) {
-            return Err(Error::invalid("env", format!("value of {name} contains a NUL byte")));
+            return Err(Error::invalid(
+                "env",
+                format!("value of {name} contains a NUL byte"),
+            ));
         }
         if let Some(pty) = &self.pty {
             pty.validate("pty")?;
@@ -311,8 +332,16 @@ pub enum Signal {
 
 impl Signal {
     /// Every accepted signal.
-    pub const ALL: [Signal; 8] =
-        [Signal::Hup, Signal::Int, Signal::Quit, Signal::Kill, Signal::Term, Signal::Usr1, Signal::Usr2, Signal::Winch];
+    pub const ALL: [Signal; 8] = [
+        Signal::Hup,
+        Signal::Int,
+        Signal::Quit,
+        Signal::Kill,
+        Signal::Term,
+        Signal::Usr1,
+        Signal::Usr2,
+        Signal::Winch,
+    ];
 
     /// The wire name, e.g. `SIGINT`.
     pub fn as_str(self) -> &'static str {
@@ -341,11 +370,21 @@ impl FromStr for Signal {
 
     fn from_str(s: &str) -> Result<Self> {
         let upper = s.trim().to_ascii_uppercase();
-        let name = if upper.starts_with("SIG") { upper } else { format!("SIG{upper}") };
-        Signal::ALL.into_iter().find(|sig| sig.as_str() == name).ok_or_else(|| {
-            let names: Vec<_> = Signal::ALL.iter().map(|s| s.as_str()).collect();
-            Error::invalid("signal", format!("{s:?} is not one of {}", names.join(", ")))
-        })
+        let name = if upper.starts_with("SIG") {
+            upper
+        } else {
+            format!("SIG{upper}")
+        };
+        Signal::ALL
+            .into_iter()
+            .find(|sig| sig.as_str() == name)
+            .ok_or_else(|| {
+                let names: Vec<_> = Signal::ALL.iter().map(|s| s.as_str()).collect();
+                Error::invalid(
+                    "signal",
+                    format!("{s:?} is not one of {}", names.join(", ")),
+                )
+            })
     }
 }
 
@@ -375,9 +414,15 @@ mod tests {
 
     #[test]
     fn spec_wire_form_and_validation() {
-        let spec = ProcessSpec::new("ls").arg("-la").cwd("/root").env("A_1", "x");
+        let spec = ProcessSpec::new("ls")
+            .arg("-la")
+            .cwd("/root")
+            .env("A_1", "x");
         let v = serde_json::to_value(&spec).unwrap();
-        assert_eq!(v, serde_json::json!({"cmd": "ls", "args": ["-la"], "cwd": "/root", "env": {"A_1": "x"}}));
+        assert_eq!(
+            v,
+            serde_json::json!({"cmd": "ls", "args": ["-la"], "cwd": "/root", "env": {"A_1": "x"}})
+        );
         let v = serde_json::to_value(ProcessSpec::pty_shell(24, 80)).unwrap();
         assert_eq!(v, serde_json::json!({"pty": {"rows": 24, "cols": 80}}));
         assert!(ProcessSpec::default().validate().is_err());
@@ -395,7 +440,10 @@ mod tests {
         assert_eq!(spec.command(), Some("bash"));
         assert_eq!(spec.arguments(), ["-lc", script]);
         let exec = crate::api::exec::ExecRequest::shell(script);
-        assert_eq!((exec.command(), exec.arguments()), (spec.command().unwrap(), spec.arguments()));
+        assert_eq!(
+            (exec.command(), exec.arguments()),
+            (spec.command().unwrap(), spec.arguments())
+        );
     }
 
     #[test]
@@ -407,8 +455,10 @@ mod tests {
 
     #[test]
     fn details_tolerate_missing_and_unknown() {
-        let d: ProcessDetails =
-            serde_json::from_str(r#"{"process_id":"proc_1","state":"zombie","kind":"pty","exit_code":null}"#).unwrap();
+        let d: ProcessDetails = serde_json::from_str(
+            r#"{"process_id":"proc_1","state":"zombie","kind":"pty","exit_code":null}"#,
+        )
+        .unwrap();
         assert_eq!(d.state, ProcessState::Other("zombie".into()));
         assert_eq!(d.kind, ProcessKind::Pty);
         assert_eq!(d.exit_code, None);

@@ -33,7 +33,13 @@ pub struct RunOptions {
 
 impl Default for RunOptions {
     fn default() -> Self {
-        RunOptions { max_output_bytes: 16 << 20, timeout: None, cancel: None, stop_grace: Duration::from_secs(1), stdin: None }
+        RunOptions {
+            max_output_bytes: 16 << 20,
+            timeout: None,
+            cancel: None,
+            stop_grace: Duration::from_secs(1),
+            stdin: None,
+        }
     }
 }
 
@@ -133,7 +139,9 @@ impl StopOnDrop {
 
 impl Drop for StopOnDrop {
     fn drop(&mut self) {
-        let Some(process) = self.process.take() else { return };
+        let Some(process) = self.process.take() else {
+            return;
+        };
         let grace = self.grace;
         match tokio::runtime::Handle::try_current() {
             Ok(handle) => {
@@ -143,7 +151,9 @@ impl Drop for StopOnDrop {
                     }
                 });
             }
-            Err(_) => tracing::warn!(process = %process.id(), "run dropped outside a Tokio runtime; the process keeps running"),
+            Err(_) => {
+                tracing::warn!(process = %process.id(), "run dropped outside a Tokio runtime; the process keeps running")
+            }
         }
     }
 }
@@ -174,7 +184,10 @@ impl Processes {
     pub async fn run(&self, spec: ProcessSpec, options: RunOptions) -> Result<RunOutput> {
         spec.validate()?;
         let process = self.start(spec).await?;
-        let mut guard = StopOnDrop { process: Some(process.clone()), grace: options.stop_grace };
+        let mut guard = StopOnDrop {
+            process: Some(process.clone()),
+            grace: options.stop_grace,
+        };
         let cancel = options.cancel.clone().unwrap_or_default();
         let timeout = options.timeout.filter(|t| !t.is_zero());
         let outcome = tokio::select! {
@@ -206,7 +219,10 @@ fn keep(into: &mut Vec<u8>, bytes: &[u8], cap: usize) -> bool {
 }
 
 async fn follow(process: &Process, cap: usize, stdin: Option<&[u8]>) -> Result<RunOutput> {
-    let mut output = RunOutput { process_id: process.id().to_string(), ..Default::default() };
+    let mut output = RunOutput {
+        process_id: process.id().to_string(),
+        ..Default::default()
+    };
     // Follow first, so the output streams live while the input goes in.
     let mut events = process.connect(0).await?;
     let feeding = async {
@@ -234,10 +250,16 @@ async fn follow(process: &Process, cap: usize, stdin: Option<&[u8]>) -> Result<R
         };
         let Some(event) = event else { break };
         match event? {
-            OutputEvent::Data { stream: StreamKind::Stderr, bytes, .. } => {
+            OutputEvent::Data {
+                stream: StreamKind::Stderr,
+                bytes,
+                ..
+            } => {
                 output.truncated |= keep(&mut output.stderr, &bytes, cap);
             }
-            OutputEvent::Data { bytes, .. } => output.truncated |= keep(&mut output.stdout, &bytes, cap),
+            OutputEvent::Data { bytes, .. } => {
+                output.truncated |= keep(&mut output.stdout, &bytes, cap)
+            }
             OutputEvent::Gap { .. } => output.truncated = true,
             OutputEvent::Exit { code, signal } => exit = Some((code, signal)),
             OutputEvent::Error(message) => {
@@ -255,7 +277,11 @@ async fn follow(process: &Process, cap: usize, stdin: Option<&[u8]>) -> Result<R
         _ => {
             let details = process.wait(WaitScope::Leader, None).await?;
             output.signal = details.signal;
-            output.exit_code = if output.signal.is_some() { None } else { details.exit_code };
+            output.exit_code = if output.signal.is_some() {
+                None
+            } else {
+                details.exit_code
+            };
         }
     }
     Ok(output)

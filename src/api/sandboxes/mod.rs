@@ -37,14 +37,18 @@ impl Client {
     /// Fetch a sandbox by id (E9). Destroyed sandboxes stay readable.
     pub async fn get_sandbox(&self, id: &str) -> Result<Sandbox> {
         validate::id("sandbox id", id)?;
-        let view: SandboxView = self.transport.json(Call::new(&ep::GET_SANDBOX).param(id)).await?;
+        let view: SandboxView = self
+            .transport
+            .json(Call::new(&ep::GET_SANDBOX).param(id))
+            .await?;
         Ok(Sandbox::from_view(self.clone(), view))
     }
 
     /// Fetch the caller's sandbox with this private IP (E10).
     pub async fn get_sandbox_by_ip(&self, ip: &str) -> Result<Sandbox> {
-        let parsed: std::net::IpAddr =
-            ip.parse().map_err(|_| Error::invalid("ip", format!("{ip:?} is not an IP address")))?;
+        let parsed: std::net::IpAddr = ip
+            .parse()
+            .map_err(|_| Error::invalid("ip", format!("{ip:?} is not an IP address")))?;
         let call = Call::new(&ep::GET_SANDBOX_BY_IP).param(parsed.to_string());
         let view: SandboxView = self.transport.json(call).await?;
         Ok(Sandbox::from_view(self.clone(), view))
@@ -54,7 +58,13 @@ impl Client {
     /// first call that returns one (or [`Sandbox::refresh`]).
     pub fn sandbox(&self, id: &str) -> Result<Sandbox> {
         validate::id("sandbox id", id)?;
-        Ok(Sandbox::from_view(self.clone(), SandboxView { id: id.to_string(), ..Default::default() }))
+        Ok(Sandbox::from_view(
+            self.clone(),
+            SandboxView {
+                id: id.to_string(),
+                ..Default::default()
+            },
+        ))
     }
 }
 
@@ -70,13 +80,20 @@ pub struct Sandbox {
 
 impl std::fmt::Debug for Sandbox {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Sandbox").field("id", &self.id).field("status", &self.status()).finish()
+        f.debug_struct("Sandbox")
+            .field("id", &self.id)
+            .field("status", &self.status())
+            .finish()
     }
 }
 
 impl Sandbox {
     pub(crate) fn from_view(client: Client, view: SandboxView) -> Self {
-        Sandbox { client, id: Arc::from(view.id.as_str()), view: Arc::new(RwLock::new(view)) }
+        Sandbox {
+            client,
+            id: Arc::from(view.id.as_str()),
+            view: Arc::new(RwLock::new(view)),
+        }
     }
 
     /// The `sb-…` id.
@@ -118,7 +135,11 @@ impl Sandbox {
 
     /// Fetch the current view (E9) and cache it.
     pub async fn refresh(&self) -> Result<SandboxView> {
-        let view: SandboxView = self.client.transport.json(Call::new(&ep::GET_SANDBOX).param(&*self.id)).await?;
+        let view: SandboxView = self
+            .client
+            .transport
+            .json(Call::new(&ep::GET_SANDBOX).param(&*self.id))
+            .await?;
         self.store(view.clone());
         Ok(view)
     }
@@ -126,7 +147,9 @@ impl Sandbox {
     /// Change settings (E11).
     pub async fn update(&self, changes: UpdateSandbox) -> Result<SandboxView> {
         changes.validate()?;
-        let call = Call::new(&ep::UPDATE_SANDBOX).param(&*self.id).json(&changes)?;
+        let call = Call::new(&ep::UPDATE_SANDBOX)
+            .param(&*self.id)
+            .json(&changes)?;
         let view: SandboxView = self.client.transport.json(call).await?;
         self.store(view.clone());
         Ok(view)
@@ -138,7 +161,10 @@ impl Sandbox {
         let call = Call::new(&ep::DESTROY_SANDBOX).param(&*self.id);
         let out = match self.client.transport.json::<Destroyed>(call).await {
             Ok(d) => d,
-            Err(e) if e.is_not_found() => Destroyed { id: self.id.to_string(), status: SandboxStatus::Destroyed },
+            Err(e) if e.is_not_found() => Destroyed {
+                id: self.id.to_string(),
+                status: SandboxStatus::Destroyed,
+            },
             Err(e) => return Err(e),
         };
         self.view.write().expect("view lock").status = out.status.clone();
@@ -167,10 +193,14 @@ impl Sandbox {
     /// Resume and wait until `running`.
     pub async fn resume_and_wait(&self) -> Result<SandboxView> {
         let (_, poll_after) = self.lifecycle(&ep::RESUME_SANDBOX).await?;
-        self.wait_for(SandboxStatus::Running, None, poll_after).await
+        self.wait_for(SandboxStatus::Running, None, poll_after)
+            .await
     }
 
-    async fn lifecycle(&self, endpoint: &'static ep::Endpoint) -> Result<(SandboxView, Option<Duration>)> {
+    async fn lifecycle(
+        &self,
+        endpoint: &'static ep::Endpoint,
+    ) -> Result<(SandboxView, Option<Duration>)> {
         let answer = self
             .client
             .transport
@@ -198,7 +228,9 @@ impl Sandbox {
                 crate::api::security::validate_egress_rule(rule)?;
             }
         }
-        let call = Call::new(&ep::FORK_SANDBOX).param(&*self.id).json(&options)?;
+        let call = Call::new(&ep::FORK_SANDBOX)
+            .param(&*self.id)
+            .json(&options)?;
         let child: SandboxView = self.client.transport.json(call).await?;
         Ok(Sandbox::from_view(self.client.clone(), child))
     }
@@ -208,7 +240,9 @@ impl Sandbox {
         if disk_mib == 0 {
             return Err(Error::invalid("disk_mib", "must be greater than zero"));
         }
-        let call = Call::new(&ep::RESIZE_SANDBOX).param(&*self.id).json(&serde_json::json!({ "disk_mib": disk_mib }))?;
+        let call = Call::new(&ep::RESIZE_SANDBOX)
+            .param(&*self.id)
+            .json(&serde_json::json!({ "disk_mib": disk_mib }))?;
         let out: Resized = self.client.transport.json(call).await?;
         self.view.write().expect("view lock").disk_mib = out.disk_mib;
         Ok(out)
@@ -224,10 +258,15 @@ impl Sandbox {
             let ok = matches!(parts.next(), Some(kind) if kind.starts_with("ssh-") || kind.starts_with("ecdsa-") || kind.starts_with("sk-"))
                 && parts.next().is_some();
             if !ok {
-                return Err(Error::invalid("keys", "each key must be an OpenSSH public key line (`ssh-ed25519 AAAA… comment`)"));
+                return Err(Error::invalid(
+                    "keys",
+                    "each key must be an OpenSSH public key line (`ssh-ed25519 AAAA… comment`)",
+                ));
             }
         }
-        let call = Call::new(&ep::ADD_SSH_PUBKEYS).param(&*self.id).json(&serde_json::json!({ "keys": keys }))?;
+        let call = Call::new(&ep::ADD_SSH_PUBKEYS)
+            .param(&*self.id)
+            .json(&serde_json::json!({ "keys": keys }))?;
         self.client.transport.json(call).await
     }
 

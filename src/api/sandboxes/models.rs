@@ -129,7 +129,9 @@ pub struct SandboxView {
 impl SandboxView {
     /// The preview URL of `port`, when ingress is enabled.
     pub fn preview_url(&self, port: u16) -> Option<String> {
-        self.ingress_url_template.as_ref().map(|t| t.replace("<port>", &port.to_string()))
+        self.ingress_url_template
+            .as_ref()
+            .map(|t| t.replace("<port>", &port.to_string()))
     }
 }
 
@@ -204,7 +206,10 @@ pub struct CreateSandbox {
 impl CreateSandbox {
     /// A sandbox of `shape` with every other option at the server default.
     pub fn new(shape: impl Into<String>) -> Self {
-        CreateSandbox { shape: shape.into(), ..Default::default() }
+        CreateSandbox {
+            shape: shape.into(),
+            ..Default::default()
+        }
     }
     /// Base image or template.
     pub fn rootfs(mut self, rootfs: impl Into<String>) -> Self {
@@ -223,7 +228,9 @@ impl CreateSandbox {
     }
     /// Join a network.
     pub fn network(mut self, id_or_name: impl Into<String>) -> Self {
-        self.networks.push(NetworkRef { id: id_or_name.into() });
+        self.networks.push(NetworkRef {
+            id: id_or_name.into(),
+        });
         self
     }
     /// Egress allow-list.
@@ -253,7 +260,11 @@ impl CreateSandbox {
     }
     /// Mount a disk.
     pub fn disk(mut self, disk_id: impl Into<String>, mount_path: impl Into<String>) -> Self {
-        self.disks.push(DiskMountRequest { disk_id: disk_id.into(), mount_path: mount_path.into(), sub_path: None });
+        self.disks.push(DiskMountRequest {
+            disk_id: disk_id.into(),
+            mount_path: mount_path.into(),
+            sub_path: None,
+        });
         self
     }
 
@@ -303,7 +314,10 @@ impl UpdateSandbox {
         if let Some(secs) = self.auto_pause_after_seconds {
             validate::auto_pause("auto_pause_after_seconds", secs)?;
             if self.disable_auto_pause == Some(true) {
-                return Err(crate::Error::invalid("auto_pause", "cannot both set and disable auto-pause"));
+                return Err(crate::Error::invalid(
+                    "auto_pause",
+                    "cannot both set and disable auto-pause",
+                ));
             }
         }
         if self == &UpdateSandbox::default() {

@@ -81,13 +81,19 @@ pub(super) async fn poll_until(
         if aborts(&target, &view.status) {
             return Err(Error::invalid(
                 "sandbox status",
-                format!("{} is {} and will not become {target}", view.id, view.status),
+                format!(
+                    "{} is {} and will not become {target}",
+                    view.id, view.status
+                ),
             ));
         }
         let now = Instant::now();
         if now >= deadline {
             return Err(Error::Timeout {
-                endpoint: format!("waiting for {} to become {target} (last status {})", view.id, view.status),
+                endpoint: format!(
+                    "waiting for {} to become {target} (last status {})",
+                    view.id, view.status
+                ),
                 after: budget,
             });
         }
@@ -107,14 +113,20 @@ mod tests {
         assert_eq!(d, Duration::from_millis(250));
         let d = s.next(Duration::from_millis(250), Duration::from_secs(6));
         assert_eq!(d, Duration::from_micros(312_500));
-        assert_eq!(s.next(Duration::from_secs(2), Duration::from_secs(60)), Duration::from_secs(2));
+        assert_eq!(
+            s.next(Duration::from_secs(2), Duration::from_secs(60)),
+            Duration::from_secs(2)
+        );
     }
 
     #[test]
     fn abort_states() {
         assert!(aborts(&SandboxStatus::Running, &SandboxStatus::Failed));
         assert!(aborts(&SandboxStatus::Paused, &SandboxStatus::Destroyed));
-        assert!(!aborts(&SandboxStatus::Destroyed, &SandboxStatus::Destroying));
+        assert!(!aborts(
+            &SandboxStatus::Destroyed,
+            &SandboxStatus::Destroying
+        ));
         assert!(!aborts(&SandboxStatus::Running, &SandboxStatus::Resuming));
     }
 }

@@ -37,7 +37,11 @@ pub const LINGER_ENV: &str = "COS_RESIDENT_LINGER_MS";
 fn linger() -> Duration {
     static VALUE: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
     *VALUE.get_or_init(|| {
-        std::env::var(LINGER_ENV).ok().and_then(|v| v.trim().parse::<u64>().ok()).map(Duration::from_millis).unwrap_or(LINGER)
+        std::env::var(LINGER_ENV)
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_millis)
+            .unwrap_or(LINGER)
     })
 }
 
@@ -122,7 +126,11 @@ struct Line {
 
 impl Link {
     pub fn new(process: Process) -> Arc<Self> {
-        Arc::new(Link { process, state: Mutex::new(State::default()), dead: CancellationToken::new() })
+        Arc::new(Link {
+            process,
+            state: Mutex::new(State::default()),
+            dead: CancellationToken::new(),
+        })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -207,7 +215,9 @@ impl Link {
             }
         };
         // How often the reader checks whether it may close the stream.
-        let mut tick = tokio::time::interval((linger() / 4).clamp(Duration::from_millis(10), Duration::from_secs(1)));
+        let mut tick = tokio::time::interval(
+            (linger() / 4).clamp(Duration::from_millis(10), Duration::from_secs(1)),
+        );
         tick.tick().await;
         loop {
             tokio::select! {
@@ -270,7 +280,10 @@ impl Link {
         let gone_now = matches!(err.status(), Some(404) | Some(409));
         self.lock().reading = false;
         if gone_now {
-            self.mark_dead(Exit { stderr: err.to_string(), ..Default::default() });
+            self.mark_dead(Exit {
+                stderr: err.to_string(),
+                ..Default::default()
+            });
         } else {
             self.fail_pending(err);
         }
@@ -295,11 +308,19 @@ impl Link {
             let mut lines = Vec::new();
             if let Some(last) = st.partial[scanned..].iter().rposition(|b| *b == b'\n') {
                 let complete: Vec<u8> = st.partial.drain(..=scanned + last).collect();
-                lines.extend(complete.split(|b| *b == b'\n').filter(|l| !l.is_empty()).map(<[u8]>::to_vec));
+                lines.extend(
+                    complete
+                        .split(|b| *b == b'\n')
+                        .filter(|l| !l.is_empty())
+                        .map(<[u8]>::to_vec),
+                );
             }
             if st.partial.len() > MAX_LINE {
                 st.partial.clear();
-                return Err(Error::decode("guest helper output", format!("a line longer than {MAX_LINE} bytes")));
+                return Err(Error::decode(
+                    "guest helper output",
+                    format!("a line longer than {MAX_LINE} bytes"),
+                ));
             }
             lines
         };
@@ -332,12 +353,29 @@ impl Link {
         let (id, reply, last) = if let Some(ready) = line.ready {
             (READY_ID, Reply::Result(ready), true)
         } else {
-            let Some(id) = line.id.filter(|id| *id != READY_ID) else { return };
+            let Some(id) = line.id.filter(|id| *id != READY_ID) else {
+                return;
+            };
             match (line.stream, line.data, line.error, line.result) {
                 (Some(stream), Some(data), _, _) => {
-                    let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(data.as_bytes()) else { return };
-                    let stream = if stream == "stderr" { StreamKind::Stderr } else { StreamKind::Stdout };
-                    (id, Reply::Chunk { stream, bytes: Bytes::from(bytes) }, false)
+                    let Ok(bytes) =
+                        base64::engine::general_purpose::STANDARD.decode(data.as_bytes())
+                    else {
+                        return;
+                    };
+                    let stream = if stream == "stderr" {
+                        StreamKind::Stderr
+                    } else {
+                        StreamKind::Stdout
+                    };
+                    (
+                        id,
+                        Reply::Chunk {
+                            stream,
+                            bytes: Bytes::from(bytes),
+                        },
+                        false,
+                    )
                 }
                 (_, _, Some(error), _) => (id, Reply::Refused(error), true),
                 (_, _, None, Some(result)) => (id, Reply::Result(result), true),
@@ -346,7 +384,11 @@ impl Link {
         };
         let mut st = self.lock();
         st.active = Some(Instant::now());
-        let tx = if last { st.pending.remove(&id) } else { st.pending.get(&id).cloned() };
+        let tx = if last {
+            st.pending.remove(&id)
+        } else {
+            st.pending.get(&id).cloned()
+        };
         drop(st);
         if let Some(tx) = tx {
             let _ = tx.send(reply);
@@ -361,12 +403,26 @@ pub(super) fn gone(exit: &Exit) -> Error {
         (Some(code), None) => format!("exited with status {code}"),
         (None, None) => "is gone".to_string(),
     };
-    let detail = if exit.stderr.is_empty() { String::new() } else { format!(": {}", exit.stderr) };
-    GuestError::new("resident", GuestErrorCode::HelperFailed, format!("the resident file helper {how}{detail}")).into()
+    let detail = if exit.stderr.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", exit.stderr)
+    };
+    GuestError::new(
+        "resident",
+        GuestErrorCode::HelperFailed,
+        format!("the resident file helper {how}{detail}"),
+    )
+    .into()
 }
 
 fn stream_failed(err: &Error) -> Error {
-    GuestError::new("resident", GuestErrorCode::HelperFailed, format!("following the helper's output failed: {err}")).into()
+    GuestError::new(
+        "resident",
+        GuestErrorCode::HelperFailed,
+        format!("following the helper's output failed: {err}"),
+    )
+    .into()
 }
 
 #[cfg(test)]
@@ -375,8 +431,17 @@ mod tests {
 
     /// A link whose reader is never started (lines are fed by hand).
     fn quiet_link() -> Arc<Link> {
-        let client = crate::Client::builder().base_url("http://127.0.0.1:9").anonymous().build().unwrap();
-        let process = client.sandbox("sb-test").unwrap().processes().handle("proc-1").unwrap();
+        let client = crate::Client::builder()
+            .base_url("http://127.0.0.1:9")
+            .anonymous()
+            .build()
+            .unwrap();
+        let process = client
+            .sandbox("sb-test")
+            .unwrap()
+            .processes()
+            .handle("proc-1")
+            .unwrap();
         let link = Link::new(process);
         link.lock().reading = true;
         link
@@ -403,8 +468,14 @@ mod tests {
         link.feed(3, b"ult\":{\"exit_code\":0}}\n").unwrap();
         assert!(matches!(drain(&mut one).as_slice(), [Reply::Result(v)] if v["ok"] == true));
         let replies = drain(&mut two);
-        assert!(matches!(&replies[0], Reply::Chunk { stream: StreamKind::Stdout, bytes } if bytes.as_ref() == b"out"), "{replies:?}");
-        assert!(matches!(&replies[1], Reply::Result(v) if v["exit_code"] == 0), "{replies:?}");
+        assert!(
+            matches!(&replies[0], Reply::Chunk { stream: StreamKind::Stdout, bytes } if bytes.as_ref() == b"out"),
+            "{replies:?}"
+        );
+        assert!(
+            matches!(&replies[1], Reply::Result(v) if v["exit_code"] == 0),
+            "{replies:?}"
+        );
         assert_eq!(link.lock().last_seq, 3);
         assert!(link.lock().pending.is_empty());
     }
@@ -426,9 +497,18 @@ mod tests {
         ] {
             link.feed(1, format!("{line}\n").as_bytes()).unwrap();
         }
-        assert!(drain(&mut one).is_empty(), "nothing valid was addressed to request 1");
-        link.feed(2, b"{\"v\":1,\"id\":1,\"error\":{\"code\":\"no_such_file\",\"message\":\"gone\"}}\n").unwrap();
-        assert!(matches!(drain(&mut one).as_slice(), [Reply::Refused(w)] if w.code == "no_such_file"));
+        assert!(
+            drain(&mut one).is_empty(),
+            "nothing valid was addressed to request 1"
+        );
+        link.feed(
+            2,
+            b"{\"v\":1,\"id\":1,\"error\":{\"code\":\"no_such_file\",\"message\":\"gone\"}}\n",
+        )
+        .unwrap();
+        assert!(
+            matches!(drain(&mut one).as_slice(), [Reply::Refused(w)] if w.code == "no_such_file")
+        );
         // A line that never ends is refused before it grows without bound.
         let mut two = link.register(2);
         let chunk = vec![b'x'; 1 << 20];
@@ -449,9 +529,16 @@ mod tests {
         let link = quiet_link();
         let mut one = link.register(1);
         link.keep_stderr(1, b"Traceback: boom\n");
-        link.mark_dead(Exit { code: Some(1), signal: None, stderr: String::new() });
+        link.mark_dead(Exit {
+            code: Some(1),
+            signal: None,
+            stderr: String::new(),
+        });
         let replies = drain(&mut one);
-        assert!(matches!(&replies[..], [Reply::Gone(e)] if e.to_string().contains("exited with status 1") && e.to_string().contains("boom")), "{replies:?}");
+        assert!(
+            matches!(&replies[..], [Reply::Gone(e)] if e.to_string().contains("exited with status 1") && e.to_string().contains("boom")),
+            "{replies:?}"
+        );
         assert!(link.dead.is_cancelled());
         let mut later = link.register(2);
         assert!(matches!(drain(&mut later).as_slice(), [Reply::Gone(_)]));

@@ -66,7 +66,10 @@ pub struct Resident {
 
 impl std::fmt::Debug for Resident {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Resident").field("sandbox", &self.sandbox.id()).field("helper", &self.helper.location.file).finish()
+        f.debug_struct("Resident")
+            .field("sandbox", &self.sandbox.id())
+            .field("helper", &self.helper.location.file)
+            .finish()
     }
 }
 
@@ -85,7 +88,9 @@ fn key(sandbox: &Sandbox) -> String {
 /// server refused the input, so it never reached the helper and may be sent again.
 fn process_refused(err: &Error) -> bool {
     match err {
-        Error::NotFound(api) | Error::Conflict(api) => ["process", "stdin", "input"].iter().any(|f| api.fields.contains_key(*f)),
+        Error::NotFound(api) | Error::Conflict(api) => ["process", "stdin", "input"]
+            .iter()
+            .any(|f| api.fields.contains_key(*f)),
         _ => false,
     }
 }
@@ -97,7 +102,11 @@ impl Resident {
         Self::with_helper(sandbox, None, "python3")
     }
 
-    pub(crate) fn with_helper(sandbox: &Sandbox, source: Option<Arc<str>>, python: &str) -> Arc<Resident> {
+    pub(crate) fn with_helper(
+        sandbox: &Sandbox,
+        source: Option<Arc<str>>,
+        python: &str,
+    ) -> Arc<Resident> {
         let mut pool = pool().lock().unwrap_or_else(|e| e.into_inner());
         pool.entry(key(sandbox))
             .or_insert_with(|| {
@@ -119,7 +128,10 @@ impl Resident {
 
     /// Drop the pooled helper of `sandbox` without a request (the sandbox is gone).
     pub fn forget(sandbox: &Sandbox) {
-        pool().lock().unwrap_or_else(|e| e.into_inner()).remove(&key(sandbox));
+        pool()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&key(sandbox));
     }
 
     /// End the helpers of every sandbox of the control plane at `base_url` (their stdin is
@@ -129,7 +141,11 @@ impl Resident {
         let prefix = format!("{base_url} ");
         let residents: Vec<Arc<Resident>> = {
             let mut pool = pool().lock().unwrap_or_else(|e| e.into_inner());
-            let keys: Vec<String> = pool.keys().filter(|k| k.starts_with(&prefix)).cloned().collect();
+            let keys: Vec<String> = pool
+                .keys()
+                .filter(|k| k.starts_with(&prefix))
+                .cloned()
+                .collect();
             keys.iter().filter_map(|k| pool.remove(k)).collect()
         };
         let closing = residents.iter().map(|r| r.shutdown());
@@ -139,7 +155,8 @@ impl Resident {
     /// Close this helper's stdin (it stops its commands and exits), and that of every retired
     /// helper still finishing commands.
     pub async fn shutdown(&self) {
-        let mut links: Vec<Arc<Link>> = std::mem::take(&mut *self.retiring.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut links: Vec<Arc<Link>> =
+            std::mem::take(&mut *self.retiring.lock().unwrap_or_else(|e| e.into_inner()));
         links.extend(self.live.lock().await.take());
         let closing = links.into_iter().filter(|l| !l.dead.is_cancelled()).map(|link| async move {
             if let Err(err) = link.process.close_stdin().await {
@@ -158,7 +175,12 @@ impl Resident {
 
     /// The managed process id of the running helper, if one runs.
     pub async fn process_id(&self) -> Option<String> {
-        self.live.lock().await.as_ref().filter(|l| !l.dead.is_cancelled()).map(|l| l.process.id().to_string())
+        self.live
+            .lock()
+            .await
+            .as_ref()
+            .filter(|l| !l.dead.is_cancelled())
+            .map(|l| l.process.id().to_string())
     }
 
     /// Run file operation `op` (the helper's vocabulary, see guest/README.md) with `cwd` and
@@ -166,7 +188,13 @@ impl Resident {
     /// [`Error::Timeout`] and the helper is retired (a file operation cannot be interrupted,
     /// and would hold up the ones after it): later requests go to a new helper, and the old one
     /// is ended once the commands it still runs have finished.
-    pub async fn call(&self, op: &str, cwd: &str, args: Value, timeout: Option<Duration>) -> Result<Value> {
+    pub async fn call(
+        &self,
+        op: &str,
+        cwd: &str,
+        args: Value,
+        timeout: Option<Duration>,
+    ) -> Result<Value> {
         let body = json!({"op": op, "cwd": cwd, "args": args});
         let exchange = async {
             let (link, id, mut replies) = self.send(body).await?;
@@ -187,7 +215,10 @@ impl Resident {
                 Ok(outcome) => outcome,
                 Err(_) => {
                     self.retire().await;
-                    return Err(Error::Timeout { endpoint: format!("guest {op}"), after: limit });
+                    return Err(Error::Timeout {
+                        endpoint: format!("guest {op}"),
+                        after: limit,
+                    });
                 }
             },
             None => exchange.await,
@@ -198,8 +229,13 @@ impl Resident {
     /// Send one request (an object without `v` and `id`): returns the link it went to, its id
     /// and the channel its replies arrive on. Input the server refused because the helper's
     /// process is gone is sent once more to a new helper.
-    async fn send(&self, body: Value) -> Result<(Arc<Link>, u64, tokio::sync::mpsc::UnboundedReceiver<Reply>)> {
-        let Value::Object(fields) = body else { return Err(Error::invalid("request", "must be an object")) };
+    async fn send(
+        &self,
+        body: Value,
+    ) -> Result<(Arc<Link>, u64, tokio::sync::mpsc::UnboundedReceiver<Reply>)> {
+        let Value::Object(fields) = body else {
+            return Err(Error::invalid("request", "must be an object"));
+        };
         let mut retried = false;
         loop {
             let link = self.link().await?;
@@ -208,7 +244,8 @@ impl Resident {
             line.insert("v".into(), json!(PROTOCOL_VERSION));
             line.insert("id".into(), json!(id));
             line.extend(fields.clone());
-            let mut bytes = serde_json::to_vec(&Value::Object(line)).map_err(|e| Error::invalid("request", e.to_string()))?;
+            let mut bytes = serde_json::to_vec(&Value::Object(line))
+                .map_err(|e| Error::invalid("request", e.to_string()))?;
             bytes.push(b'\n');
             let replies = link.register(id);
             match link.process.write_input(&bytes).await {
@@ -216,7 +253,10 @@ impl Resident {
                 Err(err) => {
                     link.unregister(id);
                     if matches!(err.status(), Some(404) | Some(409)) {
-                        link.mark_dead(link::Exit { stderr: err.to_string(), ..Default::default() });
+                        link.mark_dead(link::Exit {
+                            stderr: err.to_string(),
+                            ..Default::default()
+                        });
                     }
                     if process_refused(&err) && !retried {
                         retried = true;
@@ -246,8 +286,14 @@ impl Resident {
         loop {
             let mut argv = self.helper.argv(&self.python);
             argv.push("serve".into());
-            let (cmd, args) = argv.split_first().ok_or_else(|| Error::invalid("argv", "empty"))?;
-            let process = start_owned(&self.sandbox, ProcessSpec::new(cmd.clone()).args(args.iter().cloned())).await?;
+            let (cmd, args) = argv
+                .split_first()
+                .ok_or_else(|| Error::invalid("argv", "empty"))?;
+            let process = start_owned(
+                &self.sandbox,
+                ProcessSpec::new(cmd.clone()).args(args.iter().cloned()),
+            )
+            .await?;
             let link = Link::new(process);
             // A caller that gives up before the helper is ready must not leave it running.
             let mut unready = StopUnready(Some(link.clone()));
@@ -289,10 +335,18 @@ impl Resident {
                         _ => return Err(err),
                     }
                 }
-                Ok(_) => return Err(guest_error(GuestErrorCode::HelperFailed, "the helper's first line was not `ready`".into())),
+                Ok(_) => {
+                    return Err(guest_error(
+                        GuestErrorCode::HelperFailed,
+                        "the helper's first line was not `ready`".into(),
+                    ))
+                }
                 Err(_) => {
                     let _ = link.process.stop(Some(Duration::ZERO)).await;
-                    return Err(Error::Timeout { endpoint: "starting the resident file helper".into(), after: START_TIMEOUT });
+                    return Err(Error::Timeout {
+                        endpoint: "starting the resident file helper".into(),
+                        after: START_TIMEOUT,
+                    });
                 }
             }
         }
@@ -302,15 +356,23 @@ impl Resident {
     /// replaced): the next request starts a new one.
     pub async fn reset(&self) {
         if let Some(link) = self.live.lock().await.take() {
-            link.mark_dead(link::Exit { stderr: "replaced by a new helper".into(), ..Default::default() });
+            link.mark_dead(link::Exit {
+                stderr: "replaced by a new helper".into(),
+                ..Default::default()
+            });
         }
     }
 
     /// Send later requests to a new helper; end this one (close its stdin) once nothing waits
     /// for it any more.
     async fn retire(&self) {
-        let Some(link) = self.live.lock().await.take() else { return };
-        self.retiring.lock().unwrap_or_else(|e| e.into_inner()).push(link.clone());
+        let Some(link) = self.live.lock().await.take() else {
+            return;
+        };
+        self.retiring
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(link.clone());
         let retiring = self.retiring.clone();
         tokio::spawn(async move {
             while link.pending() > 0 && !link.dead.is_cancelled() {
@@ -322,8 +384,14 @@ impl Resident {
                     let _ = link.process.stop(Some(Duration::ZERO)).await;
                 }
             }
-            link.mark_dead(link::Exit { stderr: "retired".into(), ..Default::default() });
-            retiring.lock().unwrap_or_else(|e| e.into_inner()).retain(|l| !Arc::ptr_eq(l, &link));
+            link.mark_dead(link::Exit {
+                stderr: "retired".into(),
+                ..Default::default()
+            });
+            retiring
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .retain(|l| !Arc::ptr_eq(l, &link));
         });
     }
 
@@ -334,7 +402,10 @@ impl Resident {
             if let Err(err) = link.process.stop(Some(Duration::ZERO)).await {
                 tracing::warn!(sandbox = %self.sandbox.id(), error = %err, "stopping the resident helper failed");
             }
-            link.mark_dead(link::Exit { stderr: "stopped by the client".into(), ..Default::default() });
+            link.mark_dead(link::Exit {
+                stderr: "stopped by the client".into(),
+                ..Default::default()
+            });
         }
     }
 }
@@ -345,7 +416,10 @@ struct StopUnready(Option<Arc<Link>>);
 impl Drop for StopUnready {
     fn drop(&mut self) {
         let Some(link) = self.0.take() else { return };
-        link.mark_dead(link::Exit { stderr: "abandoned before it was ready".into(), ..Default::default() });
+        link.mark_dead(link::Exit {
+            stderr: "abandoned before it was ready".into(),
+            ..Default::default()
+        });
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
             handle.spawn(async move {
                 let _ = link.process.stop(Some(Duration::ZERO)).await;
@@ -357,7 +431,10 @@ impl Drop for StopUnready {
 /// Start `spec` in a task of its own: a caller that gives up (its deadline, a cancelled tool
 /// call) while the create request is in flight would otherwise leave a helper that nobody
 /// knows of. The task stops what it started when nobody is left to take it.
-async fn start_owned(sandbox: &Sandbox, spec: ProcessSpec) -> Result<crate::api::processes::Process> {
+async fn start_owned(
+    sandbox: &Sandbox,
+    spec: ProcessSpec,
+) -> Result<crate::api::processes::Process> {
     let (tx, rx) = tokio::sync::oneshot::channel();
     let sandbox = sandbox.clone();
     tokio::spawn(async move {
@@ -367,7 +444,12 @@ async fn start_owned(sandbox: &Sandbox, spec: ProcessSpec) -> Result<crate::api:
             let _ = orphan.stop(Some(Duration::ZERO)).await;
         }
     });
-    rx.await.map_err(|_| guest_error(GuestErrorCode::HelperFailed, "the task starting the helper ended without an answer".into()))?
+    rx.await.map_err(|_| {
+        guest_error(
+            GuestErrorCode::HelperFailed,
+            "the task starting the helper ended without an answer".into(),
+        )
+    })?
 }
 
 fn guest_error(code: GuestErrorCode, message: String) -> Error {

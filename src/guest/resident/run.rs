@@ -34,7 +34,11 @@ pub struct CommandSpec {
 impl CommandSpec {
     /// `argv` in `cwd`, keeping `DEFAULT_MAX_BYTES` (1 MiB) of each stream.
     pub fn new(argv: Vec<String>, cwd: impl Into<String>) -> Self {
-        CommandSpec { argv, cwd: cwd.into(), max_bytes: DEFAULT_MAX_BYTES }
+        CommandSpec {
+            argv,
+            cwd: cwd.into(),
+            max_bytes: DEFAULT_MAX_BYTES,
+        }
     }
 
     /// `bash -lc <script>` with stdin at end-of-file, in `cwd`.
@@ -77,7 +81,10 @@ pub struct RunControl {
 
 impl std::fmt::Debug for RunControl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RunControl").field("timeout", &self.timeout).field("grace", &self.grace).finish_non_exhaustive()
+        f.debug_struct("RunControl")
+            .field("timeout", &self.timeout)
+            .field("grace", &self.grace)
+            .finish_non_exhaustive()
     }
 }
 
@@ -143,9 +150,12 @@ impl Drop for StopOnDrop {
 
 /// A `cancel` line for run `id` (its own id is never waited for).
 async fn send_cancel(link: &Link, id: u64, grace: Duration) -> Result<()> {
-    let grace_ms = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX).min(60_000);
+    let grace_ms = u64::try_from(grace.as_millis())
+        .unwrap_or(u64::MAX)
+        .min(60_000);
     let line = json!({"v": super::PROTOCOL_VERSION, "id": u64::MAX - id, "op": "cancel", "cwd": "/", "args": {"target": id, "grace_ms": grace_ms}});
-    let mut bytes = serde_json::to_vec(&line).map_err(|e| Error::invalid("cancel", e.to_string()))?;
+    let mut bytes =
+        serde_json::to_vec(&line).map_err(|e| Error::invalid("cancel", e.to_string()))?;
     bytes.push(b'\n');
     link.process.write_input(&bytes).await.map(drop)
 }
@@ -160,13 +170,20 @@ struct Collector {
 
 impl Collector {
     fn push(&mut self, stream: StreamKind, bytes: &[u8]) {
-        let into = if stream == StreamKind::Stderr { &mut self.out.stderr } else { &mut self.out.stdout };
+        let into = if stream == StreamKind::Stderr {
+            &mut self.out.stderr
+        } else {
+            &mut self.out.stdout
+        };
         self.out.truncated |= super::super::runner::keep(into, bytes, self.cap);
         self.note.bytes += bytes.len() as u64;
         self.tail.extend_from_slice(bytes);
         if let Some(end) = self.tail.iter().rposition(|b| *b == b'\n') {
             let complete = &self.tail[..end];
-            let line = complete.rsplit(|b| *b == b'\n').map(|l| l.trim_ascii()).find(|l| !l.is_empty());
+            let line = complete
+                .rsplit(|b| *b == b'\n')
+                .map(|l| l.trim_ascii())
+                .find(|l| !l.is_empty());
             if let Some(line) = line {
                 let text: String = String::from_utf8_lossy(line).chars().take(200).collect();
                 self.note.last_line = Some(text);
@@ -191,8 +208,20 @@ impl Resident {
         let body = json!({"op": "exec", "cwd": spec.cwd, "args": {"argv": spec.argv, "max_bytes": spec.max_bytes}});
         let grace = control.grace.unwrap_or(Duration::from_secs(1));
         let (link, id, mut replies) = self.send(body).await?;
-        let mut guard = StopOnDrop { link: Some(link.clone()), id, grace };
-        let mut collected = Collector { out: CommandOutput::default(), cap: spec.max_bytes, note: OutputNote { bytes: 0, last_line: None }, tail: Vec::new() };
+        let mut guard = StopOnDrop {
+            link: Some(link.clone()),
+            id,
+            grace,
+        };
+        let mut collected = Collector {
+            out: CommandOutput::default(),
+            cap: spec.max_bytes,
+            note: OutputNote {
+                bytes: 0,
+                last_line: None,
+            },
+            tail: Vec::new(),
+        };
         let cancel = control.cancel.clone().unwrap_or_default();
         let timeout = control.timeout.filter(|t| !t.is_zero());
         let deadline = crate::wait::sleep_or_forever(timeout);
@@ -263,7 +292,11 @@ impl Resident {
 fn finish(collected: Collector, value: serde_json::Value) -> CommandOutput {
     let wire: WireResult = serde_json::from_value(value).unwrap_or_default();
     let mut out = collected.out;
-    out.exit_code = if wire.signal.is_some() { None } else { wire.exit_code };
+    out.exit_code = if wire.signal.is_some() {
+        None
+    } else {
+        wire.exit_code
+    };
     out.signal = wire.signal;
     out.truncated |= wire.truncated;
     out.total_bytes = wire.bytes.stdout.saturating_add(wire.bytes.stderr);

@@ -31,7 +31,12 @@ const READY: u8 = b'R';
 const ECHO_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub fn row() -> Row {
-    Row { id: "attach", title: "attach keystroke echo latency", method, run: |bench| Box::pin(run(bench)) }
+    Row {
+        id: "attach",
+        title: "attach keystroke echo latency",
+        method,
+        run: |bench| Box::pin(run(bench)),
+    }
 }
 
 fn method(sizes: &Sizes) -> String {
@@ -57,24 +62,39 @@ fn method(sizes: &Sizes) -> String {
 }
 
 async fn run(bench: &Bench) -> anyhow::Result<Vec<Comparison>> {
-    let labels = ["pty::attach (cos attach)", "write_input + connect", "local PTY (openpty + cat)"];
+    let labels = [
+        "pty::attach (cos attach)",
+        "write_input + connect",
+        "local PTY (openpty + cat)",
+    ];
     let mut contenders: Vec<Box<dyn Contender>> = vec![
         Box::new(Attached::start(&bench.sandbox, labels[0]).await?),
         Box::new(Direct::start(&bench.sandbox, labels[1]).await?),
         Box::new(LocalPty::start(labels[2])?),
     ];
-    let result = alternate(&mut contenders, bench.sizes.attach_warmup, bench.sizes.attach_rounds).await;
+    let result = alternate(
+        &mut contenders,
+        bench.sizes.attach_warmup,
+        bench.sizes.attach_rounds,
+    )
+    .await;
     for contender in contenders {
         contender.close().await?;
     }
     let samples = result?;
     let measure = |i: usize| Measure::latency(&durations(&samples[i])).context("no echo samples");
-    let baseline = Side { label: labels[2].to_string(), measure: measure(2)? };
+    let baseline = Side {
+        label: labels[2].to_string(),
+        measure: measure(2)?,
+    };
     (0..2)
         .map(|i| {
             Ok(Comparison {
                 what: "keystroke echo".to_string(),
-                ours: Side { label: labels[i].to_string(), measure: measure(i)? },
+                ours: Side {
+                    label: labels[i].to_string(),
+                    measure: measure(i)?,
+                },
                 baseline: baseline.clone(),
                 goal: Goal::None,
             })
@@ -109,10 +129,26 @@ impl Attached {
         let (screen_out, mut screen) = tokio::io::duplex(64 * 1024);
         let attached = process.clone();
         let task = tokio::spawn(async move {
-            attach(&attached, keys_in, screen_out, futures::stream::pending(), AttachOptions::default()).await
+            attach(
+                &attached,
+                keys_in,
+                screen_out,
+                futures::stream::pending(),
+                AttachOptions::default(),
+            )
+            .await
         });
-        read_until(&mut screen, READY).await.context("waiting for the remote PTY to be ready")?;
-        Ok(Attached { label, process, keyboard, screen, task, typed: 0 })
+        read_until(&mut screen, READY)
+            .await
+            .context("waiting for the remote PTY to be ready")?;
+        Ok(Attached {
+            label,
+            process,
+            keyboard,
+            screen,
+            task,
+            typed: 0,
+        })
     }
 }
 
@@ -151,9 +187,13 @@ impl Contender for Attached {
         let mut this = *self;
         Box::pin(async move {
             this.keyboard.write_all(&[DETACH_KEY]).await?;
-            let outcome =
-                tokio::time::timeout(ECHO_TIMEOUT, &mut this.task).await.context("attach did not detach")???;
-            ensure!(matches!(outcome, AttachOutcome::Detached { .. }), "attach ended with {outcome:?}");
+            let outcome = tokio::time::timeout(ECHO_TIMEOUT, &mut this.task)
+                .await
+                .context("attach did not detach")???;
+            ensure!(
+                matches!(outcome, AttachOutcome::Detached { .. }),
+                "attach ended with {outcome:?}"
+            );
             this.process.stop(Some(Duration::ZERO)).await?;
             Ok(())
         })
@@ -172,8 +212,15 @@ impl Direct {
     async fn start(sandbox: &Sandbox, label: &'static str) -> anyhow::Result<Direct> {
         let process = start_echo(sandbox).await?;
         let mut output = process.connect(0).await?;
-        wait_for(&mut output, READY).await.context("waiting for the remote PTY to be ready")?;
-        Ok(Direct { label, process, output, typed: 0 })
+        wait_for(&mut output, READY)
+            .await
+            .context("waiting for the remote PTY to be ready")?;
+        Ok(Direct {
+            label,
+            process,
+            output,
+            typed: 0,
+        })
     }
 }
 
@@ -181,7 +228,9 @@ async fn wait_for(output: &mut OutputStream, byte: u8) -> anyhow::Result<Instant
     tokio::time::timeout(ECHO_TIMEOUT, async {
         loop {
             match output.next().await.context("the output stream ended")?? {
-                OutputEvent::Data { bytes, .. } if bytes.contains(&byte) => return Ok(Instant::now()),
+                OutputEvent::Data { bytes, .. } if bytes.contains(&byte) => {
+                    return Ok(Instant::now())
+                }
                 OutputEvent::Data { .. } => {}
                 other => bail!("unexpected output event {other:?}"),
             }
@@ -201,7 +250,10 @@ impl Contender for Direct {
             let byte = key(self.typed);
             self.typed += 1;
             let started = Instant::now();
-            let (written, echoed) = tokio::join!(self.process.write_input([byte]), wait_for(&mut self.output, byte));
+            let (written, echoed) = tokio::join!(
+                self.process.write_input([byte]),
+                wait_for(&mut self.output, byte)
+            );
             written?;
             Ok(Sample::time(echoed? - started))
         })
@@ -237,7 +289,12 @@ impl LocalPty {
             .context("spawning the local PTY program")?;
         let mut master = File::from(pty.master);
         read_master_until(&mut master, READY).context("waiting for the local PTY to be ready")?;
-        Ok(LocalPty { label, master: Some(master), child, typed: 0 })
+        Ok(LocalPty {
+            label,
+            master: Some(master),
+            child,
+            typed: 0,
+        })
     }
 }
 
@@ -262,7 +319,10 @@ impl Contender for LocalPty {
         Box::pin(async move {
             let byte = key(self.typed);
             self.typed += 1;
-            let mut master = self.master.take().context("the local PTY was lost by an earlier failure")?;
+            let mut master = self
+                .master
+                .take()
+                .context("the local PTY was lost by an earlier failure")?;
             // Blocking calls on a blocking thread; the clock runs inside, around write + read only.
             let echo = tokio::task::spawn_blocking(move || {
                 let started = Instant::now();
@@ -281,7 +341,10 @@ impl Contender for LocalPty {
                 Err(_) => {
                     // Killing the program makes the blocked read return.
                     let _ = self.child.kill();
-                    bail!("no local echo of {:?} within {ECHO_TIMEOUT:?}", byte as char)
+                    bail!(
+                        "no local echo of {:?} within {ECHO_TIMEOUT:?}",
+                        byte as char
+                    )
                 }
             }
         })

@@ -18,7 +18,12 @@ use crate::sdk::Worker;
 use crate::stats::{Comparison, Goal, Measure, Side};
 
 pub fn row() -> Row {
-    Row { id: "exec", title: "exec round trip (`true`)", method, run: |bench| Box::pin(run(bench)) }
+    Row {
+        id: "exec",
+        title: "exec round trip (`true`)",
+        method,
+        run: |bench| Box::pin(run(bench)),
+    }
 }
 
 fn method(sizes: &Sizes) -> String {
@@ -49,13 +54,21 @@ async fn run(bench: &Bench) -> anyhow::Result<Vec<Comparison>> {
     let mut node = Worker::spawn(
         "node",
         "node".as_ref(),
-        &[tools.worker_script("exec_worker.mjs").into(), tools.ts_dir.clone().into()],
+        &[
+            tools.worker_script("exec_worker.mjs").into(),
+            tools.ts_dir.clone().into(),
+        ],
         bench,
     )
     .await?;
     let ts_version = node.init(bench.sandbox.id()).await?;
-    let mut python =
-        Worker::spawn("python", &tools.python, &[OsString::from(tools.worker_script("exec_worker.py"))], bench).await?;
+    let mut python = Worker::spawn(
+        "python",
+        &tools.python,
+        &[OsString::from(tools.worker_script("exec_worker.py"))],
+        bench,
+    )
+    .await?;
     let py_version = python.init(bench.sandbox.id()).await?;
 
     let labels = [
@@ -66,28 +79,53 @@ async fn run(bench: &Bench) -> anyhow::Result<Vec<Comparison>> {
         "`cos exec` per call".to_string(),
     ];
     let mut contenders: Vec<Box<dyn Contender>> = vec![
-        Box::new(Ours { sandbox: bench.sandbox.clone(), label: labels[0].clone() }),
+        Box::new(Ours {
+            sandbox: bench.sandbox.clone(),
+            label: labels[0].clone(),
+        }),
         Box::new(Raw::new(bench, labels[1].clone())?),
-        Box::new(Sdk { worker: node, label: labels[2].clone() }),
-        Box::new(Sdk { worker: python, label: labels[3].clone() }),
+        Box::new(Sdk {
+            worker: node,
+            label: labels[2].clone(),
+        }),
+        Box::new(Sdk {
+            worker: python,
+            label: labels[3].clone(),
+        }),
         Box::new(CosExec::new(bench, labels[4].clone(), &["true"])),
     ];
-    let samples = alternate(&mut contenders, bench.sizes.exec_warmup, bench.sizes.exec_rounds).await?;
+    let samples = alternate(
+        &mut contenders,
+        bench.sizes.exec_warmup,
+        bench.sizes.exec_rounds,
+    )
+    .await?;
     for contender in contenders {
         contender.close().await?;
     }
 
     let measure = |i: usize| Measure::latency(&durations(&samples[i])).context("no exec samples");
-    let ours = Side { label: labels[0].clone(), measure: measure(0)? };
+    let ours = Side {
+        label: labels[0].clone(),
+        measure: measure(0)?,
+    };
     let what = "exec `true` round trip";
-    let goals = [(1, Goal::AtMost(1.2)), (2, Goal::Faster), (3, Goal::Faster), (4, Goal::None)];
+    let goals = [
+        (1, Goal::AtMost(1.2)),
+        (2, Goal::Faster),
+        (3, Goal::Faster),
+        (4, Goal::None),
+    ];
     goals
         .into_iter()
         .map(|(i, goal)| {
             Ok(Comparison {
                 what: what.to_string(),
                 ours: ours.clone(),
-                baseline: Side { label: labels[i].clone(), measure: measure(i)? },
+                baseline: Side {
+                    label: labels[i].clone(),
+                    measure: measure(i)?,
+                },
                 goal,
             })
         })
@@ -109,7 +147,12 @@ impl Contender for Ours {
             let started = Instant::now();
             let out = self.sandbox.exec("true", Vec::<String>::new()).await?;
             let elapsed = started.elapsed();
-            ensure!(out.success(), "`true` failed: exit {} {:?}", out.exit_code, out.error);
+            ensure!(
+                out.success(),
+                "`true` failed: exit {} {:?}",
+                out.exit_code,
+                out.error
+            );
             Ok(Sample::time(elapsed))
         })
     }
@@ -130,8 +173,17 @@ impl Raw {
             .pool_idle_timeout(Duration::from_secs(60))
             .tcp_nodelay(true)
             .build()?;
-        let url = format!("{}/v1/sandboxes/{}/exec", bench.base_url().trim_end_matches('/'), bench.sandbox.id());
-        Ok(Raw { http, url, key: bench.api_key().to_string(), label })
+        let url = format!(
+            "{}/v1/sandboxes/{}/exec",
+            bench.base_url().trim_end_matches('/'),
+            bench.sandbox.id()
+        );
+        Ok(Raw {
+            http,
+            url,
+            key: bench.api_key().to_string(),
+            label,
+        })
     }
 }
 
@@ -143,13 +195,21 @@ impl Contender for Raw {
     fn sample(&mut self) -> BoxFuture<'_, anyhow::Result<Sample>> {
         Box::pin(async move {
             let started = Instant::now();
-            let response =
-                self.http.post(&self.url).header("x-api-key", &self.key).json(&json!({ "cmd": "true" })).send().await?;
+            let response = self
+                .http
+                .post(&self.url)
+                .header("x-api-key", &self.key)
+                .json(&json!({ "cmd": "true" }))
+                .send()
+                .await?;
             let status = response.status();
             let body = response.bytes().await?;
             let answer: Value = serde_json::from_slice(&body)?;
             let elapsed = started.elapsed();
-            ensure!(status.is_success() && answer["status"] == "success", "exec answered {status}: {answer}");
+            ensure!(
+                status.is_success() && answer["status"] == "success",
+                "exec answered {status}: {answer}"
+            );
             let code = &answer["data"]["result"]["exit_code"];
             ensure!(code.is_null() || code == 0, "`true` exited with {code}");
             Ok(Sample::time(elapsed))

@@ -35,7 +35,12 @@ const EXEC_CWD: &str = "/root";
 const IDLE_GOAL_MIB: f64 = 15.0;
 
 pub fn row() -> Row {
-    Row { id: "mcp", title: "`cos mcp` memory and tool-call latency", method, run: |bench| Box::pin(run(bench)) }
+    Row {
+        id: "mcp",
+        title: "`cos mcp` memory and tool-call latency",
+        method,
+        run: |bench| Box::pin(run(bench)),
+    }
 }
 
 fn method(sizes: &Sizes) -> String {
@@ -80,13 +85,24 @@ fn method(sizes: &Sizes) -> String {
 }
 
 async fn run(bench: &Bench) -> anyhow::Result<Vec<Comparison>> {
-    let scratch = tempfile::Builder::new().prefix("cos-bench-mcp-").tempdir()?;
+    let scratch = tempfile::Builder::new()
+        .prefix("cos-bench-mcp-")
+        .tempdir()?;
     let project = scratch.path().join("project");
     std::fs::create_dir_all(&project)?;
     std::fs::write(project.join("README.txt"), "fanout bench project\n")?;
-    let mut server = McpClient::start(&bench.tools.cos, &bench.endpoint(), scratch.path(), &project).await?;
+    let mut server = McpClient::start(
+        &bench.tools.cos,
+        &bench.endpoint(),
+        scratch.path(),
+        &project,
+    )
+    .await?;
     let tools = server.tool_names().await?;
-    ensure!(tools.iter().any(|t| t == "sandbox_exec"), "cos mcp does not serve sandbox_exec");
+    ensure!(
+        tools.iter().any(|t| t == "sandbox_exec"),
+        "cos mcp does not serve sandbox_exec"
+    );
 
     // idle: ours, then the Node SDK worker at rest
     let idle = idle_samples(server.pid).await?;
@@ -94,7 +110,10 @@ async fn run(bench: &Bench) -> anyhow::Result<Vec<Comparison>> {
     let mut node = Worker::spawn(
         "node",
         "node".as_ref(),
-        &[tools_dir.worker_script("exec_worker.mjs").into(), OsString::from(&tools_dir.ts_dir)],
+        &[
+            tools_dir.worker_script("exec_worker.mjs").into(),
+            OsString::from(&tools_dir.ts_dir),
+        ],
         bench,
     )
     .await?;
@@ -105,7 +124,10 @@ async fn run(bench: &Bench) -> anyhow::Result<Vec<Comparison>> {
     let idle_measure = Measure::memory(&idle).context("no idle samples")?;
     let mut out = vec![Comparison {
         what: "`cos mcp` idle RSS".to_string(),
-        ours: Side { label: "cos mcp".to_string(), measure: idle_measure.clone() },
+        ours: Side {
+            label: "cos mcp".to_string(),
+            measure: idle_measure.clone(),
+        },
         baseline: Side {
             label: format!("node + TypeScript SDK {ts_version}"),
             measure: Measure::memory(&node_idle).context("no node samples")?,
@@ -129,11 +151,28 @@ async fn run(bench: &Bench) -> anyhow::Result<Vec<Comparison>> {
             arguments: json!({"command": EXEC_COMMAND, "sandbox_id": sandbox_id}),
             label: labels[0].to_string(),
         }),
-        Box::new(CosExec::new(bench, labels[1].to_string(), &["bash", "-lc", EXEC_COMMAND])),
-        Box::new(PluginSequence::new(bench, labels[2].to_string(), EXEC_CWD, EXEC_COMMAND)),
+        Box::new(CosExec::new(
+            bench,
+            labels[1].to_string(),
+            &["bash", "-lc", EXEC_COMMAND],
+        )),
+        Box::new(PluginSequence::new(
+            bench,
+            labels[2].to_string(),
+            EXEC_CWD,
+            EXEC_COMMAND,
+        )),
     ];
-    let samples = alternate(&mut contenders, bench.sizes.exec_warmup, bench.sizes.exec_rounds).await?;
-    let ours = Side { label: labels[0].to_string(), measure: Measure::latency(&durations(&samples[0])).context("ours")? };
+    let samples = alternate(
+        &mut contenders,
+        bench.sizes.exec_warmup,
+        bench.sizes.exec_rounds,
+    )
+    .await?;
+    let ours = Side {
+        label: labels[0].to_string(),
+        measure: Measure::latency(&durations(&samples[0])).context("ours")?,
+    };
     for i in 1..=2 {
         out.push(Comparison {
             what: "tool call `sandbox_exec true`".to_string(),
@@ -147,7 +186,9 @@ async fn run(bench: &Bench) -> anyhow::Result<Vec<Comparison>> {
         });
     }
     drop(contenders);
-    let mut server = Arc::try_unwrap(server).map_err(|_| anyhow!("the MCP client is still shared"))?.into_inner();
+    let mut server = Arc::try_unwrap(server)
+        .map_err(|_| anyhow!("the MCP client is still shared"))?
+        .into_inner();
 
     // fanout, when served
     if tools.iter().any(|t| t == "sandbox_fanout") {
@@ -158,7 +199,10 @@ async fn run(bench: &Bench) -> anyhow::Result<Vec<Comparison>> {
                 label: "cos mcp (fanout running)".to_string(),
                 measure: Measure::memory(&during).context("no fanout samples")?,
             },
-            baseline: Side { label: "cos mcp (idle)".to_string(), measure: idle_measure },
+            baseline: Side {
+                label: "cos mcp (idle)".to_string(),
+                measure: idle_measure,
+            },
             goal: Goal::None,
         });
     } else {
@@ -173,9 +217,13 @@ async fn run(bench: &Bench) -> anyhow::Result<Vec<Comparison>> {
 
 /// `VmRSS` of `pid`, in bytes.
 fn rss_bytes(pid: u32) -> anyhow::Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .with_context(|| format!("reading /proc/{pid}/status (the memory rows need Linux procfs)"))?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:")).context("no VmRSS line")?;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).with_context(|| {
+        format!("reading /proc/{pid}/status (the memory rows need Linux procfs)")
+    })?;
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .context("no VmRSS line")?;
     let kib: u64 = line
         .split_whitespace()
         .nth(1)
@@ -211,7 +259,8 @@ async fn fanout_rss(server: &mut McpClient, project: &std::path::Path) -> anyhow
         }
     });
     let commands: Vec<&str> = vec!["true"; FANOUT_COMMANDS];
-    let arguments = json!({"commands": commands, "jobs": FANOUT_JOBS, "dir": project.display().to_string()});
+    let arguments =
+        json!({"commands": commands, "jobs": FANOUT_JOBS, "dir": project.display().to_string()});
     let called = server.call("sandbox_fanout", arguments).await;
     let _ = stop_tx.send(());
     let samples = poller.await.context("the RSS poller")?;

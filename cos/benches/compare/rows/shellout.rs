@@ -27,7 +27,10 @@ impl CosCli {
     }
 
     pub(super) fn new(cos: &std::path::Path, endpoint: Endpoint) -> CosCli {
-        CosCli { path: cos.to_path_buf(), endpoint }
+        CosCli {
+            path: cos.to_path_buf(),
+            endpoint,
+        }
     }
 
     /// `cos --endpoint <emulator> <args…>`, stdout and stderr captured.
@@ -45,10 +48,20 @@ impl CosCli {
 }
 
 /// Runs one `cos` process to the end; a failure names the step and carries its stderr.
-pub(super) async fn run(command: &mut tokio::process::Command, step: &str) -> anyhow::Result<Output> {
-    let out = command.output().await.with_context(|| format!("spawning cos ({step})"))?;
+pub(super) async fn run(
+    command: &mut tokio::process::Command,
+    step: &str,
+) -> anyhow::Result<Output> {
+    let out = command
+        .output()
+        .await
+        .with_context(|| format!("spawning cos ({step})"))?;
     if !out.status.success() {
-        bail!("`cos {step}` failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim());
+        bail!(
+            "`cos {step}` failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
     }
     Ok(out)
 }
@@ -74,10 +87,19 @@ impl CosExec {
     }
 
     /// Any `cos <args…>` (its output is discarded).
-    pub(super) fn process(cli: &CosCli, step: &'static str, args: &[&str], label: String) -> CosExec {
+    pub(super) fn process(
+        cli: &CosCli,
+        step: &'static str,
+        args: &[&str],
+        label: String,
+    ) -> CosExec {
         let mut command = cli.command(args);
         command.stdout(Stdio::null());
-        CosExec { command, step, label }
+        CosExec {
+            command,
+            step,
+            label,
+        }
     }
 }
 
@@ -113,8 +135,20 @@ impl PluginSequence {
     }
 
     /// The sequence through `cli`, in `sandbox`.
-    pub(super) fn at(cli: CosCli, sandbox: &str, label: String, cwd: &str, script: &str) -> PluginSequence {
-        PluginSequence { cli, sandbox: sandbox.to_string(), cwd: cwd.to_string(), script: script.to_string(), label }
+    pub(super) fn at(
+        cli: CosCli,
+        sandbox: &str,
+        label: String,
+        cwd: &str,
+        script: &str,
+    ) -> PluginSequence {
+        PluginSequence {
+            cli,
+            sandbox: sandbox.to_string(),
+            cwd: cwd.to_string(),
+            script: script.to_string(),
+            label,
+        }
     }
 
     async fn once(&self) -> anyhow::Result<()> {
@@ -123,14 +157,36 @@ impl PluginSequence {
 }
 
 /// The plugin's four processes for one managed execution of `script` in `sandbox`.
-pub(super) async fn plugin_exec(cli: &CosCli, sb: &str, cwd: &str, script: &str) -> anyhow::Result<()> {
-    let start = ["-o", "json", "process", "start", "--cwd", cwd, sb, "--", "bash", "-lc", script];
+pub(super) async fn plugin_exec(
+    cli: &CosCli,
+    sb: &str,
+    cwd: &str,
+    script: &str,
+) -> anyhow::Result<()> {
+    let start = [
+        "-o", "json", "process", "start", "--cwd", cwd, sb, "--", "bash", "-lc", script,
+    ];
     let started = run(&mut cli.command(&start), "process start").await?;
-    let details: Value = serde_json::from_slice(&started.stdout).context("process start printed no JSON")?;
-    let pid = details["process_id"].as_str().context("process start printed no process_id")?;
-    run(&mut cli.command(&["process", "input", sb, pid, "--close", "--text", ""]), "process input --close").await?;
-    run(&mut cli.command(&["process", "wait", "--tree", sb, pid]), "process wait").await?;
-    run(&mut cli.command(&["process", "logs", sb, pid]), "process logs").await?;
+    let details: Value =
+        serde_json::from_slice(&started.stdout).context("process start printed no JSON")?;
+    let pid = details["process_id"]
+        .as_str()
+        .context("process start printed no process_id")?;
+    run(
+        &mut cli.command(&["process", "input", sb, pid, "--close", "--text", ""]),
+        "process input --close",
+    )
+    .await?;
+    run(
+        &mut cli.command(&["process", "wait", "--tree", sb, pid]),
+        "process wait",
+    )
+    .await?;
+    run(
+        &mut cli.command(&["process", "logs", sb, pid]),
+        "process logs",
+    )
+    .await?;
     Ok(())
 }
 

@@ -27,7 +27,12 @@ const WRITE_BUFFER: usize = 64 * 1024;
 const GZIP_LEVEL: u32 = 6;
 
 pub fn row() -> Row {
-    Row { id: "snapshot", title: "snapshot build", method, run: |bench| Box::pin(run(bench)) }
+    Row {
+        id: "snapshot",
+        title: "snapshot build",
+        method,
+        run: |bench| Box::pin(run(bench)),
+    }
 }
 
 fn method(sizes: &Sizes) -> String {
@@ -78,24 +83,49 @@ async fn run(bench: &Bench) -> anyhow::Result<Vec<Comparison>> {
     // the repository holds the generated files plus its .gitignore
     let expected = files + 1;
     let mut contenders: Vec<Box<dyn Contender>> = vec![
-        Box::new(Ours { dir: Arc::clone(&dir), expected, label: labels[0], compression: Compression::None }),
-        Box::new(GitTar { dir: Arc::clone(&dir), label: labels[1], flags: "-cf" }),
+        Box::new(Ours {
+            dir: Arc::clone(&dir),
+            expected,
+            label: labels[0],
+            compression: Compression::None,
+        }),
+        Box::new(GitTar {
+            dir: Arc::clone(&dir),
+            label: labels[1],
+            flags: "-cf",
+        }),
         Box::new(Ours {
             dir: Arc::clone(&dir),
             expected,
             label: labels[2],
             compression: Compression::Gzip { level: GZIP_LEVEL },
         }),
-        Box::new(GitTar { dir: Arc::clone(&dir), label: labels[3], flags: "-czf" }),
+        Box::new(GitTar {
+            dir: Arc::clone(&dir),
+            label: labels[3],
+            flags: "-czf",
+        }),
     ];
-    let samples = alternate(&mut contenders, bench.sizes.snapshot_warmup, bench.sizes.snapshot_rounds).await?;
+    let samples = alternate(
+        &mut contenders,
+        bench.sizes.snapshot_warmup,
+        bench.sizes.snapshot_rounds,
+    )
+    .await?;
     drop(repo);
-    let measure = |i: usize| Measure::latency(&durations(&samples[i])).context("no snapshot samples");
+    let measure =
+        |i: usize| Measure::latency(&durations(&samples[i])).context("no snapshot samples");
     let pair = |what: String, ours: usize, theirs: usize| -> anyhow::Result<Comparison> {
         Ok(Comparison {
             what,
-            ours: Side { label: labels[ours].to_string(), measure: measure(ours)? },
-            baseline: Side { label: labels[theirs].to_string(), measure: measure(theirs)? },
+            ours: Side {
+                label: labels[ours].to_string(),
+                measure: measure(ours)?,
+            },
+            baseline: Side {
+                label: labels[theirs].to_string(),
+                measure: measure(theirs)?,
+            },
             goal: Goal::Faster,
         })
     };
@@ -113,7 +143,14 @@ fn body(index: usize, len: usize) -> Vec<u8> {
 
 fn git(dir: &Path, args: &[&str]) -> anyhow::Result<()> {
     let status = Command::new("git")
-        .args(["-c", "user.name=bench", "-c", "user.email=bench@localhost", "-c", "commit.gpgsign=false"])
+        .args([
+            "-c",
+            "user.name=bench",
+            "-c",
+            "user.email=bench@localhost",
+            "-c",
+            "commit.gpgsign=false",
+        ])
         .args(args)
         .current_dir(dir)
         .stdout(Stdio::null())
@@ -125,7 +162,9 @@ fn git(dir: &Path, args: &[&str]) -> anyhow::Result<()> {
 
 /// A committed repository of `files` files under `dNNN/` directories.
 fn generate(files: usize) -> anyhow::Result<tempfile::TempDir> {
-    let repo = tempfile::Builder::new().prefix("cos-bench-snapshot-").tempdir()?;
+    let repo = tempfile::Builder::new()
+        .prefix("cos-bench-snapshot-")
+        .tempdir()?;
     let root = repo.path();
     for i in 0..files {
         let dir = root.join(format!("src/d{:03}", i / FILES_PER_DIR));
@@ -134,7 +173,10 @@ fn generate(files: usize) -> anyhow::Result<tempfile::TempDir> {
         }
         // 256 B … 4 KiB, spread deterministically
         let len = 256 + (i * 7919) % 3841;
-        std::fs::write(dir.join(format!("f{:03}.txt", i % FILES_PER_DIR)), body(i, len))?;
+        std::fs::write(
+            dir.join(format!("f{:03}.txt", i % FILES_PER_DIR)),
+            body(i, len),
+        )?;
     }
     std::fs::write(root.join(".gitignore"), "/build/\n*.log\n")?;
     std::fs::create_dir_all(root.join("build"))?;
@@ -163,7 +205,9 @@ fn drain(mut reader: impl Read + Send + 'static) -> std::thread::JoinHandle<std:
 }
 
 fn join_drain(handle: std::thread::JoinHandle<std::io::Result<u64>>) -> anyhow::Result<u64> {
-    Ok(handle.join().map_err(|_| anyhow::anyhow!("the drain thread panicked"))??)
+    Ok(handle
+        .join()
+        .map_err(|_| anyhow::anyhow!("the drain thread panicked"))??)
 }
 
 struct Ours {
@@ -179,14 +223,16 @@ impl Contender for Ours {
     }
 
     fn sample(&mut self) -> BoxFuture<'_, anyhow::Result<Sample>> {
-        let (dir, expected, compression) = (PathBuf::from(&*self.dir), self.expected, self.compression);
+        let (dir, expected, compression) =
+            (PathBuf::from(&*self.dir), self.expected, self.compression);
         Box::pin(async move {
             tokio::task::spawn_blocking(move || {
                 let started = Instant::now();
                 let snapshot = Snapshot::scan(&dir, &SnapshotOptions::new())?;
                 let (reader, writer) = std::io::pipe()?;
                 let drained = drain(reader);
-                snapshot.write_archive(BufWriter::with_capacity(WRITE_BUFFER, writer), compression)?;
+                snapshot
+                    .write_archive(BufWriter::with_capacity(WRITE_BUFFER, writer), compression)?;
                 let bytes = join_drain(drained)?;
                 let elapsed = started.elapsed();
                 ensure!(

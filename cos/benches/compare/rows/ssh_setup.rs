@@ -29,16 +29,28 @@ impl SshRig {
                 "`{program}` is needed by this row but is not on PATH (see cos/benches/setup.sh)"
             );
         }
-        let files = tempfile::Builder::new().prefix("cos-bench-ssh-").tempdir()?;
-        let options =
-            SshOptions::new().files(SshFiles::at(files.path())).connect_timeout(Duration::from_secs(60));
-        let ssh = SshSession::connect(&bench.sandbox, options).await.context("connecting our SSH client")?;
+        let files = tempfile::Builder::new()
+            .prefix("cos-bench-ssh-")
+            .tempdir()?;
+        let options = SshOptions::new()
+            .files(SshFiles::at(files.path()))
+            .connect_timeout(Duration::from_secs(60));
+        let ssh = SshSession::connect(&bench.sandbox, options)
+            .await
+            .context("connecting our SSH client")?;
         let probe = ssh.exec("true").await.context("a first command over SSH")?;
         ensure!(probe.success(), "`true` over SSH failed: {probe:?}");
         let key = ssh.key().path().to_path_buf();
-        let tunnel = TunnelListener::bind(&bench.sandbox, 22, None).await.context("forwarding a local port to :22")?;
+        let tunnel = TunnelListener::bind(&bench.sandbox, 22, None)
+            .await
+            .context("forwarding a local port to :22")?;
         let tunnel = tunnel.spawn();
-        Ok(SshRig { ssh, tunnel, key, _files: files })
+        Ok(SshRig {
+            ssh,
+            tunnel,
+            key,
+            _files: files,
+        })
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -64,9 +76,17 @@ impl SshRig {
 
     /// The `ssh` command line for `rsync -e`.
     pub fn rsh(&self) -> String {
-        let mut parts = vec!["ssh".to_string(), "-p".to_string(), self.addr().port().to_string()];
+        let mut parts = vec![
+            "ssh".to_string(),
+            "-p".to_string(),
+            self.addr().port().to_string(),
+        ];
         parts.extend(self.client_options());
-        parts.iter().map(|p| createos_sandbox::ssh::shell_quote(p)).collect::<Vec<_>>().join(" ")
+        parts
+            .iter()
+            .map(|p| createos_sandbox::ssh::shell_quote(p))
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 
     /// `root@127.0.0.1:<path>` for scp/rsync.

@@ -20,7 +20,12 @@ use crate::interleave::{alternate, transfers, Contender, Sample};
 use crate::stats::{Comparison, Goal, Measure, Side};
 
 pub fn row() -> Row {
-    Row { id: "stream", title: "process output throughput", method, run: |bench| Box::pin(run(bench)) }
+    Row {
+        id: "stream",
+        title: "process output throughput",
+        method,
+        run: |bench| Box::pin(run(bench)),
+    }
 }
 
 fn method(sizes: &Sizes) -> String {
@@ -44,20 +49,41 @@ fn method(sizes: &Sizes) -> String {
 
 async fn run(bench: &Bench) -> anyhow::Result<Vec<Comparison>> {
     let bytes = bench.sizes.stream_bytes;
-    let mut contenders: Vec<Box<dyn Contender>> =
-        vec![Box::new(Remote { sandbox: bench.sandbox.clone(), bytes }), Box::new(LocalPipe { bytes })];
-    let samples = alternate(&mut contenders, bench.sizes.stream_warmup, bench.sizes.stream_rounds).await?;
-    let measure = |i: usize| Measure::throughput(&transfers(&samples[i])).context("no throughput samples");
+    let mut contenders: Vec<Box<dyn Contender>> = vec![
+        Box::new(Remote {
+            sandbox: bench.sandbox.clone(),
+            bytes,
+        }),
+        Box::new(LocalPipe { bytes }),
+    ];
+    let samples = alternate(
+        &mut contenders,
+        bench.sizes.stream_warmup,
+        bench.sizes.stream_rounds,
+    )
+    .await?;
+    let measure =
+        |i: usize| Measure::throughput(&transfers(&samples[i])).context("no throughput samples");
     Ok(vec![Comparison {
         what: format!("process output, {} MiB", bytes / (1024 * 1024)),
-        ours: Side { label: contenders_label(0), measure: measure(0)? },
-        baseline: Side { label: contenders_label(1), measure: measure(1)? },
+        ours: Side {
+            label: contenders_label(0),
+            measure: measure(0)?,
+        },
+        baseline: Side {
+            label: contenders_label(1),
+            measure: measure(1)?,
+        },
         goal: Goal::None,
     }])
 }
 
 fn contenders_label(index: usize) -> String {
-    ["managed process + Process::connect", "local pipe (spawn, read all)"][index].to_string()
+    [
+        "managed process + Process::connect",
+        "local pipe (spawn, read all)",
+    ][index]
+        .to_string()
 }
 
 fn head_args(bytes: u64) -> [String; 3] {
@@ -77,25 +103,44 @@ impl Contender for Remote {
     fn sample(&mut self) -> BoxFuture<'_, anyhow::Result<Sample>> {
         Box::pin(async move {
             let started = Instant::now();
-            let process = self.sandbox.processes().start(ProcessSpec::new("head").args(head_args(self.bytes))).await?;
+            let process = self
+                .sandbox
+                .processes()
+                .start(ProcessSpec::new("head").args(head_args(self.bytes)))
+                .await?;
             let mut output = process.connect(0).await?;
             let mut received = 0u64;
             loop {
-                match output.next().await.context("the output stream ended without an exit event")?? {
+                match output
+                    .next()
+                    .await
+                    .context("the output stream ended without an exit event")??
+                {
                     OutputEvent::Data { bytes, .. } => received += bytes.len() as u64,
                     OutputEvent::Exit { code, signal } => {
                         ensure!(code == Some(0), "head ended with {code:?} {signal:?}");
                         break;
                     }
-                    OutputEvent::Gap { from_seq, to_seq, .. } => {
-                        bail!("output chunks {from_seq}-{to_seq} were evicted before they were read")
+                    OutputEvent::Gap {
+                        from_seq, to_seq, ..
+                    } => {
+                        bail!(
+                            "output chunks {from_seq}-{to_seq} were evicted before they were read"
+                        )
                     }
                     OutputEvent::Error(message) => bail!("the output stream failed: {message}"),
                 }
             }
             let elapsed = started.elapsed();
-            ensure!(received == self.bytes, "received {received} bytes, expected {}", self.bytes);
-            Ok(Sample { elapsed, bytes: received })
+            ensure!(
+                received == self.bytes,
+                "received {received} bytes, expected {}",
+                self.bytes
+            );
+            Ok(Sample {
+                elapsed,
+                bytes: received,
+            })
         })
     }
 }
@@ -133,7 +178,10 @@ impl Contender for LocalPipe {
                 let elapsed = started.elapsed();
                 ensure!(status.success(), "head failed: {status}");
                 ensure!(received == bytes, "read {received} bytes, expected {bytes}");
-                Ok(Sample { elapsed, bytes: received })
+                Ok(Sample {
+                    elapsed,
+                    bytes: received,
+                })
             })
             .await?
         })

@@ -25,7 +25,12 @@ const FILES_PER_DIR: usize = 100;
 const REMOTE_BASE: &str = "/root/bench-sync";
 
 pub fn row() -> Row {
-    Row { id: "sync", title: "sync of a many-file tree", method, run: |bench| Box::pin(run(bench)) }
+    Row {
+        id: "sync",
+        title: "sync of a many-file tree",
+        method,
+        run: |bench| Box::pin(run(bench)),
+    }
 }
 
 fn method(sizes: &Sizes) -> String {
@@ -63,10 +68,19 @@ fn method(sizes: &Sizes) -> String {
 async fn run(bench: &Bench) -> anyhow::Result<Vec<Comparison>> {
     let rig = Arc::new(SshRig::open(bench, &["rsync", "ssh"]).await?);
     let probe = rig.ssh.exec("command -v rsync").await?;
-    ensure!(probe.success(), "rsync is not visible inside the sandbox (install it on the host: cos/benches/setup.sh)");
-    let scratch = tempfile::Builder::new().prefix("cos-bench-sync-").tempdir()?;
+    ensure!(
+        probe.success(),
+        "rsync is not visible inside the sandbox (install it on the host: cos/benches/setup.sh)"
+    );
+    let scratch = tempfile::Builder::new()
+        .prefix("cos-bench-sync-")
+        .tempdir()?;
     let sizes = &bench.sizes;
-    let labels = ["Syncer over SSH", "Syncer over files API", "rsync -a over ssh"];
+    let labels = [
+        "Syncer over SSH",
+        "Syncer over files API",
+        "rsync -a over ssh",
+    ];
     let mut plans = Vec::new();
     for i in 0..labels.len() {
         let local = scratch.path().join(format!("copy{i}"));
@@ -92,18 +106,32 @@ async fn run(bench: &Bench) -> anyhow::Result<Vec<Comparison>> {
         files: sizes.sync_files,
     };
 
-    let mut contenders: Vec<Box<dyn Contender>> =
-        (0..labels.len()).map(|i| Box::new(make(i, Phase::Initial)) as Box<dyn Contender>).collect();
-    let initial = alternate(&mut contenders, sizes.sync_warmup, sizes.sync_initial_rounds).await?;
+    let mut contenders: Vec<Box<dyn Contender>> = (0..labels.len())
+        .map(|i| Box::new(make(i, Phase::Initial)) as Box<dyn Contender>)
+        .collect();
+    let initial = alternate(
+        &mut contenders,
+        sizes.sync_warmup,
+        sizes.sync_initial_rounds,
+    )
+    .await?;
     drop(contenders);
     let mut contenders: Vec<Box<dyn Contender>> = Vec::new();
     for (i, label) in labels.iter().enumerate() {
         let contender = make(i, Phase::Incremental);
         // bring the guest directory in line once (untimed), so samples only move changes
-        contender.sync(&contender.target()).await.with_context(|| format!("{label}: first full sync"))?;
+        contender
+            .sync(&contender.target())
+            .await
+            .with_context(|| format!("{label}: first full sync"))?;
         contenders.push(Box::new(contender));
     }
-    let incremental = alternate(&mut contenders, sizes.sync_warmup, sizes.sync_incremental_rounds).await?;
+    let incremental = alternate(
+        &mut contenders,
+        sizes.sync_warmup,
+        sizes.sync_incremental_rounds,
+    )
+    .await?;
     drop(contenders);
     let _ = rig.ssh.exec(&format!("rm -rf {REMOTE_BASE}")).await;
     if let Ok(rig) = Arc::try_unwrap(rig) {
@@ -113,14 +141,24 @@ async fn run(bench: &Bench) -> anyhow::Result<Vec<Comparison>> {
     let files = sizes.sync_files;
     let measure = |s: &[Sample]| Measure::latency(&durations(s)).context("no sync samples");
     let mut out = Vec::new();
-    for (what, samples) in
-        [(format!("initial sync of {files} files"), &initial), (format!("sync after {} changed files", sizes.sync_changed), &incremental)]
-    {
+    for (what, samples) in [
+        (format!("initial sync of {files} files"), &initial),
+        (
+            format!("sync after {} changed files", sizes.sync_changed),
+            &incremental,
+        ),
+    ] {
         for ours in [0, 1] {
             out.push(Comparison {
                 what: what.clone(),
-                ours: Side { label: labels[ours].to_string(), measure: measure(&samples[ours])? },
-                baseline: Side { label: labels[2].to_string(), measure: measure(&samples[2])? },
+                ours: Side {
+                    label: labels[ours].to_string(),
+                    measure: measure(&samples[ours])?,
+                },
+                baseline: Side {
+                    label: labels[2].to_string(),
+                    measure: measure(&samples[2])?,
+                },
                 goal: Goal::Faster,
             });
         }
@@ -145,13 +183,20 @@ fn generate(root: &Path, files: usize) -> anyhow::Result<()> {
         if i % FILES_PER_DIR == 0 {
             std::fs::create_dir_all(&dir)?;
         }
-        std::fs::write(dir.join(format!("f{:03}.txt", i % FILES_PER_DIR)), body(i, file_len(i)))?;
+        std::fs::write(
+            dir.join(format!("f{:03}.txt", i % FILES_PER_DIR)),
+            body(i, file_len(i)),
+        )?;
     }
     Ok(())
 }
 
 fn file_path(root: &Path, i: usize) -> PathBuf {
-    root.join(format!("src/d{:03}/f{:03}.txt", i / FILES_PER_DIR, i % FILES_PER_DIR))
+    root.join(format!(
+        "src/d{:03}/f{:03}.txt",
+        i / FILES_PER_DIR,
+        i % FILES_PER_DIR
+    ))
 }
 
 enum Way {
@@ -193,7 +238,9 @@ impl SyncContender {
     async fn sync(&self, target: &str) -> anyhow::Result<Option<usize>> {
         match &self.side {
             Way::Ours(remote) => {
-                let options = SyncOptions::new(SyncMode::OneWay).state_dir(&self.state).home_dir(&self.home);
+                let options = SyncOptions::new(SyncMode::OneWay)
+                    .state_dir(&self.state)
+                    .home_dir(&self.home);
                 let syncer = Syncer::new(Arc::clone(remote), &self.local, target, options)?;
                 let report = syncer.run().await?;
                 Ok(Some(report.pushed.len()))
@@ -232,7 +279,8 @@ impl SyncContender {
             let i = (k * stride + self.round) % self.files;
             let path = file_path(&self.local, i);
             let mut content = std::fs::read(&path)?;
-            content.extend_from_slice(format!("round {} changed this file\n", self.round).as_bytes());
+            content
+                .extend_from_slice(format!("round {} changed this file\n", self.round).as_bytes());
             std::fs::write(&path, content)?;
         }
         Ok(())
@@ -251,14 +299,22 @@ impl SyncContender {
         };
         let bytes: u64 = (0..self.files).map(|i| file_len(i) as u64).sum();
         let expected = format!("{} {bytes}", self.files);
-        ensure!(out.trim() == expected, "{}: the guest holds {:?} (files bytes), expected {expected}", self.label, out.trim());
+        ensure!(
+            out.trim() == expected,
+            "{}: the guest holds {:?} (files bytes), expected {expected}",
+            self.label,
+            out.trim()
+        );
         Ok(())
     }
 
     async fn remove_remote(&self, target: &str) -> anyhow::Result<()> {
         let script = format!("rm -rf {}", createos_sandbox::ssh::shell_quote(target));
         let done = match &self.side {
-            Way::Ours(remote) => remote.run_sh(&script, Vec::new(), Vec::new()).await?.success(),
+            Way::Ours(remote) => remote
+                .run_sh(&script, Vec::new(), Vec::new())
+                .await?
+                .success(),
             Way::Rsync(rig) => rig.ssh.exec(&script).await?.success(),
         };
         ensure!(done, "removing {target} failed");
@@ -282,9 +338,19 @@ impl Contender for SyncContender {
             let pushed = self.sync(&target).await?;
             let elapsed = started.elapsed();
             match (self.phase, pushed) {
-                (Phase::Initial, Some(n)) => ensure!(n == self.files, "{}: pushed {n} of {} files", self.label, self.files),
+                (Phase::Initial, Some(n)) => ensure!(
+                    n == self.files,
+                    "{}: pushed {n} of {} files",
+                    self.label,
+                    self.files
+                ),
                 (Phase::Incremental, Some(n)) => {
-                    ensure!(n == self.changed, "{}: pushed {n} files, {} changed", self.label, self.changed)
+                    ensure!(
+                        n == self.changed,
+                        "{}: pushed {n} files, {} changed",
+                        self.label,
+                        self.changed
+                    )
                 }
                 (_, None) => {}
             }

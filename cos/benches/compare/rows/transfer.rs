@@ -25,7 +25,12 @@ const REMOTE_SOURCE: &str = "/root/bench-transfer-source.bin";
 const SFTP_DOWNLOAD_GOAL: f64 = 1.2;
 
 pub fn row() -> Row {
-    Row { id: "transfer", title: "file upload and download", method, run: |bench| Box::pin(run(bench)) }
+    Row {
+        id: "transfer",
+        title: "file upload and download",
+        method,
+        run: |bench| Box::pin(run(bench)),
+    }
 }
 
 fn method(sizes: &Sizes) -> String {
@@ -58,32 +63,95 @@ fn method(sizes: &Sizes) -> String {
 
 async fn run(bench: &Bench) -> anyhow::Result<Vec<Comparison>> {
     let rig = Arc::new(SshRig::open(bench, &["scp", "ssh"]).await?);
-    let scratch = tempfile::Builder::new().prefix("cos-bench-transfer-").tempdir()?;
+    let scratch = tempfile::Builder::new()
+        .prefix("cos-bench-transfer-")
+        .tempdir()?;
     let size = bench.sizes.transfer_bytes;
     let source = scratch.path().join("source.bin");
     let generated = source.clone();
     tokio::task::spawn_blocking(move || write_pattern(&generated, size)).await??;
     // the file every download reads, put there once
     let file = tokio::fs::File::open(&source).await?;
-    rig.ssh.write_file(REMOTE_SOURCE, file, WriteOptions::new()).await.context("staging the download source")?;
+    rig.ssh
+        .write_file(REMOTE_SOURCE, file, WriteOptions::new())
+        .await
+        .context("staging the download source")?;
 
     let sandbox = bench.sandbox.clone();
     let up_labels = ["files API upload", "SFTP upload (ours)", "scp upload"];
     let mut uploads: Vec<Box<dyn Contender>> = vec![
-        Box::new(Transfer::new(up_labels[0], Way::ApiUp, &sandbox, &rig, &source, scratch.path(), size)),
-        Box::new(Transfer::new(up_labels[1], Way::SftpUp, &sandbox, &rig, &source, scratch.path(), size)),
-        Box::new(Transfer::new(up_labels[2], Way::ScpUp, &sandbox, &rig, &source, scratch.path(), size)),
+        Box::new(Transfer::new(
+            up_labels[0],
+            Way::ApiUp,
+            &sandbox,
+            &rig,
+            &source,
+            scratch.path(),
+            size,
+        )),
+        Box::new(Transfer::new(
+            up_labels[1],
+            Way::SftpUp,
+            &sandbox,
+            &rig,
+            &source,
+            scratch.path(),
+            size,
+        )),
+        Box::new(Transfer::new(
+            up_labels[2],
+            Way::ScpUp,
+            &sandbox,
+            &rig,
+            &source,
+            scratch.path(),
+            size,
+        )),
     ];
-    let up = alternate(&mut uploads, bench.sizes.transfer_warmup, bench.sizes.transfer_rounds).await?;
+    let up = alternate(
+        &mut uploads,
+        bench.sizes.transfer_warmup,
+        bench.sizes.transfer_rounds,
+    )
+    .await?;
     drop(uploads);
 
     let down_labels = ["files API download", "SFTP download (ours)", "scp download"];
     let mut downloads: Vec<Box<dyn Contender>> = vec![
-        Box::new(Transfer::new(down_labels[0], Way::ApiDown, &sandbox, &rig, &source, scratch.path(), size)),
-        Box::new(Transfer::new(down_labels[1], Way::SftpDown, &sandbox, &rig, &source, scratch.path(), size)),
-        Box::new(Transfer::new(down_labels[2], Way::ScpDown, &sandbox, &rig, &source, scratch.path(), size)),
+        Box::new(Transfer::new(
+            down_labels[0],
+            Way::ApiDown,
+            &sandbox,
+            &rig,
+            &source,
+            scratch.path(),
+            size,
+        )),
+        Box::new(Transfer::new(
+            down_labels[1],
+            Way::SftpDown,
+            &sandbox,
+            &rig,
+            &source,
+            scratch.path(),
+            size,
+        )),
+        Box::new(Transfer::new(
+            down_labels[2],
+            Way::ScpDown,
+            &sandbox,
+            &rig,
+            &source,
+            scratch.path(),
+            size,
+        )),
     ];
-    let down = alternate(&mut downloads, bench.sizes.transfer_warmup, bench.sizes.transfer_rounds).await?;
+    let down = alternate(
+        &mut downloads,
+        bench.sizes.transfer_warmup,
+        bench.sizes.transfer_rounds,
+    )
+    .await?;
     drop(downloads);
 
     // leave the guest as it was
@@ -94,12 +162,25 @@ async fn run(bench: &Bench) -> anyhow::Result<Vec<Comparison>> {
     }
 
     let mb = size / 1_000_000;
-    let measure = |samples: &[Sample]| Measure::throughput(&transfers(samples)).context("no transfer samples");
-    let pair = |what: &str, labels: &[&str; 3], samples: &[Vec<Sample>], ours: usize, goal: Goal| -> anyhow::Result<Comparison> {
+    let measure = |samples: &[Sample]| {
+        Measure::throughput(&transfers(samples)).context("no transfer samples")
+    };
+    let pair = |what: &str,
+                labels: &[&str; 3],
+                samples: &[Vec<Sample>],
+                ours: usize,
+                goal: Goal|
+     -> anyhow::Result<Comparison> {
         Ok(Comparison {
             what: format!("{what} of a {mb} MB file"),
-            ours: Side { label: labels[ours].to_string(), measure: measure(&samples[ours])? },
-            baseline: Side { label: labels[2].to_string(), measure: measure(&samples[2])? },
+            ours: Side {
+                label: labels[ours].to_string(),
+                measure: measure(&samples[ours])?,
+            },
+            baseline: Side {
+                label: labels[2].to_string(),
+                measure: measure(&samples[2])?,
+            },
             goal,
         })
     };
@@ -108,7 +189,13 @@ async fn run(bench: &Bench) -> anyhow::Result<Vec<Comparison>> {
         pair("upload", &up_labels, &up, 1, Goal::None)?,
         pair("download", &down_labels, &down, 0, Goal::None)?,
         // issue 14: our SFTP download within 1.2× of scp's time per MiB
-        pair("download", &down_labels, &down, 1, Goal::AtMost(SFTP_DOWNLOAD_GOAL))?,
+        pair(
+            "download",
+            &down_labels,
+            &down,
+            1,
+            Goal::AtMost(SFTP_DOWNLOAD_GOAL),
+        )?,
     ])
 }
 
@@ -167,7 +254,11 @@ impl Transfer {
         scratch: &Path,
         size: u64,
     ) -> Transfer {
-        let tag = label.split_whitespace().next().unwrap_or("x").to_ascii_lowercase();
+        let tag = label
+            .split_whitespace()
+            .next()
+            .unwrap_or("x")
+            .to_ascii_lowercase();
         Transfer {
             label,
             way,
@@ -195,7 +286,12 @@ impl Transfer {
             .output()
             .await
             .context("spawning scp")?;
-        ensure!(out.status.success(), "scp failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim());
+        ensure!(
+            out.status.success(),
+            "scp failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
         Ok(())
     }
 
@@ -204,23 +300,43 @@ impl Transfer {
         let started = Instant::now();
         match self.way {
             Way::ApiUp => {
-                self.sandbox.upload(&self.remote_target, UploadBody::file(&self.source)).await?;
+                self.sandbox
+                    .upload(&self.remote_target, UploadBody::file(&self.source))
+                    .await?;
             }
             Way::SftpUp => {
                 let file = tokio::fs::File::open(&self.source).await?;
-                self.rig.ssh.write_file(&self.remote_target, file, WriteOptions::new()).await?;
+                self.rig
+                    .ssh
+                    .write_file(&self.remote_target, file, WriteOptions::new())
+                    .await?;
             }
             Way::ScpUp => {
-                self.scp(&self.source.display().to_string(), &self.rig.remote(&self.remote_target)).await?;
+                self.scp(
+                    &self.source.display().to_string(),
+                    &self.rig.remote(&self.remote_target),
+                )
+                .await?;
             }
             Way::ApiDown => {
-                self.sandbox.download(REMOTE_SOURCE).await?.save_to(&self.local_target).await?;
+                self.sandbox
+                    .download(REMOTE_SOURCE)
+                    .await?
+                    .save_to(&self.local_target)
+                    .await?;
             }
             Way::SftpDown => {
-                self.rig.ssh.save_file_to(REMOTE_SOURCE, &self.local_target, None).await?;
+                self.rig
+                    .ssh
+                    .save_file_to(REMOTE_SOURCE, &self.local_target, None)
+                    .await?;
             }
             Way::ScpDown => {
-                self.scp(&self.rig.remote(REMOTE_SOURCE), &self.local_target.display().to_string()).await?;
+                self.scp(
+                    &self.rig.remote(REMOTE_SOURCE),
+                    &self.local_target.display().to_string(),
+                )
+                .await?;
             }
         }
         Ok(started.elapsed())
@@ -228,10 +344,19 @@ impl Transfer {
 
     async fn check(&self) -> anyhow::Result<()> {
         let got = match self.way {
-            Way::ApiUp | Way::SftpUp | Way::ScpUp => Some(self.rig.ssh.stat(&self.remote_target).await?.size),
-            Way::ApiDown | Way::SftpDown | Way::ScpDown => Some(tokio::fs::metadata(&self.local_target).await?.len()),
+            Way::ApiUp | Way::SftpUp | Way::ScpUp => {
+                Some(self.rig.ssh.stat(&self.remote_target).await?.size)
+            }
+            Way::ApiDown | Way::SftpDown | Way::ScpDown => {
+                Some(tokio::fs::metadata(&self.local_target).await?.len())
+            }
         };
-        ensure!(got == Some(self.size), "{} moved {got:?} bytes, expected {}", self.label, self.size);
+        ensure!(
+            got == Some(self.size),
+            "{} moved {got:?} bytes, expected {}",
+            self.label,
+            self.size
+        );
         Ok(())
     }
 }
@@ -245,7 +370,10 @@ impl Contender for Transfer {
         Box::pin(async move {
             let elapsed = self.once().await?;
             self.check().await?;
-            Ok(Sample { elapsed, bytes: self.size })
+            Ok(Sample {
+                elapsed,
+                bytes: self.size,
+            })
         })
     }
 }

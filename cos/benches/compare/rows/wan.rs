@@ -36,7 +36,12 @@ const PLUGIN_GOAL_SPEEDUP: f64 = 8.0;
 const COS_EXEC_GOAL_SPEEDUP: f64 = 2.5;
 
 pub fn row() -> Row {
-    Row { id: "wan", title: "tool calls over a modelled WAN link (50 ms RTT)", method, run: |bench| Box::pin(run(bench)) }
+    Row {
+        id: "wan",
+        title: "tool calls over a modelled WAN link (50 ms RTT)",
+        method,
+        run: |bench| Box::pin(run(bench)),
+    }
 }
 
 fn rtt_ms() -> f64 {
@@ -118,23 +123,47 @@ async fn measure(bench: &Bench, rig: &WanRig) -> anyhow::Result<Vec<Comparison>>
              themselves once the emulator's ready line names a ca_file)",
         );
     }
-    let scratch = tempfile::Builder::new().prefix("cos-bench-wan-").tempdir()?;
+    let scratch = tempfile::Builder::new()
+        .prefix("cos-bench-wan-")
+        .tempdir()?;
     let project = scratch.path().join("project");
     std::fs::create_dir_all(&project)?;
     std::fs::write(project.join("README.txt"), "wan bench project\n")?;
-    let mut server = McpClient::start(&bench.tools.cos, &rig.endpoint, scratch.path(), &project).await?;
+    let mut server =
+        McpClient::start(&bench.tools.cos, &rig.endpoint, scratch.path(), &project).await?;
     let tools = server.tool_names().await?;
-    for tool in ["sandbox_exec", "sandbox_read", "sandbox_write", "sandbox_status", "sandbox_release"] {
-        ensure!(tools.iter().any(|t| t == tool), "cos mcp does not serve {tool}");
+    for tool in [
+        "sandbox_exec",
+        "sandbox_read",
+        "sandbox_write",
+        "sandbox_status",
+        "sandbox_release",
+    ] {
+        ensure!(
+            tools.iter().any(|t| t == tool),
+            "cos mcp does not serve {tool}"
+        );
     }
-    server.call("sandbox_exec", json!({"command": "true"})).await.context("binding the session sandbox")?;
+    server
+        .call("sandbox_exec", json!({"command": "true"}))
+        .await
+        .context("binding the session sandbox")?;
     let status = server.call_json("sandbox_status", json!({})).await?;
     let session = Session {
-        sandbox: status["sandbox"].as_str().context("sandbox_status names no sandbox")?.to_string(),
-        cwd: status["cwd"].as_str().context("sandbox_status names no cwd")?.to_string(),
+        sandbox: status["sandbox"]
+            .as_str()
+            .context("sandbox_status names no sandbox")?
+            .to_string(),
+        cwd: status["cwd"]
+            .as_str()
+            .context("sandbox_status names no cwd")?
+            .to_string(),
     };
     server
-        .call("sandbox_write", json!({"path": READ_PATH, "content": READ_CONTENT}))
+        .call(
+            "sandbox_write",
+            json!({"path": READ_PATH, "content": READ_CONTENT}),
+        )
         .await
         .context("writing the file the read rows read")?;
     let cli = CosCli::new(&bench.tools.cos, rig.endpoint.clone());
@@ -142,7 +171,11 @@ async fn measure(bench: &Bench, rig: &WanRig) -> anyhow::Result<Vec<Comparison>>
 
     let floor_label = format!("one warm request over the link ({proto})");
     let server = Arc::new(Mutex::new(server));
-    ensure!(rig.rtt() == ONE_WAY * 2, "the link models {:?}, not the RTT the goals assume", rig.rtt());
+    ensure!(
+        rig.rtt() == ONE_WAY * 2,
+        "the link models {:?}, not the RTT the goals assume",
+        rig.rtt()
+    );
     let suffix = format!("— WAN {} ms RTT, {proto}", rtt_ms());
     let mut out = Vec::new();
 
@@ -160,14 +193,33 @@ async fn measure(bench: &Bench, rig: &WanRig) -> anyhow::Result<Vec<Comparison>>
             arguments: json!({"command": "true"}),
             label: labels[0].clone(),
         }),
-        Box::new(CosExec::at(&cli, &session.sandbox, labels[1].clone(), &["bash", "-lc", "true"])),
-        Box::new(PluginSequence::at(cli.clone(), &session.sandbox, labels[2].clone(), &session.cwd, "true")),
+        Box::new(CosExec::at(
+            &cli,
+            &session.sandbox,
+            labels[1].clone(),
+            &["bash", "-lc", "true"],
+        )),
+        Box::new(PluginSequence::at(
+            cli.clone(),
+            &session.sandbox,
+            labels[2].clone(),
+            &session.cwd,
+            "true",
+        )),
         Box::new(Floor::new(rig, &session.sandbox, labels[3].clone())?),
     ];
-    let samples = alternate(&mut contenders, bench.sizes.wan_warmup, bench.sizes.wan_rounds).await?;
+    let samples = alternate(
+        &mut contenders,
+        bench.sizes.wan_warmup,
+        bench.sizes.wan_rounds,
+    )
+    .await?;
     drop(contenders);
     let side = |i: usize| -> anyhow::Result<Side> {
-        Ok(Side { label: labels[i].clone(), measure: Measure::latency(&durations(&samples[i])).context("no samples")? })
+        Ok(Side {
+            label: labels[i].clone(),
+            measure: Measure::latency(&durations(&samples[i])).context("no samples")?,
+        })
     };
     let what = format!("tool call `sandbox_exec true` {suffix}");
     let goals = [
@@ -176,7 +228,12 @@ async fn measure(bench: &Bench, rig: &WanRig) -> anyhow::Result<Vec<Comparison>>
         (2, Goal::AtMost(1.0 / PLUGIN_GOAL_SPEEDUP)),
     ];
     for (baseline, goal) in goals {
-        out.push(Comparison { what: what.clone(), ours: side(0)?, baseline: side(baseline)?, goal });
+        out.push(Comparison {
+            what: what.clone(),
+            ours: side(0)?,
+            baseline: side(baseline)?,
+            goal,
+        });
     }
 
     // sandbox_read
@@ -192,24 +249,50 @@ async fn measure(bench: &Bench, rig: &WanRig) -> anyhow::Result<Vec<Comparison>>
             arguments: json!({"path": READ_PATH}),
             label: labels[0].clone(),
         }),
-        Box::new(CosExec::process(&cli, "fs read", &["fs", &session.sandbox, "read", READ_PATH], labels[1].clone())),
+        Box::new(CosExec::process(
+            &cli,
+            "fs read",
+            &["fs", &session.sandbox, "read", READ_PATH],
+            labels[1].clone(),
+        )),
         Box::new(Floor::new(rig, &session.sandbox, labels[2].clone())?),
     ];
-    let samples = alternate(&mut contenders, bench.sizes.wan_warmup, bench.sizes.wan_rounds).await?;
+    let samples = alternate(
+        &mut contenders,
+        bench.sizes.wan_warmup,
+        bench.sizes.wan_rounds,
+    )
+    .await?;
     drop(contenders);
     let side = |i: usize| -> anyhow::Result<Side> {
-        Ok(Side { label: labels[i].clone(), measure: Measure::latency(&durations(&samples[i])).context("no samples")? })
+        Ok(Side {
+            label: labels[i].clone(),
+            measure: Measure::latency(&durations(&samples[i])).context("no samples")?,
+        })
     };
     let what = format!("tool call `sandbox_read` (2 lines) {suffix}");
-    out.push(Comparison { what: what.clone(), ours: side(0)?, baseline: side(2)?, goal: Goal::Below(READ_GOAL_RTT * rtt_ms()) });
-    out.push(Comparison { what, ours: side(0)?, baseline: side(1)?, goal: Goal::None });
+    out.push(Comparison {
+        what: what.clone(),
+        ours: side(0)?,
+        baseline: side(2)?,
+        goal: Goal::Below(READ_GOAL_RTT * rtt_ms()),
+    });
+    out.push(Comparison {
+        what,
+        ours: side(0)?,
+        baseline: side(1)?,
+        goal: Goal::None,
+    });
 
     // the first call of a session: create + exec
     {
         let mut server = server.lock().await;
         release(&mut server).await?;
         let (count, _) = rig
-            .count("`sandbox_exec true`, first call of a session (create + exec)", server.call("sandbox_exec", json!({"command": "true"})))
+            .count(
+                "`sandbox_exec true`, first call of a session (create + exec)",
+                server.call("sandbox_exec", json!({"command": "true"})),
+            )
             .await?;
         bench.note_requests(count);
         release(&mut server).await?;
@@ -219,19 +302,35 @@ async fn measure(bench: &Bench, rig: &WanRig) -> anyhow::Result<Vec<Comparison>>
         "plugin shell-out first call: create, get, mkdir, 4 processes".to_string(),
     ];
     let mut contenders: Vec<Box<dyn Contender>> = vec![
-        Box::new(FirstCall { server: Arc::clone(&server), label: labels[0].clone() }),
-        Box::new(PluginFirstCall { cli: cli.clone(), client: rig.client.clone(), cwd: session.cwd.clone(), label: labels[1].clone() }),
+        Box::new(FirstCall {
+            server: Arc::clone(&server),
+            label: labels[0].clone(),
+        }),
+        Box::new(PluginFirstCall {
+            cli: cli.clone(),
+            client: rig.client.clone(),
+            cwd: session.cwd.clone(),
+            label: labels[1].clone(),
+        }),
     ];
     let samples = alternate(&mut contenders, 0, bench.sizes.wan_first_rounds).await?;
     drop(contenders);
     out.push(Comparison {
         what: format!("session first call (create + `sandbox_exec true`) {suffix}"),
-        ours: Side { label: labels[0].clone(), measure: Measure::latency(&durations(&samples[0])).context("no samples")? },
-        baseline: Side { label: labels[1].clone(), measure: Measure::latency(&durations(&samples[1])).context("no samples")? },
+        ours: Side {
+            label: labels[0].clone(),
+            measure: Measure::latency(&durations(&samples[0])).context("no samples")?,
+        },
+        baseline: Side {
+            label: labels[1].clone(),
+            measure: Measure::latency(&durations(&samples[1])).context("no samples")?,
+        },
         goal: Goal::None,
     });
 
-    let mut server = Arc::try_unwrap(server).map_err(|_| anyhow!("the MCP client is still shared"))?.into_inner();
+    let mut server = Arc::try_unwrap(server)
+        .map_err(|_| anyhow!("the MCP client is still shared"))?
+        .into_inner();
     release(&mut server).await?;
     server.close().await?;
     eprintln!("[bench] the WAN link carried {}", rig.link_summary()?);
@@ -240,7 +339,10 @@ async fn measure(bench: &Bench, rig: &WanRig) -> anyhow::Result<Vec<Comparison>>
 
 /// Destroy the session sandbox (`sandbox_release`), so the next session call creates one.
 async fn release(server: &mut McpClient) -> anyhow::Result<()> {
-    server.call("sandbox_release", json!({})).await.context("sandbox_release")?;
+    server
+        .call("sandbox_release", json!({}))
+        .await
+        .context("sandbox_release")?;
     Ok(())
 }
 
@@ -255,12 +357,18 @@ async fn count_requests(
     session: &Session,
 ) -> anyhow::Result<()> {
     server
-        .call("sandbox_write", json!({"path": EDIT_PATH, "content": "alpha\n"}))
+        .call(
+            "sandbox_write",
+            json!({"path": EDIT_PATH, "content": "alpha\n"}),
+        )
         .await
         .context("writing the file the edit counts change")?;
     let sb = session.sandbox.as_str();
     let started = server
-        .call_json("sandbox_process_start", json!({"sandbox_id": sb, "command": "echo bench"}))
+        .call_json(
+            "sandbox_process_start",
+            json!({"sandbox_id": sb, "command": "echo bench"}),
+        )
         .await
         .context("starting a process for sandbox_process_output")?;
     let process_id = started
@@ -270,12 +378,24 @@ async fn count_requests(
         .context("sandbox_process_start named no process_id")?
         .to_string();
     let patch = |from: &str, to: &str| {
-        format!("*** Begin Patch\n*** Update File: {EDIT_PATH}\n@@\n-{from}\n+{to}\n*** End Patch\n")
+        format!(
+            "*** Begin Patch\n*** Update File: {EDIT_PATH}\n@@\n-{from}\n+{to}\n*** End Patch\n"
+        )
     };
     // (label, tool, warm-up arguments, counted arguments)
     let calls: Vec<(&str, &str, Value, Value)> = vec![
-        ("`sandbox_exec true`", "sandbox_exec", json!({"command": "true"}), json!({"command": "true"})),
-        ("`sandbox_read` (2 lines)", "sandbox_read", json!({"path": READ_PATH}), json!({"path": READ_PATH})),
+        (
+            "`sandbox_exec true`",
+            "sandbox_exec",
+            json!({"command": "true"}),
+            json!({"command": "true"}),
+        ),
+        (
+            "`sandbox_read` (2 lines)",
+            "sandbox_read",
+            json!({"path": READ_PATH}),
+            json!({"path": READ_PATH}),
+        ),
         (
             "`sandbox_write` (2 lines)",
             "sandbox_write",
@@ -294,8 +414,18 @@ async fn count_requests(
             json!({"patchText": patch("alpha", "beta")}),
             json!({"patchText": patch("beta", "alpha")}),
         ),
-        ("`sandbox_glob` (`*.txt` in /root)", "sandbox_glob", json!({"pattern": "*.txt", "path": "/root"}), json!({"pattern": "*.txt", "path": "/root"})),
-        ("`sandbox_grep` (one file)", "sandbox_grep", json!({"pattern": "second", "path": READ_PATH}), json!({"pattern": "second", "path": READ_PATH})),
+        (
+            "`sandbox_glob` (`*.txt` in /root)",
+            "sandbox_glob",
+            json!({"pattern": "*.txt", "path": "/root"}),
+            json!({"pattern": "*.txt", "path": "/root"}),
+        ),
+        (
+            "`sandbox_grep` (one file)",
+            "sandbox_grep",
+            json!({"pattern": "second", "path": READ_PATH}),
+            json!({"pattern": "second", "path": READ_PATH}),
+        ),
         (
             "`sandbox_process_output`",
             "sandbox_process_output",
@@ -317,14 +447,28 @@ async fn count_requests(
     }
     // the shell-outs, once each (a process has nothing to warm)
     let (count, _) = rig
-        .count("`cos exec … bash -lc true` (one process)", run_cos(&mut cli.command(&["exec", sb, "--", "bash", "-lc", "true"]), "exec"))
+        .count(
+            "`cos exec … bash -lc true` (one process)",
+            run_cos(
+                &mut cli.command(&["exec", sb, "--", "bash", "-lc", "true"]),
+                "exec",
+            ),
+        )
         .await?;
     bench.note_requests(count);
     let (count, _) = rig
-        .count("`cos fs read` (one process)", run_cos(&mut cli.command(&["fs", sb, "read", READ_PATH]), "fs read"))
+        .count(
+            "`cos fs read` (one process)",
+            run_cos(&mut cli.command(&["fs", sb, "read", READ_PATH]), "fs read"),
+        )
         .await?;
     bench.note_requests(count);
-    let (count, _) = rig.count("plugin shell-out `sandbox_exec` (4 processes)", plugin_exec(cli, sb, &session.cwd, "true")).await?;
+    let (count, _) = rig
+        .count(
+            "plugin shell-out `sandbox_exec` (4 processes)",
+            plugin_exec(cli, sb, &session.cwd, "true"),
+        )
+        .await?;
     bench.note_requests(count);
     Ok(())
 }
@@ -356,11 +500,20 @@ impl Contender for Floor {
     fn sample(&mut self) -> BoxFuture<'_, anyhow::Result<Sample>> {
         Box::pin(async move {
             let started = Instant::now();
-            let response = self.http.get(&self.url).header("X-Api-Key", &self.key).send().await?;
+            let response = self
+                .http
+                .get(&self.url)
+                .header("X-Api-Key", &self.key)
+                .send()
+                .await?;
             let status = response.status();
             let body = response.bytes().await?;
             let elapsed = started.elapsed();
-            ensure!(status.is_success(), "GET sandbox answered {status}: {}", String::from_utf8_lossy(&body));
+            ensure!(
+                status.is_success(),
+                "GET sandbox answered {status}: {}",
+                String::from_utf8_lossy(&body)
+            );
             Ok(Sample::time(elapsed))
         })
     }
@@ -382,7 +535,9 @@ impl Contender for FirstCall {
         Box::pin(async move {
             let mut server = self.server.lock().await;
             let started = Instant::now();
-            server.call("sandbox_exec", json!({"command": "true"})).await?;
+            server
+                .call("sandbox_exec", json!({"command": "true"}))
+                .await?;
             let elapsed = started.elapsed();
             release(&mut server).await?;
             Ok(Sample::time(elapsed))
@@ -404,9 +559,19 @@ const READY_POLLS: usize = 600;
 
 impl PluginFirstCall {
     async fn once(&self) -> anyhow::Result<String> {
-        let created = run_cos(&mut self.cli.command(&["-o", "json", "create", "--shape", SESSION_SHAPE]), "create").await?;
-        let view: Value = serde_json::from_slice(&created.stdout).context("create printed no JSON")?;
-        let id = view["id"].as_str().context("create printed no id")?.to_string();
+        let created = run_cos(
+            &mut self
+                .cli
+                .command(&["-o", "json", "create", "--shape", SESSION_SHAPE]),
+            "create",
+        )
+        .await?;
+        let view: Value =
+            serde_json::from_slice(&created.stdout).context("create printed no JSON")?;
+        let id = view["id"]
+            .as_str()
+            .context("create printed no id")?
+            .to_string();
         let mut ready = false;
         for _ in 0..READY_POLLS {
             let got = run_cos(&mut self.cli.command(&["-o", "json", "get", &id]), "get").await?;
@@ -418,7 +583,13 @@ impl PluginFirstCall {
         }
         ensure!(ready, "sandbox {id} did not reach running");
         let mkdir = format!("mkdir -p {}", createos_sandbox::shell::quote(&self.cwd));
-        run_cos(&mut self.cli.command(&["exec", &id, "--", "bash", "-lc", &mkdir]), "exec mkdir").await?;
+        run_cos(
+            &mut self
+                .cli
+                .command(&["exec", &id, "--", "bash", "-lc", &mkdir]),
+            "exec mkdir",
+        )
+        .await?;
         plugin_exec(&self.cli, &id, &self.cwd, "true").await?;
         Ok(id)
     }
@@ -435,7 +606,10 @@ impl Contender for PluginFirstCall {
             let id = self.once().await?;
             let elapsed = started.elapsed();
             let sandbox = self.client.sandbox(&id)?;
-            sandbox.destroy().await.with_context(|| format!("destroying {id}"))?;
+            sandbox
+                .destroy()
+                .await
+                .with_context(|| format!("destroying {id}"))?;
             Ok(Sample::time(elapsed))
         })
     }

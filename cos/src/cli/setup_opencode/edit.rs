@@ -59,14 +59,19 @@ fn parse_options() -> ParseOptions {
 }
 
 fn parse(text: &str) -> Result<CstRootNode> {
-    CstRootNode::parse(text, &parse_options()).map_err(|e| anyhow::anyhow!("not valid JSON with comments: {e}"))
+    CstRootNode::parse(text, &parse_options())
+        .map_err(|e| anyhow::anyhow!("not valid JSON with comments: {e}"))
 }
 
 /// The package name a spec loads: `@scope/name@1.2` → `@scope/name`, `name@^1` → `name`;
 /// a path or URL is its own name.
 pub fn package_name(spec: &str) -> &str {
     let spec = spec.trim();
-    if spec.starts_with('.') || spec.starts_with('/') || spec.starts_with('~') || spec.contains("://") {
+    if spec.starts_with('.')
+        || spec.starts_with('/')
+        || spec.starts_with('~')
+        || spec.contains("://")
+    {
         return spec;
     }
     let start = usize::from(spec.starts_with('@'));
@@ -100,7 +105,11 @@ fn element_parts(el: &CstNode) -> Option<(String, Option<CstObject>)> {
         return Some((spec, items.get(1).and_then(|o| o.as_object())));
     }
     if let Some(obj) = el.as_object() {
-        let spec = obj.get("package").and_then(|p| p.value()).as_ref().and_then(string_of)?;
+        let spec = obj
+            .get("package")
+            .and_then(|p| p.value())
+            .as_ref()
+            .and_then(string_of)?;
         return Some((spec, obj.object_value("options")));
     }
     None
@@ -124,8 +133,12 @@ struct Located {
 /// The plugin list and the entry naming `name` in it, if any.
 fn locate(root: &CstObject, name: &str) -> Result<Option<Located>> {
     let key = list_key(root);
-    let Some(prop) = root.get(key) else { return Ok(None) };
-    let Some(list) = prop.array_value() else { bail!("`{key}` is not a list") };
+    let Some(prop) = root.get(key) else {
+        return Ok(None);
+    };
+    let Some(list) = prop.array_value() else {
+        bail!("`{key}` is not a list")
+    };
     let found = list.elements().into_iter().find_map(|el| {
         let (spec, options) = element_parts(&el)?;
         (package_name(&spec) == name).then(|| {
@@ -152,9 +165,10 @@ fn new_element(key: &str, spec: &str, mode: Option<Mode>) -> CstInputValue {
     let options = |m: Mode| CstInputValue::Object(vec![("mode".to_string(), m.as_str().into())]);
     match (key, mode) {
         (_, None) | (_, Some(Mode::Local)) => spec.into(),
-        ("plugins", Some(m)) => {
-            CstInputValue::Object(vec![("package".to_string(), spec.into()), ("options".to_string(), options(m))])
-        }
+        ("plugins", Some(m)) => CstInputValue::Object(vec![
+            ("package".to_string(), spec.into()),
+            ("options".to_string(), options(m)),
+        ]),
         (_, Some(m)) => CstInputValue::Array(vec![spec.into(), options(m)]),
     }
 }
@@ -171,25 +185,41 @@ pub fn ensure_entry(text: &str, wanted: &Wanted) -> Result<Edited> {
     match locate(&obj, &name)? {
         None => {
             let key = list_key(&obj);
-            obj.append(key, CstInputValue::Array(vec![new_element(key, &wanted.spec, wanted.mode)]));
+            obj.append(
+                key,
+                CstInputValue::Array(vec![new_element(key, &wanted.spec, wanted.mode)]),
+            );
         }
         Some(Located { list, entry: None }) => {
             let key = list_key(&obj);
             list.append(new_element(key, &wanted.spec, wanted.mode));
         }
-        Some(Located { entry: Some((el, found)), .. }) => match wanted.mode {
+        Some(Located {
+            entry: Some((el, found)),
+            ..
+        }) => match wanted.mode {
             Some(m) if m.as_str() != found.mode => set_mode(el, &found, m)?,
-            _ => return Ok(Edited { text: None, entry: found }),
+            _ => {
+                return Ok(Edited {
+                    text: None,
+                    entry: found,
+                })
+            }
         },
     }
     let text = root.to_string();
-    let entry = find_entry(&text, &wanted.spec)?.ok_or_else(|| anyhow::anyhow!("the added entry is not in the result"))?;
-    Ok(Edited { text: Some(text), entry })
+    let entry = find_entry(&text, &wanted.spec)?
+        .ok_or_else(|| anyhow::anyhow!("the added entry is not in the result"))?;
+    Ok(Edited {
+        text: Some(text),
+        entry,
+    })
 }
 
 /// Change the mode of an existing entry, in whichever form it was written.
 fn set_mode(el: CstNode, found: &Found, mode: Mode) -> Result<()> {
-    let (spec, options) = element_parts(&el).ok_or_else(|| anyhow::anyhow!("unreadable plugin entry"))?;
+    let (spec, options) =
+        element_parts(&el).ok_or_else(|| anyhow::anyhow!("unreadable plugin entry"))?;
     match options {
         Some(opts) => match opts.get("mode") {
             Some(prop) => prop.set_value(mode.as_str().into()),
@@ -217,7 +247,10 @@ mod tests {
     use super::*;
 
     fn wanted(mode: Option<Mode>) -> Wanted {
-        Wanted { spec: "@createos/opencode".into(), mode }
+        Wanted {
+            spec: "@createos/opencode".into(),
+            mode,
+        }
     }
 
     fn value_of(text: &str) -> serde_json::Value {
@@ -225,13 +258,19 @@ mod tests {
     }
 
     fn edit(text: &str, mode: Option<Mode>) -> String {
-        ensure_entry(text, &wanted(mode)).unwrap().text.expect("a change")
+        ensure_entry(text, &wanted(mode))
+            .unwrap()
+            .text
+            .expect("a change")
     }
 
     #[test]
     fn package_names() {
         assert_eq!(package_name("@createos/opencode"), "@createos/opencode");
-        assert_eq!(package_name("@createos/opencode@0.1.0"), "@createos/opencode");
+        assert_eq!(
+            package_name("@createos/opencode@0.1.0"),
+            "@createos/opencode"
+        );
         assert_eq!(package_name("oh-my-opencode@2.4.3"), "oh-my-opencode");
         assert_eq!(package_name("/abs/path@x"), "/abs/path@x");
         assert_eq!(package_name("file:///p/q"), "file:///p/q");
@@ -241,10 +280,18 @@ mod tests {
     fn adds_to_an_existing_list_keeping_comments_and_layout() {
         let text = "{\n  // my model\n  \"model\": \"a/b\", /* trailing */\n\n  \"plugin\": [\n    \"other-plugin\" // keep me\n  ],\n}\n";
         let out = edit(text, Some(Mode::Remote));
-        assert!(out.contains("// my model") && out.contains("/* trailing */") && out.contains("// keep me"), "{out}");
+        assert!(
+            out.contains("// my model")
+                && out.contains("/* trailing */")
+                && out.contains("// keep me"),
+            "{out}"
+        );
         assert!(out.starts_with("{\n  // my model\n  \"model\": \"a/b\", /* trailing */\n\n  \"plugin\": [\n    \"other-plugin\""), "{out}");
         let value = value_of(&out);
-        assert_eq!(value["plugin"], serde_json::json!(["other-plugin", ["@createos/opencode", { "mode": "remote" }]]));
+        assert_eq!(
+            value["plugin"],
+            serde_json::json!(["other-plugin", ["@createos/opencode", { "mode": "remote" }]])
+        );
         assert_eq!(value["model"], "a/b");
     }
 
@@ -255,7 +302,10 @@ mod tests {
         assert_eq!(value["plugin"], serde_json::json!(["@createos/opencode"]));
         let out = edit("", Some(Mode::Local));
         let value = value_of(&out);
-        assert_eq!(value, serde_json::json!({ "plugin": ["@createos/opencode"] }));
+        assert_eq!(
+            value,
+            serde_json::json!({ "plugin": ["@createos/opencode"] })
+        );
     }
 
     #[test]
@@ -265,16 +315,25 @@ mod tests {
         let edited = ensure_entry(text, &wanted(None)).unwrap();
         assert!(edited.text.is_none());
         assert_eq!(edited.entry.spec, "@createos/opencode@0.1.0");
-        assert!(ensure_entry(text, &wanted(Some(Mode::Local))).unwrap().text.is_none());
+        assert!(ensure_entry(text, &wanted(Some(Mode::Local)))
+            .unwrap()
+            .text
+            .is_none());
         // Remote wanted: the pinned spec stays, options are added.
         let out = edit(text, Some(Mode::Remote));
         let value = value_of(&out);
-        assert_eq!(value["plugin"], serde_json::json!([["@createos/opencode@0.1.0", { "mode": "remote" }]]));
+        assert_eq!(
+            value["plugin"],
+            serde_json::json!([["@createos/opencode@0.1.0", { "mode": "remote" }]])
+        );
         // Other options survive a mode change.
         let text = "{ \"plugin\": [[\"@createos/opencode\", { \"persist\": false, \"mode\": \"remote\" }]] }";
         let out = edit(text, Some(Mode::Local));
         let value = value_of(&out);
-        assert_eq!(value["plugin"], serde_json::json!([["@createos/opencode", { "persist": false, "mode": "local" }]]));
+        assert_eq!(
+            value["plugin"],
+            serde_json::json!([["@createos/opencode", { "persist": false, "mode": "local" }]])
+        );
     }
 
     #[test]
@@ -282,7 +341,10 @@ mod tests {
         let text = "{\n  \"plugins\": [\"x\"]\n}";
         let out = edit(text, Some(Mode::Remote));
         let value = value_of(&out);
-        assert_eq!(value["plugins"], serde_json::json!(["x", { "package": "@createos/opencode", "options": { "mode": "remote" } }]));
+        assert_eq!(
+            value["plugins"],
+            serde_json::json!(["x", { "package": "@createos/opencode", "options": { "mode": "remote" } }])
+        );
         assert!(value.get("plugin").is_none());
         let found = find_entry(&out, "@createos/opencode").unwrap().unwrap();
         assert_eq!((found.key, found.mode.as_str()), ("plugins", "remote"));
@@ -290,8 +352,18 @@ mod tests {
 
     #[test]
     fn refuses_what_opencode_would_refuse() {
-        for bad in ["[1, 2]", "{ plugin: [] }", "{ 'plugin': [] }", "{ \"plugin\": \"x\" }", "{ \"a\": 1 \"b\": 2 }", "{"] {
-            assert!(ensure_entry(bad, &wanted(None)).is_err(), "{bad} was accepted");
+        for bad in [
+            "[1, 2]",
+            "{ plugin: [] }",
+            "{ 'plugin': [] }",
+            "{ \"plugin\": \"x\" }",
+            "{ \"a\": 1 \"b\": 2 }",
+            "{",
+        ] {
+            assert!(
+                ensure_entry(bad, &wanted(None)).is_err(),
+                "{bad} was accepted"
+            );
         }
     }
 }

@@ -10,13 +10,13 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::{bounded, input_error, named, run_error};
-use createos_sandbox::sync::{safety, SyncMode, SyncOptions, SyncReport, Syncer};
-use createos_sandbox::transfer::ApiRemote;
-use createos_sandbox::tunnel::TunnelListener;
 use crate::tools::args::Args;
 use crate::tools::confine::{self, Expect};
 use crate::tools::runtime::Runtime;
 use crate::tools::{CallCtx, ToolError, ToolOutput};
+use createos_sandbox::sync::{safety, SyncMode, SyncOptions, SyncReport, Syncer};
+use createos_sandbox::transfer::ApiRemote;
+use createos_sandbox::tunnel::TunnelListener;
 use createos_sandbox::SandboxStatus;
 
 /// Deadline of the sync a `sandbox_sync` call runs (like the plugin's push/pull).
@@ -31,7 +31,12 @@ pub(super) fn handles(short: &str) -> bool {
 }
 
 /// Run one of these tools. Handles its own deadline and cancellation.
-pub(super) async fn call(rt: &Arc<Runtime>, short: &str, args: &Args, ctx: &CallCtx) -> Result<ToolOutput, ToolError> {
+pub(super) async fn call(
+    rt: &Arc<Runtime>,
+    short: &str,
+    args: &Args,
+    ctx: &CallCtx,
+) -> Result<ToolOutput, ToolError> {
     match short {
         "sync" => sync(rt, args, ctx).await,
         "tunnel" => bounded(ctx, rt.config().timeout, tunnel(rt, args, ctx)).await,
@@ -39,7 +44,10 @@ pub(super) async fn call(rt: &Arc<Runtime>, short: &str, args: &Args, ctx: &Call
             let id = args.str("transport_id")?;
             Ok(ToolOutput::json(rt.background().stop(id).await?))
         }
-        other => Err(ToolError::UnknownTool(format!("{}{other}", crate::tools::catalog::PREFIX))),
+        other => Err(ToolError::UnknownTool(format!(
+            "{}{other}",
+            crate::tools::catalog::PREFIX
+        ))),
     }
 }
 
@@ -56,8 +64,15 @@ fn listed(paths: &[String]) -> Value {
 
 /// What one sync did, with path lists cut at [`LISTED_PATHS`] (flagged by `truncated`).
 fn summary(report: &SyncReport) -> Value {
-    let lists = [&report.pushed, &report.pulled, &report.deleted_remote, &report.deleted_local, &report.skipped];
-    let truncated = lists.iter().any(|l| l.len() > LISTED_PATHS) || report.conflicts.len() > LISTED_PATHS;
+    let lists = [
+        &report.pushed,
+        &report.pulled,
+        &report.deleted_remote,
+        &report.deleted_local,
+        &report.skipped,
+    ];
+    let truncated =
+        lists.iter().any(|l| l.len() > LISTED_PATHS) || report.conflicts.len() > LISTED_PATHS;
     json!({
         "pushed": report.pushed.len(),
         "pulled": report.pulled.len(),
@@ -80,17 +95,32 @@ fn summary(report: &SyncReport) -> Value {
 async fn sync(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOutput, ToolError> {
     // Every argument is checked before the sandbox is touched (bad excludes fail the local
     // scan, which comes before anything is sent).
-    let mode: SyncMode = args.opt_str("mode").unwrap_or("once").parse().map_err(input_error)?;
+    let mode: SyncMode = args
+        .opt_str("mode")
+        .unwrap_or("once")
+        .parse()
+        .map_err(input_error)?;
     let local = local_dir(rt, args.str("local_dir")?)?;
     let remote = safety::check_remote(args.str("remote_dir")?).map_err(input_error)?;
     let excludes = args.strings("exclude");
     let sandbox = named(rt, args)?;
     let mut options = SyncOptions::new(mode).state_dir(rt.state_dir().join("sync"));
     options.excludes = excludes;
-    let syncer = Arc::new(Syncer::new(Arc::new(ApiRemote::new(sandbox.clone())), &local, &remote, options).map_err(input_error)?);
+    let syncer = Arc::new(
+        Syncer::new(
+            Arc::new(ApiRemote::new(sandbox.clone())),
+            &local,
+            &remote,
+            options,
+        )
+        .map_err(input_error)?,
+    );
 
     // The first sync runs now, under the call's deadline and cancellation.
-    let report = bounded(ctx, Some(SYNC_LIMIT), async { syncer.run().await.map_err(run_error) }).await?;
+    let report = bounded(ctx, Some(SYNC_LIMIT), async {
+        syncer.run().await.map_err(run_error)
+    })
+    .await?;
     let mut body = json!({
         "sandbox_id": sandbox.id(),
         "local_dir": syncer.local().to_string_lossy(),
@@ -99,16 +129,24 @@ async fn sync(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOutpu
         "report": summary(&report),
     });
     if mode != SyncMode::Once {
-        let id = rt.background().start_sync(&ctx.session, sandbox.id(), syncer)?;
+        let id = rt
+            .background()
+            .start_sync(&ctx.session, sandbox.id(), syncer)?;
         body["transport_id"] = json!(id);
         body["watching"] = json!(true);
     }
     let truncated = body["report"]["truncated"].clone();
-    Ok(ToolOutput::json(body).with("sandboxId", sandbox.id()).with("truncated", truncated))
+    Ok(ToolOutput::json(body)
+        .with("sandboxId", sandbox.id())
+        .with("truncated", truncated))
 }
 
 async fn tunnel(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOutput, ToolError> {
-    let remote_port = createos_sandbox::validate::port("remote_port", args.u64("remote_port")?.min(u64::from(u32::MAX)) as u32).map_err(input_error)?;
+    let remote_port = createos_sandbox::validate::port(
+        "remote_port",
+        args.u64("remote_port")?.min(u64::from(u32::MAX)) as u32,
+    )
+    .map_err(input_error)?;
     let local_port = u16::try_from(args.opt_u64("local_port").unwrap_or(0))
         .map_err(|_| ToolError::InvalidArgs("local_port must be 0..=65535".into()))?;
     let sandbox = named(rt, args)?;
@@ -129,7 +167,9 @@ async fn tunnel(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOut
     })?;
     let running = listener.spawn();
     let local = running.local_addr();
-    let id = rt.background().add_tunnel(&ctx.session, sandbox.id(), remote_port, running)?;
+    let id = rt
+        .background()
+        .add_tunnel(&ctx.session, sandbox.id(), remote_port, running)?;
     Ok(ToolOutput::json(json!({
         "transport_id": id,
         "url": format!("http://{local}"),

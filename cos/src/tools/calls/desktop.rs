@@ -5,31 +5,40 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::{named, to_json, ToolOutput};
-use createos_sandbox::api::computer::{MouseButton, MouseClick, Point, ScreenshotRegion};
 use crate::tools::args::Args;
 use crate::tools::runtime::Runtime;
 use crate::tools::{Part, ToolError};
+use createos_sandbox::api::computer::{MouseButton, MouseClick, Point, ScreenshotRegion};
 
 /// Largest screenshot returned inline.
 const MAX_SCREENSHOT_BYTES: usize = 10 << 20;
 
 pub(super) async fn screenshot(rt: &Arc<Runtime>, args: &Args) -> Result<ToolOutput, ToolError> {
     let sandbox = named(rt, args)?;
-    let png = sandbox.computer().screenshot(ScreenshotRegion::full_screen()).await?;
+    let png = sandbox
+        .computer()
+        .screenshot(ScreenshotRegion::full_screen())
+        .await?;
     if png.len() > MAX_SCREENSHOT_BYTES {
         return Err(ToolError::Refused(format!(
             "the screenshot is {} bytes, over the {MAX_SCREENSHOT_BYTES}-byte inline limit",
             png.len()
         )));
     }
-    Ok(ToolOutput { content: vec![Part::Png(png.to_vec())], meta: Default::default() }.with("sandboxId", sandbox.id()))
+    Ok(ToolOutput {
+        content: vec![Part::Png(png.to_vec())],
+        meta: Default::default(),
+    }
+    .with("sandboxId", sandbox.id()))
 }
 
 fn point(args: &Args) -> Result<Option<Point>, ToolError> {
     match (args.opt_u64("x"), args.opt_u64("y")) {
         (Some(x), Some(y)) => Ok(Some(Point::new(x as i32, y as i32))),
         (None, None) => Ok(None),
-        _ => Err(ToolError::InvalidArgs("give both x and y, or neither".into())),
+        _ => Err(ToolError::InvalidArgs(
+            "give both x and y, or neither".into(),
+        )),
     }
 }
 
@@ -42,7 +51,8 @@ pub(super) async fn computer(rt: &Arc<Runtime>, args: &Args) -> Result<ToolOutpu
         "cursor" => to_json(pc.cursor().await?)?,
         "windows" => to_json(pc.windows(None).await?)?,
         "move" => {
-            let to = point(args)?.ok_or_else(|| ToolError::InvalidArgs("move needs x and y".into()))?;
+            let to =
+                point(args)?.ok_or_else(|| ToolError::InvalidArgs("move needs x and y".into()))?;
             pc.mouse_move(to).await?;
             json!({"moved": to})
         }
@@ -55,20 +65,26 @@ pub(super) async fn computer(rt: &Arc<Runtime>, args: &Args) -> Result<ToolOutpu
             json!({"clicked": true})
         }
         "type" => {
-            let text = args.opt_str("text").ok_or_else(|| ToolError::InvalidArgs("type needs text".into()))?;
+            let text = args
+                .opt_str("text")
+                .ok_or_else(|| ToolError::InvalidArgs("type needs text".into()))?;
             pc.type_text(text, None).await?;
             json!({"typed": text.chars().count()})
         }
         "key" => {
             let keys = args.strings("keys");
             if keys.is_empty() {
-                return Err(ToolError::InvalidArgs("key needs at least one key in keys".into()));
+                return Err(ToolError::InvalidArgs(
+                    "key needs at least one key in keys".into(),
+                ));
             }
             pc.press_keys(keys.clone()).await?;
             json!({"pressed": keys})
         }
         "open" => {
-            let target = args.opt_str("target").ok_or_else(|| ToolError::InvalidArgs("open needs target".into()))?;
+            let target = args
+                .opt_str("target")
+                .ok_or_else(|| ToolError::InvalidArgs("open needs target".into()))?;
             pc.open(target).await?;
             json!({"opened": target})
         }
@@ -82,7 +98,12 @@ const DESKTOP_READY: std::time::Duration = std::time::Duration::from_secs(180);
 
 pub(super) async fn desktop(rt: &Arc<Runtime>, args: &Args) -> Result<ToolOutput, ToolError> {
     let sandbox = named(rt, args)?;
-    let view = sandbox.update(createos_sandbox::UpdateSandbox { ingress_enabled: Some(true), ..Default::default() }).await?;
+    let view = sandbox
+        .update(createos_sandbox::UpdateSandbox {
+            ingress_enabled: Some(true),
+            ..Default::default()
+        })
+        .await?;
     let pc = sandbox.computer();
     let size = pc.wait_until_ready(DESKTOP_READY).await?;
     let link = pc.connect_screen(pc.screen_id()).await?;

@@ -18,19 +18,27 @@ use serde_json::{json, Value};
 use zeroize::Zeroizing;
 
 use super::{bounded, input_error};
-use createos_sandbox::api::devices::{validate_pubkey, Device};
 use crate::tools::args::Args;
 use crate::tools::runtime::Runtime;
 use crate::tools::{CallCtx, ToolError, ToolOutput};
+use createos_sandbox::api::devices::{validate_pubkey, Device};
 
 /// wg-quick names the interface after the file: at most 15 characters.
 const VPN_CONFIG: &str = "/tmp/cosvpn.conf";
 
 pub(super) fn handles(short: &str) -> bool {
-    matches!(short, "device_register" | "device_status" | "device_attach" | "device_detach" | "vpn_up")
+    matches!(
+        short,
+        "device_register" | "device_status" | "device_attach" | "device_detach" | "vpn_up"
+    )
 }
 
-pub(super) async fn call(rt: &Arc<Runtime>, short: &str, args: &Args, ctx: &CallCtx) -> Result<ToolOutput, ToolError> {
+pub(super) async fn call(
+    rt: &Arc<Runtime>,
+    short: &str,
+    args: &Args,
+    ctx: &CallCtx,
+) -> Result<ToolOutput, ToolError> {
     let limit = rt.config().timeout;
     match short {
         // Not raced against cancellation: the task finishes and cleans up by itself.
@@ -39,7 +47,10 @@ pub(super) async fn call(rt: &Arc<Runtime>, short: &str, args: &Args, ctx: &Call
         "device_attach" => bounded(ctx, limit, attach(rt, args, true)).await,
         "device_detach" => bounded(ctx, limit, attach(rt, args, false)).await,
         "vpn_up" => bounded(ctx, limit, vpn_up(rt, args)).await,
-        other => Err(ToolError::UnknownTool(format!("{}{other}", crate::tools::catalog::PREFIX))),
+        other => Err(ToolError::UnknownTool(format!(
+            "{}{other}",
+            crate::tools::catalog::PREFIX
+        ))),
     }
 }
 
@@ -89,11 +100,19 @@ fn write_private(path: &Path, key: &str) -> std::io::Result<()> {
 
 /// This machine's host name, when it is known and fits the device fields.
 fn machine_hostname() -> Option<String> {
-    let from_file = || std::fs::read_to_string("/etc/hostname").ok().map(|s| s.trim().to_string());
+    let from_file = || {
+        std::fs::read_to_string("/etc/hostname")
+            .ok()
+            .map(|s| s.trim().to_string())
+    };
     std::env::var("HOSTNAME")
         .ok()
         .or_else(from_file)
-        .filter(|h| !h.is_empty() && h.len() <= createos_sandbox::api::devices::MAX_DEVICE_FIELD && !h.chars().any(char::is_control))
+        .filter(|h| {
+            !h.is_empty()
+                && h.len() <= createos_sandbox::api::devices::MAX_DEVICE_FIELD
+                && !h.chars().any(char::is_control)
+        })
 }
 
 fn device_view(d: &Device) -> Value {
@@ -102,7 +121,11 @@ fn device_view(d: &Device) -> Value {
 
 async fn register(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOutput, ToolError> {
     let hostname = machine_hostname();
-    let name = args.opt_str("name").map(str::to_string).or_else(|| hostname.clone()).unwrap_or_else(|| "cos-device".into());
+    let name = args
+        .opt_str("name")
+        .map(str::to_string)
+        .or_else(|| hostname.clone())
+        .unwrap_or_else(|| "cos-device".into());
     let given = args.opt_str("pubkey").map(str::to_string);
     if let Some(key) = &given {
         validate_pubkey(key).map_err(input_error)?;
@@ -119,12 +142,25 @@ async fn register(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolO
             }
         };
         let client = rt.client();
-        let device = client.register_device(&name, &public, hostname.as_deref(), Some(std::env::consts::OS)).await.map_err(input_error)?;
+        let device = client
+            .register_device(
+                &name,
+                &public,
+                hostname.as_deref(),
+                Some(std::env::consts::OS),
+            )
+            .await
+            .map_err(input_error)?;
         let saved = match &secret {
             Some(secret) => key_path(&rt, &device.id).and_then(|path| {
-                write_private(&path, secret).map(|()| Some(path.clone())).map_err(|e| {
-                    ToolError::Refused(format!("saving the private key to {} failed: {e}", path.display()))
-                })
+                write_private(&path, secret)
+                    .map(|()| Some(path.clone()))
+                    .map_err(|e| {
+                        ToolError::Refused(format!(
+                            "saving the private key to {} failed: {e}",
+                            path.display()
+                        ))
+                    })
             }),
             None => Ok(None),
         };
@@ -154,7 +190,8 @@ async fn register(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolO
         body["next"] = json!("sandbox_device_attach to reach a network, then sandbox_vpn_up for the commands that connect");
         Ok(ToolOutput::json(body))
     });
-    task.await.map_err(|e| ToolError::Internal(format!("device registration task failed: {e}")))?
+    task.await
+        .map_err(|e| ToolError::Internal(format!("device registration task failed: {e}")))?
 }
 
 async fn status(rt: &Arc<Runtime>) -> Result<ToolOutput, ToolError> {
@@ -163,7 +200,10 @@ async fn status(rt: &Arc<Runtime>) -> Result<ToolOutput, ToolError> {
     let views = futures::future::try_join_all(devices.iter().map(|d| async move {
         let networks = client.list_device_networks(&d.id).await?;
         let mut view = device_view(d);
-        view["networks"] = json!(networks.iter().map(|n| json!({"network_id": n.network_id, "name": n.network_name})).collect::<Vec<_>>());
+        view["networks"] = json!(networks
+            .iter()
+            .map(|n| json!({"network_id": n.network_id, "name": n.network_name}))
+            .collect::<Vec<_>>());
         view["local_private_key"] = json!(key_path(rt, &d.id).is_ok_and(|p| p.is_file()));
         Ok::<Value, ToolError>(view)
     }))
@@ -176,11 +216,19 @@ async fn attach(rt: &Arc<Runtime>, args: &Args, on: bool) -> Result<ToolOutput, 
     let network = args.str("network")?;
     let client = rt.client();
     if on {
-        client.attach_device_network(device, network).await.map_err(input_error)?;
+        client
+            .attach_device_network(device, network)
+            .await
+            .map_err(input_error)?;
     } else {
-        client.detach_device_network(device, network).await.map_err(input_error)?;
+        client
+            .detach_device_network(device, network)
+            .await
+            .map_err(input_error)?;
     }
-    Ok(ToolOutput::json(json!({"device": device, "network": network, "attached": on})))
+    Ok(ToolOutput::json(
+        json!({"device": device, "network": network, "attached": on}),
+    ))
 }
 
 async fn vpn_up(rt: &Arc<Runtime>, args: &Args) -> Result<ToolOutput, ToolError> {
@@ -201,7 +249,14 @@ async fn vpn_up(rt: &Arc<Runtime>, args: &Args) -> Result<ToolOutput, ToolError>
     };
     let key = key_path(rt, &device.id)?;
     let has_key = key.is_file();
-    let key_source = if has_key { format!("\"$(cat {})\"", createos_sandbox::shell::quote(&key.to_string_lossy())) } else { "\"$WG_PRIVATE_KEY\"".into() };
+    let key_source = if has_key {
+        format!(
+            "\"$(cat {})\"",
+            createos_sandbox::shell::quote(&key.to_string_lossy())
+        )
+    } else {
+        "\"$WG_PRIVATE_KEY\"".into()
+    };
     let open = format!(
         "umask 077 && cos device session open {} | awk -v k={key_source} '{{print}} /^\\[Interface\\]/ {{print \"PrivateKey = \" k}}' > {VPN_CONFIG} && sudo wg-quick up {VPN_CONFIG}",
         createos_sandbox::shell::quote(&device.id)
@@ -231,9 +286,13 @@ mod tests {
     #[test]
     fn x25519_public_key_matches_rfc7748() {
         // RFC 7748 §6.1, Alice.
-        let secret: [u8; 32] = hex32("77076d0a7318a57d3c16c17251b26645df4c2f87ebc0992ab177fba51db92c2a");
+        let secret: [u8; 32] =
+            hex32("77076d0a7318a57d3c16c17251b26645df4c2f87ebc0992ab177fba51db92c2a");
         let public = MontgomeryPoint::mul_base_clamped(secret).to_bytes();
-        assert_eq!(public, hex32("8520f0098930a754748b7ddcb43ef75a0dbf3a0d26381af4eba4a98eaa9b4e6a"));
+        assert_eq!(
+            public,
+            hex32("8520f0098930a754748b7ddcb43ef75a0dbf3a0d26381af4eba4a98eaa9b4e6a")
+        );
     }
 
     #[test]
@@ -243,7 +302,9 @@ mod tests {
         assert!(validate_pubkey(&p1).is_ok() && validate_pubkey(&p2).is_ok());
         assert_ne!(*s1, *s2);
         assert_ne!(p1, p2);
-        let raw = base64::engine::general_purpose::STANDARD.decode(s1.as_bytes()).unwrap();
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(s1.as_bytes())
+            .unwrap();
         let raw: [u8; 32] = raw.try_into().unwrap();
         assert_eq!(raw[0] & 7, 0);
         assert_eq!(raw[31] & 0xc0, 0x40);
@@ -251,7 +312,10 @@ mod tests {
     }
 
     fn hex32(s: &str) -> [u8; 32] {
-        let bytes: Vec<u8> = (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect();
+        let bytes: Vec<u8> = (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect();
         bytes.try_into().unwrap()
     }
 }

@@ -4,24 +4,32 @@
 use std::sync::Arc;
 
 use super::{named, to_json, ToolOutput};
-use createos_sandbox::api::disks::DiskCreate;
-use createos_sandbox::guest::Resident;
 use crate::tools::args::Args;
 use crate::tools::runtime::Runtime;
 use crate::tools::ToolError;
+use createos_sandbox::api::disks::DiskCreate;
+use createos_sandbox::guest::Resident;
 
 /// `^[A-Z_][A-Z0-9_]*$`.
 fn env_name_ok(name: &str) -> bool {
     let mut chars = name.chars();
-    chars.next().is_some_and(|c| c.is_ascii_uppercase() || c == '_')
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_uppercase() || c == '_')
         && chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
 }
 
 /// The value of server environment variable `name` (argument `field`); the value never
 /// appears in an error.
-fn secret_from_env(field: &str, name: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, ToolError> {
+fn secret_from_env(
+    field: &str,
+    name: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<String, ToolError> {
     if !env_name_ok(name) {
-        return Err(ToolError::InvalidArgs(format!("{field} must be an environment variable name like S3_ACCESS_KEY, got {name:?}")));
+        return Err(ToolError::InvalidArgs(format!(
+            "{field} must be an environment variable name like S3_ACCESS_KEY, got {name:?}"
+        )));
     }
     env(name).filter(|v| !v.is_empty()).ok_or_else(|| {
         ToolError::InvalidArgs(format!("{field}: the environment variable {name} is not set for the tool server; set it there and restart it"))
@@ -32,30 +40,47 @@ pub(super) async fn create(rt: &Arc<Runtime>, args: &Args) -> Result<ToolOutput,
     let env = |k: &str| std::env::var(k).ok();
     let access = secret_from_env("access_key_env", args.str("access_key_env")?, &env)?;
     let secret = secret_from_env("secret_key_env", args.str("secret_key_env")?, &env)?;
-    let mut request = DiskCreate::s3(args.str("name")?, args.str("bucket")?, args.str("endpoint")?).credentials(access, secret);
+    let mut request = DiskCreate::s3(
+        args.str("name")?,
+        args.str("bucket")?,
+        args.str("endpoint")?,
+    )
+    .credentials(access, secret);
     if let Some(region) = args.opt_str("region") {
         request = request.region(region);
     }
     if let Some(on) = args.opt_bool("path_style") {
         request = request.use_path_style(on);
     }
-    Ok(ToolOutput::json(to_json(rt.client().create_disk(request).await?)?))
+    Ok(ToolOutput::json(to_json(
+        rt.client().create_disk(request).await?,
+    )?))
 }
 
 pub(super) async fn list(rt: &Arc<Runtime>) -> Result<ToolOutput, ToolError> {
-    Ok(ToolOutput::json(to_json(rt.client().list_disks().collect_all().await?)?))
+    Ok(ToolOutput::json(to_json(
+        rt.client().list_disks().collect_all().await?,
+    )?))
 }
 
 pub(super) async fn show(rt: &Arc<Runtime>, args: &Args) -> Result<ToolOutput, ToolError> {
-    Ok(ToolOutput::json(to_json(rt.client().get_disk(args.str("name")?).await?)?))
+    Ok(ToolOutput::json(to_json(
+        rt.client().get_disk(args.str("name")?).await?,
+    )?))
 }
 
 pub(super) async fn delete(rt: &Arc<Runtime>, args: &Args) -> Result<ToolOutput, ToolError> {
-    Ok(ToolOutput::json(to_json(rt.client().delete_disk(args.str("name")?).await?)?))
+    Ok(ToolOutput::json(to_json(
+        rt.client().delete_disk(args.str("name")?).await?,
+    )?))
 }
 
 /// Attach or detach; a disk name is resolved to its id first (some servers ignore names here).
-pub(super) async fn attach(rt: &Arc<Runtime>, args: &Args, attach: bool) -> Result<ToolOutput, ToolError> {
+pub(super) async fn attach(
+    rt: &Arc<Runtime>,
+    args: &Args,
+    attach: bool,
+) -> Result<ToolOutput, ToolError> {
     let sandbox = named(rt, args)?;
     let disk = rt.client().get_disk(args.str("disk")?).await?;
     let mount = args.str("mount_path")?;

@@ -12,12 +12,14 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::{run_error, ToolOutput};
-use createos_sandbox::api::processes::{ProcessSpec, RunOptions};
-use createos_sandbox::guest::{CommandSpec, GuestErrorCode, OutputNote, OutputWatcher, Resident, RunControl};
 use crate::tools::args::Args;
 use crate::tools::config::normalize_abs;
 use crate::tools::runtime::Runtime;
 use crate::tools::{progress, CallCtx, ToolError};
+use createos_sandbox::api::processes::{ProcessSpec, RunOptions};
+use createos_sandbox::guest::{
+    CommandSpec, GuestErrorCode, OutputNote, OutputWatcher, Resident, RunControl,
+};
 use createos_sandbox::{Error, Sandbox};
 
 /// Bytes kept of stdout and of stderr (2 MiB together, like the CLI runner's bound).
@@ -53,14 +55,25 @@ struct Finished {
 /// by `limit`), as the JSON `{stdout, stderr, code, signal, truncated}` with metadata
 /// `{sandboxId, exitCode, truncated}`. With a progress sink, reports the output so far (size
 /// and last line) at least every [`progress::EVERY`].
-pub(super) async fn run_shell(sandbox: &Sandbox, command: &str, cwd: &str, limit: Option<Duration>, ctx: &CallCtx) -> Result<ToolOutput, ToolError> {
+pub(super) async fn run_shell(
+    sandbox: &Sandbox,
+    command: &str,
+    cwd: &str,
+    limit: Option<Duration>,
+    ctx: &CallCtx,
+) -> Result<ToolOutput, ToolError> {
     let reporter = progress::announce(ctx, format!("running `{}`", progress::short(command)));
     let watch = reporter.as_ref().map(|r| {
         let r = r.clone();
         Arc::new(move |note: &OutputNote| r.output(note)) as OutputWatcher
     });
     let spec = CommandSpec::shell(&script(command), cwd).max_bytes(MAX_STREAM_BYTES);
-    let control = RunControl { timeout: limit, cancel: Some(ctx.cancel.clone()), grace: None, watch };
+    let control = RunControl {
+        timeout: limit,
+        cancel: Some(ctx.cancel.clone()),
+        grace: None,
+        watch,
+    };
     let done = match Resident::of(sandbox).run(spec, control).await {
         Ok(out) => Finished {
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -83,34 +96,80 @@ pub(super) async fn run_shell(sandbox: &Sandbox, command: &str, cwd: &str, limit
         "signal": done.signal,
         "truncated": done.truncated,
     });
-    Ok(ToolOutput::json(body).with("sandboxId", sandbox.id()).with("exitCode", done.code).with("truncated", done.truncated))
+    Ok(ToolOutput::json(body)
+        .with("sandboxId", sandbox.id())
+        .with("exitCode", done.code)
+        .with("truncated", done.truncated))
 }
 
 /// The resident helper cannot run in this sandbox at all (as opposed to a failed command).
 fn helper_unavailable(err: &Error) -> bool {
-    matches!(err.guest_code(), Some(GuestErrorCode::PythonMissing | GuestErrorCode::PythonTooOld | GuestErrorCode::InstallFailed))
+    matches!(
+        err.guest_code(),
+        Some(
+            GuestErrorCode::PythonMissing
+                | GuestErrorCode::PythonTooOld
+                | GuestErrorCode::InstallFailed
+        )
+    )
 }
 
 /// The command as a managed process of its own.
-async fn managed(sandbox: &Sandbox, command: &str, cwd: &str, limit: Option<Duration>, ctx: &CallCtx) -> Result<Finished, ToolError> {
-    let mut options = RunOptions::default().max_output_bytes(MAX_STREAM_BYTES).cancel(ctx.cancel.clone());
+async fn managed(
+    sandbox: &Sandbox,
+    command: &str,
+    cwd: &str,
+    limit: Option<Duration>,
+    ctx: &CallCtx,
+) -> Result<Finished, ToolError> {
+    let mut options = RunOptions::default()
+        .max_output_bytes(MAX_STREAM_BYTES)
+        .cancel(ctx.cancel.clone());
     if let Some(limit) = limit {
         options = options.timeout(limit);
     }
     let spec = ProcessSpec::shell(script(command)).cwd(cwd);
-    let out = sandbox.processes().run(spec, options).await.map_err(run_error)?;
-    Ok(Finished { stdout: out.stdout_lossy(), stderr: out.stderr_lossy(), code: out.exit_code, signal: out.signal, truncated: out.truncated })
+    let out = sandbox
+        .processes()
+        .run(spec, options)
+        .await
+        .map_err(run_error)?;
+    Ok(Finished {
+        stdout: out.stdout_lossy(),
+        stderr: out.stderr_lossy(),
+        code: out.exit_code,
+        signal: out.signal,
+        truncated: out.truncated,
+    })
 }
 
-pub(super) async fn exec(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOutput, ToolError> {
+pub(super) async fn exec(
+    rt: &Arc<Runtime>,
+    args: &Args,
+    ctx: &CallCtx,
+) -> Result<ToolOutput, ToolError> {
     let command = args.str("command")?;
     let limit = deadline(rt, args);
-    let cwd = args.opt_str("cwd").map(normalize_abs).transpose().map_err(ToolError::InvalidArgs)?;
+    let cwd = args
+        .opt_str("cwd")
+        .map(normalize_abs)
+        .transpose()
+        .map_err(ToolError::InvalidArgs)?;
     rt.require_isolation("sandbox_exec").await?;
     if let Some(id) = args.opt_str("sandbox_id") {
         let sandbox = rt.client().sandbox(id)?;
-        return run_shell(&sandbox, command, cwd.as_deref().unwrap_or(EXPLICIT_CWD), limit, ctx).await;
+        return run_shell(
+            &sandbox,
+            command,
+            cwd.as_deref().unwrap_or(EXPLICIT_CWD),
+            limit,
+            ctx,
+        )
+        .await;
     }
     let cwd = cwd.as_deref().unwrap_or(&rt.config().cwd);
-    rt.with_session(ctx, |sandbox| async move { run_shell(&sandbox, command, cwd, limit, ctx).await }).await
+    rt.with_session(ctx, |sandbox| async move {
+        run_shell(&sandbox, command, cwd, limit, ctx).await
+    })
+    .await
 }

@@ -17,14 +17,17 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::{named, run_error};
-use createos_sandbox::wait::sleep_or_forever;
-use createos_sandbox::api::files::{ProgressFn, UploadBody, UploadOptions};
-use createos_sandbox::guest::{GlobOptions, GrepOptions, Guest, GuestChannel, GuestOptions, PatchAction, PathMap, ReadOptions, ReadResult};
-use createos_sandbox::snapshot::{Snapshot, SnapshotOptions};
 use crate::tools::args::Args;
 use crate::tools::runtime::Runtime;
 use crate::tools::{progress, CallCtx, Part, ToolError, ToolOutput};
+use createos_sandbox::api::files::{ProgressFn, UploadBody, UploadOptions};
+use createos_sandbox::guest::{
+    GlobOptions, GrepOptions, Guest, GuestChannel, GuestOptions, PatchAction, PathMap, ReadOptions,
+    ReadResult,
+};
+use createos_sandbox::snapshot::{Snapshot, SnapshotOptions};
 use createos_sandbox::transfer::{self, ApiRemote};
+use createos_sandbox::wait::sleep_or_forever;
 use createos_sandbox::{validate, Error};
 
 /// How much longer than the guest's own deadline a file call may take before it is abandoned.
@@ -35,24 +38,40 @@ const TRANSFER_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Whether `short` (a tool name without the prefix) is one of these tools.
 pub(super) fn handles(short: &str) -> bool {
-    matches!(short, "read" | "write" | "edit" | "patch" | "glob" | "grep" | "push" | "pull")
+    matches!(
+        short,
+        "read" | "write" | "edit" | "patch" | "glob" | "grep" | "push" | "pull"
+    )
 }
 
 /// Run one of these tools. Handles its own deadline and cancellation.
-pub(super) async fn call(rt: &Arc<Runtime>, short: &str, args: &Args, ctx: &CallCtx) -> Result<ToolOutput, ToolError> {
+pub(super) async fn call(
+    rt: &Arc<Runtime>,
+    short: &str,
+    args: &Args,
+    ctx: &CallCtx,
+) -> Result<ToolOutput, ToolError> {
     let op = match short {
         "read" => FileOp::Read {
             path: args.str("path")?.to_string(),
-            options: ReadOptions { offset: args.opt_u64("offset"), limit: args.opt_u64("limit") },
+            options: ReadOptions {
+                offset: args.opt_u64("offset"),
+                limit: args.opt_u64("limit"),
+            },
         },
-        "write" => FileOp::Write { path: args.str("path")?.to_string(), content: args.str("content")?.to_string() },
+        "write" => FileOp::Write {
+            path: args.str("path")?.to_string(),
+            content: args.str("content")?.to_string(),
+        },
         "edit" => FileOp::Edit {
             path: args.str("path")?.to_string(),
             old: args.str("oldString")?.to_string(),
             new: args.str("newString")?.to_string(),
             all: args.opt_bool("replaceAll").unwrap_or(false),
         },
-        "patch" => FileOp::Patch { text: args.str("patchText")?.to_string() },
+        "patch" => FileOp::Patch {
+            text: args.str("patchText")?.to_string(),
+        },
         "glob" => FileOp::Glob {
             pattern: args.str("pattern")?.to_string(),
             options: GlobOptions {
@@ -73,7 +92,12 @@ pub(super) async fn call(rt: &Arc<Runtime>, short: &str, args: &Args, ctx: &Call
         },
         "push" => return transfer_call(ctx, push(rt, args, ctx)).await,
         "pull" => return transfer_call(ctx, pull(rt, args, ctx)).await,
-        other => return Err(ToolError::UnknownTool(format!("{}{other}", crate::tools::catalog::PREFIX))),
+        other => {
+            return Err(ToolError::UnknownTool(format!(
+                "{}{other}",
+                crate::tools::catalog::PREFIX
+            )))
+        }
     };
     run(rt, op, ctx).await
 }
@@ -81,12 +105,31 @@ pub(super) async fn call(rt: &Arc<Runtime>, short: &str, args: &Args, ctx: &Call
 /// One guest file operation, with the arguments as the caller gave them (paths unmapped).
 #[derive(Debug)]
 pub(super) enum FileOp {
-    Read { path: String, options: ReadOptions },
-    Write { path: String, content: String },
-    Edit { path: String, old: String, new: String, all: bool },
-    Patch { text: String },
-    Glob { pattern: String, options: GlobOptions },
-    Grep { pattern: String, options: GrepOptions },
+    Read {
+        path: String,
+        options: ReadOptions,
+    },
+    Write {
+        path: String,
+        content: String,
+    },
+    Edit {
+        path: String,
+        old: String,
+        new: String,
+        all: bool,
+    },
+    Patch {
+        text: String,
+    },
+    Glob {
+        pattern: String,
+        options: GlobOptions,
+    },
+    Grep {
+        pattern: String,
+        options: GrepOptions,
+    },
 }
 
 impl FileOp {
@@ -97,32 +140,48 @@ impl FileOp {
         match self {
             FileOp::Read { path, options } => {
                 if options.offset == Some(0) {
-                    return Err(ToolError::InvalidArgs("\"offset\" counts lines from 1".into()));
+                    return Err(ToolError::InvalidArgs(
+                        "\"offset\" counts lines from 1".into(),
+                    ));
                 }
                 mapped(path)
             }
             FileOp::Write { path, .. } => mapped(path),
             FileOp::Edit { path, old, new, .. } => {
                 if old.is_empty() {
-                    return Err(ToolError::InvalidArgs("\"oldString\" must not be empty (use write to create a file)".into()));
+                    return Err(ToolError::InvalidArgs(
+                        "\"oldString\" must not be empty (use write to create a file)".into(),
+                    ));
                 }
                 if old == new {
-                    return Err(ToolError::InvalidArgs("\"newString\" is identical to \"oldString\": nothing to change".into()));
+                    return Err(ToolError::InvalidArgs(
+                        "\"newString\" is identical to \"oldString\": nothing to change".into(),
+                    ));
                 }
                 mapped(path)
             }
             FileOp::Patch { text } => {
                 if !text.trim_start().starts_with("*** Begin Patch") {
-                    return Err(ToolError::InvalidArgs("the patch must start with `*** Begin Patch` (see the tool description)".into()));
+                    return Err(ToolError::InvalidArgs(
+                        "the patch must start with `*** Begin Patch` (see the tool description)"
+                            .into(),
+                    ));
                 }
                 map.rewrite_patch(text).map(drop).map_err(invalid)
             }
-            FileOp::Glob { options, .. } => map.to_guest_opt(options.path.as_deref()).map(drop).map_err(invalid),
+            FileOp::Glob { options, .. } => map
+                .to_guest_opt(options.path.as_deref())
+                .map(drop)
+                .map_err(invalid),
             FileOp::Grep { pattern, options } => {
                 if pattern.contains(['\n', '\r']) {
-                    return Err(ToolError::InvalidArgs("\"pattern\" must be a single line (searches are line by line)".into()));
+                    return Err(ToolError::InvalidArgs(
+                        "\"pattern\" must be a single line (searches are line by line)".into(),
+                    ));
                 }
-                map.to_guest_opt(options.path.as_deref()).map(drop).map_err(invalid)
+                map.to_guest_opt(options.path.as_deref())
+                    .map(drop)
+                    .map_err(invalid)
             }
         }
     }
@@ -150,11 +209,22 @@ impl FileOp {
                         .with("nextOffset", file.next_offset)
                 }
                 ReadResult::Directory(dir) => {
-                    let mut text = if dir.entries.is_empty() { "(empty directory)".to_string() } else { dir.content.clone() };
+                    let mut text = if dir.entries.is_empty() {
+                        "(empty directory)".to_string()
+                    } else {
+                        dir.content.clone()
+                    };
                     if dir.truncated {
-                        text.push_str(&format!("\n\n(Showing {} of {} entries.)", dir.entries.len(), dir.total_entries));
+                        text.push_str(&format!(
+                            "\n\n(Showing {} of {} entries.)",
+                            dir.entries.len(),
+                            dir.total_entries
+                        ));
                     }
-                    text_output(text).with("path", dir.path).with("directory", true).with("truncated", dir.truncated)
+                    text_output(text)
+                        .with("path", dir.path)
+                        .with("directory", true)
+                        .with("truncated", dir.truncated)
                 }
             },
             FileOp::Write { path, content } => {
@@ -165,9 +235,18 @@ impl FileOp {
                     .with("bytes", done.bytes)
                     .with("created", done.created)
             }
-            FileOp::Edit { path, old, new, all } => {
+            FileOp::Edit {
+                path,
+                old,
+                new,
+                all,
+            } => {
                 let done = guest.edit(path, old, new, *all).await?;
-                let times = if done.replacements == 1 { "1 occurrence".to_string() } else { format!("{} occurrences", done.replacements) };
+                let times = if done.replacements == 1 {
+                    "1 occurrence".to_string()
+                } else {
+                    format!("{} occurrences", done.replacements)
+                };
                 text_output(format!("Edited {}: replaced {times}", done.path))
                     .with("path", done.path)
                     .with("replacements", done.replacements)
@@ -188,23 +267,32 @@ impl FileOp {
             }
             FileOp::Glob { pattern, options } => {
                 let found = guest.glob(pattern, options.clone()).await?;
-                text_output(found.text).with("count", found.files.len()).with("truncated", found.truncated)
+                text_output(found.text)
+                    .with("count", found.files.len())
+                    .with("truncated", found.truncated)
             }
             FileOp::Grep { pattern, options } => {
                 let found = guest.grep(pattern, options.clone()).await?;
-                text_output(found.text).with("count", found.matches.len()).with("truncated", found.truncated)
+                text_output(found.text)
+                    .with("count", found.matches.len())
+                    .with("truncated", found.truncated)
             }
         })
     }
 }
 
 fn text_output(text: String) -> ToolOutput {
-    ToolOutput { content: vec![Part::Text(text)], meta: Default::default() }
+    ToolOutput {
+        content: vec![Part::Text(text)],
+        meta: Default::default(),
+    }
 }
 
 fn invalid(err: Error) -> ToolError {
     match err {
-        Error::InvalidInput { field, message } => ToolError::InvalidArgs(format!("{field}: {message}")),
+        Error::InvalidInput { field, message } => {
+            ToolError::InvalidArgs(format!("{field}: {message}"))
+        }
         other => ToolError::InvalidArgs(other.to_string()),
     }
 }
@@ -212,7 +300,9 @@ fn invalid(err: Error) -> ToolError {
 /// How tool paths map into the session sandbox: relative under the configured working
 /// directory, the local project onto it.
 pub(super) fn path_map(rt: &Runtime) -> Result<PathMap, ToolError> {
-    Ok(PathMap::new(&rt.config().cwd).map_err(invalid)?.with_host_root(project_dir(rt)))
+    Ok(PathMap::new(&rt.config().cwd)
+        .map_err(invalid)?
+        .with_host_root(project_dir(rt)))
 }
 
 /// The host project directory the runtime serves (canonical, absolute).
@@ -221,7 +311,11 @@ fn project_dir(rt: &Runtime) -> PathBuf {
 }
 
 /// Check `op`, get the session sandbox, run `op` there under the configured deadline.
-pub(super) async fn run(rt: &Arc<Runtime>, op: FileOp, ctx: &CallCtx) -> Result<ToolOutput, ToolError> {
+pub(super) async fn run(
+    rt: &Arc<Runtime>,
+    op: FileOp,
+    ctx: &CallCtx,
+) -> Result<ToolOutput, ToolError> {
     let map = path_map(rt)?;
     op.check(&map)?;
     let limit = rt.config().timeout;
@@ -250,7 +344,10 @@ fn file_error(err: Error) -> ToolError {
 }
 
 /// A transfer under its own deadline and the call's cancellation.
-async fn transfer_call(ctx: &CallCtx, work: impl std::future::Future<Output = Result<ToolOutput, ToolError>>) -> Result<ToolOutput, ToolError> {
+async fn transfer_call(
+    ctx: &CallCtx,
+    work: impl std::future::Future<Output = Result<ToolOutput, ToolError>>,
+) -> Result<ToolOutput, ToolError> {
     tokio::select! {
         result = work => result,
         _ = ctx.cancel.cancelled() => Err(ToolError::Cancelled),
@@ -285,9 +382,21 @@ async fn push(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOutpu
     let sandbox = named(rt, args)?;
     if meta.is_dir() {
         let dest = createos_sandbox::sync::safety::check_remote(remote).map_err(invalid)?;
-        let snapshot = Snapshot::scan_async(local.clone(), SnapshotOptions::new()).await.map_err(file_error)?;
-        let reporter = progress::announce(ctx, format!("pushing {} to {}:{dest}", local.display(), sandbox.id()));
-        let sent = transfer::upload_snapshot(&ApiRemote::new(sandbox.clone()), &snapshot, &dest, bytes_progress(&reporter)).await.map_err(run_error)?;
+        let snapshot = Snapshot::scan_async(local.clone(), SnapshotOptions::new())
+            .await
+            .map_err(file_error)?;
+        let reporter = progress::announce(
+            ctx,
+            format!("pushing {} to {}:{dest}", local.display(), sandbox.id()),
+        );
+        let sent = transfer::upload_snapshot(
+            &ApiRemote::new(sandbox.clone()),
+            &snapshot,
+            &dest,
+            bytes_progress(&reporter),
+        )
+        .await
+        .map_err(run_error)?;
         let left_out = snapshot.dropped().len();
         let text = format!(
             "Pushed {} to {}:{} ({} files, {} bytes; {left_out} paths left out by the snapshot filters)",
@@ -305,31 +414,62 @@ async fn push(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOutpu
             .with("leftOut", left_out));
     }
     if !meta.is_file() {
-        return Err(ToolError::InvalidArgs(format!("local_path {} is neither a regular file nor a directory", local.display())));
+        return Err(ToolError::InvalidArgs(format!(
+            "local_path {} is neither a regular file nor a directory",
+            local.display()
+        )));
     }
     let dest = if remote.ends_with('/') {
         // The name as given (a symlink keeps its own name), else the resolved one.
-        let name = std::path::Path::new(given).file_name().or(local.file_name()).ok_or_else(|| ToolError::InvalidArgs(format!("local_path {} has no file name", local.display())))?;
+        let name = std::path::Path::new(given)
+            .file_name()
+            .or(local.file_name())
+            .ok_or_else(|| {
+                ToolError::InvalidArgs(format!("local_path {} has no file name", local.display()))
+            })?;
         format!("{remote}{}", name.to_string_lossy())
     } else {
         remote.to_string()
     };
-    let reporter = progress::announce(ctx, format!("pushing {} to {}:{dest}", local.display(), sandbox.id()));
+    let reporter = progress::announce(
+        ctx,
+        format!("pushing {} to {}:{dest}", local.display(), sandbox.id()),
+    );
     let mut options = UploadOptions::new().allow_large(true);
     if let Some(report) = bytes_progress(&reporter) {
         options = options.progress(move |done, total| report(done, total));
     }
-    sandbox.upload_with(&dest, UploadBody::file(&local), options).await.map_err(run_error)?;
-    let text = format!("Pushed {} to {}:{dest} ({} bytes)", local.display(), sandbox.id(), meta.len());
-    Ok(text_output(text).with("sandboxId", sandbox.id()).with("path", dest).with("bytes", meta.len()))
+    sandbox
+        .upload_with(&dest, UploadBody::file(&local), options)
+        .await
+        .map_err(run_error)?;
+    let text = format!(
+        "Pushed {} to {}:{dest} ({} bytes)",
+        local.display(),
+        sandbox.id(),
+        meta.len()
+    );
+    Ok(text_output(text)
+        .with("sandboxId", sandbox.id())
+        .with("path", dest)
+        .with("bytes", meta.len()))
 }
 
 async fn pull(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOutput, ToolError> {
     let remote = remote_path(args.str("remote_path")?)?;
     let local = local_path(rt, args.str("local_path")?)?;
     let target = if local.is_dir() {
-        let name = remote.trim_end_matches('/').rsplit('/').next().filter(|n| !n.is_empty() && *n != ".");
-        let name = name.ok_or_else(|| ToolError::InvalidArgs(format!("remote_path {remote:?} has no name to create inside {}", local.display())))?;
+        let name = remote
+            .trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .filter(|n| !n.is_empty() && *n != ".");
+        let name = name.ok_or_else(|| {
+            ToolError::InvalidArgs(format!(
+                "remote_path {remote:?} has no name to create inside {}",
+                local.display()
+            ))
+        })?;
         // The name inside may itself be a symlink leading out: check the final target too.
         local::resolve(rt.project_dir(), "local_path", &local.join(name))?
     } else {
@@ -350,9 +490,21 @@ async fn pull(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOutpu
         // The files API refuses directories: those come back as one archive.
         Err(Error::Validation(_)) => {
             let reporter = progress::announce(ctx, format!("pulling {}:{remote}", sandbox.id()));
-            let got = transfer::download_dir(&ApiRemote::new(sandbox.clone()), remote, &target, bytes_progress(&reporter)).await.map_err(run_error)?;
+            let got = transfer::download_dir(
+                &ApiRemote::new(sandbox.clone()),
+                remote,
+                &target,
+                bytes_progress(&reporter),
+            )
+            .await
+            .map_err(run_error)?;
             let files = got.unpacked.files + got.unpacked.symlinks;
-            let text = format!("Pulled {}:{remote} to {} ({files} files, {} bytes)", sandbox.id(), target.display(), got.bytes);
+            let text = format!(
+                "Pulled {}:{remote} to {} ({files} files, {} bytes)",
+                sandbox.id(),
+                target.display(),
+                got.bytes
+            );
             return Ok(text_output(text)
                 .with("sandboxId", sandbox.id())
                 .with("local", target.to_string_lossy().into_owned())
@@ -368,7 +520,11 @@ async fn pull(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOutpu
         None => download,
     };
     let bytes = download.save_to(&target).await.map_err(run_error)?;
-    let text = format!("Pulled {}:{remote} to {} ({bytes} bytes)", sandbox.id(), target.display());
+    let text = format!(
+        "Pulled {}:{remote} to {} ({bytes} bytes)",
+        sandbox.id(),
+        target.display()
+    );
     Ok(text_output(text)
         .with("sandboxId", sandbox.id())
         .with("local", target.to_string_lossy().into_owned())

@@ -10,11 +10,14 @@ use serde_json::Value;
 
 use super::exec::{deadline, MAX_STREAM_BYTES};
 use super::to_json;
-use createos_sandbox::jobs::{self, ArtifactPath, FanoutRequest, Fate, JobError, JobEvent, JobOptions, JobProgress, JobResult, Language, OffloadRequest, RunCodeRequest};
 use crate::tools::args::Args;
 use crate::tools::confine::{self, Expect};
 use crate::tools::runtime::Runtime;
 use crate::tools::{CallCtx, ToolError, ToolOutput};
+use createos_sandbox::jobs::{
+    self, ArtifactPath, FanoutRequest, Fate, JobError, JobEvent, JobOptions, JobProgress,
+    JobResult, Language, OffloadRequest, RunCodeRequest,
+};
 
 /// Smallest per-stream output bound of one fanout command.
 const MIN_FANOUT_STREAM_BYTES: usize = 16 << 10;
@@ -26,7 +29,12 @@ pub(super) fn handles(short: &str) -> bool {
 
 /// Run one of these tools. Handles its own deadline (the `timeout` of the command) and
 /// cancellation (the call's token).
-pub(super) async fn call(rt: &Arc<Runtime>, short: &str, args: &Args, ctx: &CallCtx) -> Result<ToolOutput, ToolError> {
+pub(super) async fn call(
+    rt: &Arc<Runtime>,
+    short: &str,
+    args: &Args,
+    ctx: &CallCtx,
+) -> Result<ToolOutput, ToolError> {
     match short {
         "offload" => offload(rt, args, ctx).await,
         "fanout" => fanout(rt, args, ctx).await,
@@ -53,15 +61,31 @@ fn job_options(rt: &Runtime, args: &Args) -> JobOptions {
 /// `dir`, resolved against the project directory and confined to it (default: the project
 /// directory itself).
 fn project_dir(rt: &Runtime, args: &Args) -> Result<PathBuf, ToolError> {
-    confine::agent_arg(rt.project_dir(), "dir", args.opt_str("dir").unwrap_or("."), Expect::Dir)
+    confine::agent_arg(
+        rt.project_dir(),
+        "dir",
+        args.opt_str("dir").unwrap_or("."),
+        Expect::Dir,
+    )
 }
 
 /// `out`: its local destination (the same relative path under `dir`) is confined too, so an
 /// artifact can never be aimed at `.git/`, `.env` or out of the project.
-fn artifact_out(rt: &Runtime, dir: &std::path::Path, args: &Args) -> Result<Option<String>, ToolError> {
-    let Some(out) = args.opt_str("out") else { return Ok(None) };
+fn artifact_out(
+    rt: &Runtime,
+    dir: &std::path::Path,
+    args: &Args,
+) -> Result<Option<String>, ToolError> {
+    let Some(out) = args.opt_str("out") else {
+        return Ok(None);
+    };
     let path = ArtifactPath::parse(out).map_err(|e| ToolError::InvalidArgs(e.to_string()))?;
-    confine::agent_path(rt.project_dir(), "out", &dir.join(path.relative()), Expect::Destination)?;
+    confine::agent_path(
+        rt.project_dir(),
+        "out",
+        &dir.join(path.relative()),
+        Expect::Destination,
+    )?;
     Ok(Some(out.to_string()))
 }
 
@@ -70,7 +94,11 @@ fn progress(tool: &'static str, ctx: &CallCtx, fanout: bool) -> JobProgress {
     let ctx = ctx.clone();
     Arc::new(move |event: &JobEvent| {
         tracing::info!(tool, session = %ctx.session, job = event.job, stage = ?event.stage, "job progress");
-        let prefix = if fanout { format!("[{}] ", event.job) } else { String::new() };
+        let prefix = if fanout {
+            format!("[{}] ", event.job)
+        } else {
+            String::new()
+        };
         ctx.report(format!("{prefix}{}", event.stage));
     })
 }
@@ -78,8 +106,13 @@ fn progress(tool: &'static str, ctx: &CallCtx, fanout: bool) -> JobProgress {
 fn job_error(err: JobError) -> ToolError {
     match err {
         JobError::Invalid(e) => ToolError::InvalidArgs(e.to_string()),
-        JobError::Cancelled { fate: None | Some(Fate::Destroyed(_)), .. } => ToolError::Cancelled,
-        JobError::FanoutCancelled { ref allocated, .. } if allocated.is_empty() => ToolError::Cancelled,
+        JobError::Cancelled {
+            fate: None | Some(Fate::Destroyed(_)),
+            ..
+        } => ToolError::Cancelled,
+        JobError::FanoutCancelled { ref allocated, .. } if allocated.is_empty() => {
+            ToolError::Cancelled
+        }
         // Everything else names the sandbox and what became of it.
         other => ToolError::Job(Box::new(other)),
     }
@@ -91,9 +124,15 @@ async fn offload(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOu
     let mut request = OffloadRequest::new(dir, args.str("command")?);
     request.out = out;
     let options = job_options(rt, args);
-    let result = jobs::offload(rt.client(), request, &options, &ctx.cancel, Some(progress("offload", ctx, false)))
-        .await
-        .map_err(job_error)?;
+    let result = jobs::offload(
+        rt.client(),
+        request,
+        &options,
+        &ctx.cancel,
+        Some(progress("offload", ctx, false)),
+    )
+    .await
+    .map_err(job_error)?;
     single_output(&result)
 }
 
@@ -108,17 +147,37 @@ fn single_output(result: &JobResult) -> Result<ToolOutput, ToolError> {
 
 async fn fanout(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOutput, ToolError> {
     let commands = args.strings("commands");
-    let jobs_at_once = args.opt_u64("jobs").map(|j| j as usize).unwrap_or(jobs::DEFAULT_FANOUT_JOBS);
+    let jobs_at_once = args
+        .opt_u64("jobs")
+        .map(|j| j as usize)
+        .unwrap_or(jobs::DEFAULT_FANOUT_JOBS);
     let request = FanoutRequest::new(project_dir(rt, args)?, commands).jobs(jobs_at_once);
     let mut options = job_options(rt, args);
     // The whole answer stays within the bound of one exec result.
-    options.max_output_bytes = (MAX_STREAM_BYTES / request.commands.len().max(1)).max(MIN_FANOUT_STREAM_BYTES);
-    let result = jobs::fanout(rt.client(), request, &options, &ctx.cancel, Some(progress("fanout", ctx, true)))
-        .await
-        .map_err(job_error)?;
-    let sandboxes: Vec<Value> = result.results.iter().map(|e| e.sandbox_id.clone().into()).collect();
+    options.max_output_bytes =
+        (MAX_STREAM_BYTES / request.commands.len().max(1)).max(MIN_FANOUT_STREAM_BYTES);
+    let result = jobs::fanout(
+        rt.client(),
+        request,
+        &options,
+        &ctx.cancel,
+        Some(progress("fanout", ctx, true)),
+    )
+    .await
+    .map_err(job_error)?;
+    let sandboxes: Vec<Value> = result
+        .results
+        .iter()
+        .map(|e| e.sandbox_id.clone().into())
+        .collect();
     let codes: Vec<Value> = result.results.iter().map(|e| e.code.into()).collect();
-    let kept: Vec<Value> = result.results.iter().filter(|e| e.kept).filter_map(|e| e.sandbox_id.clone()).map(Value::from).collect();
+    let kept: Vec<Value> = result
+        .results
+        .iter()
+        .filter(|e| e.kept)
+        .filter_map(|e| e.sandbox_id.clone())
+        .map(Value::from)
+        .collect();
     let truncated = result.results.iter().any(|e| e.truncated);
     Ok(ToolOutput::json(to_json(&result)?)
         .with("sandboxIds", sandboxes)
@@ -128,14 +187,23 @@ async fn fanout(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOut
 }
 
 async fn run_code(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOutput, ToolError> {
-    let language: Language = args.str("lang")?.parse().map_err(|e: createos_sandbox::Error| ToolError::InvalidArgs(e.to_string()))?;
+    let language: Language = args
+        .str("lang")?
+        .parse()
+        .map_err(|e: createos_sandbox::Error| ToolError::InvalidArgs(e.to_string()))?;
     let mut request = RunCodeRequest::new(language, args.str("code")?);
     if let Some(input) = args.opt_str("stdin") {
         request = request.stdin(input.as_bytes().to_vec());
     }
     let options = job_options(rt, args);
-    let result = jobs::run_code(rt.client(), request, &options, &ctx.cancel, Some(progress("run_code", ctx, false)))
-        .await
-        .map_err(job_error)?;
+    let result = jobs::run_code(
+        rt.client(),
+        request,
+        &options,
+        &ctx.cancel,
+        Some(progress("run_code", ctx, false)),
+    )
+    .await
+    .map_err(job_error)?;
     single_output(&result)
 }

@@ -5,15 +5,21 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::{target, to_json, ToolOutput};
-use createos_sandbox::api::sandboxes::{ForkOptions, ListSandboxes};
 use crate::tools::args::Args;
 use crate::tools::runtime::{ready, Runtime};
 use crate::tools::{CallCtx, ToolError};
+use createos_sandbox::api::sandboxes::{ForkOptions, ListSandboxes};
 use createos_sandbox::{CreateSandbox, SandboxStatus};
 
-pub(super) async fn release(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOutput, ToolError> {
+pub(super) async fn release(
+    rt: &Arc<Runtime>,
+    args: &Args,
+    ctx: &CallCtx,
+) -> Result<ToolOutput, ToolError> {
     let destroy = !args.opt_bool("forget").unwrap_or(false);
-    Ok(ToolOutput::json(rt.release(&ctx.session, destroy, 0).await?))
+    Ok(ToolOutput::json(
+        rt.release(&ctx.session, destroy, 0).await?,
+    ))
 }
 
 pub(super) async fn create(rt: &Arc<Runtime>, args: &Args) -> Result<ToolOutput, ToolError> {
@@ -43,24 +49,40 @@ pub(super) async fn create(rt: &Arc<Runtime>, args: &Args) -> Result<ToolOutput,
     Ok(ToolOutput::json(json!({"sandbox_id": sandbox.id()})).with("sandboxId", sandbox.id()))
 }
 
-pub(super) async fn info(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOutput, ToolError> {
+pub(super) async fn info(
+    rt: &Arc<Runtime>,
+    args: &Args,
+    ctx: &CallCtx,
+) -> Result<ToolOutput, ToolError> {
     let (sandbox, _) = target(rt, args, ctx).await?;
     let view = sandbox.refresh().await?;
     Ok(ToolOutput::json(to_json(&view)?).with("sandboxId", sandbox.id()))
 }
 
 pub(super) async fn list(rt: &Arc<Runtime>) -> Result<ToolOutput, ToolError> {
-    let all = rt.client().list_sandboxes(ListSandboxes::default()).collect_all().await?;
+    let all = rt
+        .client()
+        .list_sandboxes(ListSandboxes::default())
+        .collect_all()
+        .await?;
     Ok(ToolOutput::json(to_json(&all)?))
 }
 
-pub(super) async fn pause(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOutput, ToolError> {
+pub(super) async fn pause(
+    rt: &Arc<Runtime>,
+    args: &Args,
+    ctx: &CallCtx,
+) -> Result<ToolOutput, ToolError> {
     let (sandbox, _) = target(rt, args, ctx).await?;
     let view = sandbox.pause_and_wait().await?;
     Ok(ToolOutput::json(to_json(&view)?).with("sandboxId", sandbox.id()))
 }
 
-pub(super) async fn resume(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOutput, ToolError> {
+pub(super) async fn resume(
+    rt: &Arc<Runtime>,
+    args: &Args,
+    ctx: &CallCtx,
+) -> Result<ToolOutput, ToolError> {
     let (sandbox, _) = target(rt, args, ctx).await?;
     ready(&sandbox).await?;
     let view = sandbox.refresh().await?;
@@ -69,7 +91,11 @@ pub(super) async fn resume(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Res
 
 /// A fork needs a paused source: pause a running one, fork, and resume it again so the
 /// source is left as it was found.
-pub(super) async fn fork(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOutput, ToolError> {
+pub(super) async fn fork(
+    rt: &Arc<Runtime>,
+    args: &Args,
+    ctx: &CallCtx,
+) -> Result<ToolOutput, ToolError> {
     let (sandbox, _) = target(rt, args, ctx).await?;
     let was = sandbox.refresh().await?.status;
     if matches!(was, SandboxStatus::Running) {
@@ -82,10 +108,17 @@ pub(super) async fn fork(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Resul
         }
     }
     let child = forked?;
-    Ok(ToolOutput::json(json!({"sandbox_id": child.id(), "forked_from": sandbox.id()})).with("sandboxId", child.id()))
+    Ok(
+        ToolOutput::json(json!({"sandbox_id": child.id(), "forked_from": sandbox.id()}))
+            .with("sandboxId", child.id()),
+    )
 }
 
-pub(super) async fn destroy(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOutput, ToolError> {
+pub(super) async fn destroy(
+    rt: &Arc<Runtime>,
+    args: &Args,
+    ctx: &CallCtx,
+) -> Result<ToolOutput, ToolError> {
     let id = args.str("sandbox_id")?;
     Ok(ToolOutput::json(rt.destroy_explicit(id, &ctx.session).await?).with("sandboxId", id))
 }

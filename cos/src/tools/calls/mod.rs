@@ -29,13 +29,23 @@ use createos_sandbox::Sandbox;
 
 /// Run tool `name` with `arguments` for the caller described by `ctx`. The first result after
 /// the session's sandbox was replaced says so.
-pub async fn call(rt: &Arc<Runtime>, name: &str, arguments: Option<Map<String, Value>>, ctx: CallCtx) -> Result<ToolOutput, ToolError> {
+pub async fn call(
+    rt: &Arc<Runtime>,
+    name: &str,
+    arguments: Option<Map<String, Value>>,
+    ctx: CallCtx,
+) -> Result<ToolOutput, ToolError> {
     let session = ctx.session.clone();
     let result = call_inner(rt, name, arguments, ctx).await;
     result.map(|output| rt.with_notice(&session, output))
 }
 
-async fn call_inner(rt: &Arc<Runtime>, name: &str, arguments: Option<Map<String, Value>>, ctx: CallCtx) -> Result<ToolOutput, ToolError> {
+async fn call_inner(
+    rt: &Arc<Runtime>,
+    name: &str,
+    arguments: Option<Map<String, Value>>,
+    ctx: CallCtx,
+) -> Result<ToolOutput, ToolError> {
     // Routed native tools (remote mode) have their own names and argument shapes.
     if let Some(id) = routed::resolve(name) {
         return routed::call(rt, id, name, arguments, ctx).await;
@@ -78,7 +88,12 @@ async fn call_inner(rt: &Arc<Runtime>, name: &str, arguments: Option<Map<String,
     bounded(&ctx, rt.config().timeout, dispatch(rt, short, &args, &ctx)).await
 }
 
-async fn dispatch(rt: &Arc<Runtime>, short: &str, args: &Args, ctx: &CallCtx) -> Result<ToolOutput, ToolError> {
+async fn dispatch(
+    rt: &Arc<Runtime>,
+    short: &str,
+    args: &Args,
+    ctx: &CallCtx,
+) -> Result<ToolOutput, ToolError> {
     match short {
         "create" => lifecycle::create(rt, args).await,
         "info" => lifecycle::info(rt, args, ctx).await,
@@ -120,7 +135,11 @@ async fn dispatch(rt: &Arc<Runtime>, short: &str, args: &Args, ctx: &CallCtx) ->
 
 /// The sandbox a call targets: `sandbox_id`, else the session's (allocated on first use).
 /// The flag tells whether it is the session sandbox.
-async fn target(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<(Sandbox, bool), ToolError> {
+async fn target(
+    rt: &Arc<Runtime>,
+    args: &Args,
+    ctx: &CallCtx,
+) -> Result<(Sandbox, bool), ToolError> {
     match args.opt_str("sandbox_id") {
         Some(id) => Ok((rt.client().sandbox(id)?, false)),
         None => Ok((rt.session_sandbox(&ctx.session, ctx).await?, true)),
@@ -152,7 +171,9 @@ async fn bounded<T>(
 /// The library's input errors are the caller's bad arguments.
 fn input_error(err: createos_sandbox::Error) -> ToolError {
     match err {
-        createos_sandbox::Error::InvalidInput { field, message } => ToolError::InvalidArgs(format!("{field}: {message}")),
+        createos_sandbox::Error::InvalidInput { field, message } => {
+            ToolError::InvalidArgs(format!("{field}: {message}"))
+        }
         other => run_error(other),
     }
 }

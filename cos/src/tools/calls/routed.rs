@@ -37,20 +37,28 @@ use serde_json::{json, Map, Value};
 use super::exec::{deadline, run_shell};
 use super::files::{self, FileOp};
 use super::run_error;
-use createos_sandbox::api::processes::ProcessSpec;
-use createos_sandbox::guest::{GlobOptions, GrepOptions, ReadOptions};
 use crate::tools::args::Args;
 use crate::tools::catalog::ToolDef;
 use crate::tools::config::{Mode, MAX_TIMEOUT};
 use crate::tools::runtime::Runtime;
 use crate::tools::{CallCtx, ToolError, ToolOutput};
+use createos_sandbox::api::processes::ProcessSpec;
+use createos_sandbox::guest::{GlobOptions, GrepOptions, ReadOptions};
 use createos_sandbox::Sandbox;
 
 /// Prefix of the routed native tools' MCP names.
 pub const NATIVE_PREFIX: &str = "native_";
 
 /// Canonical native ids (OpenCode's) of the routed tools, in listing order.
-const CANONICAL: [&str; 7] = ["bash", "read", "write", "edit", "apply_patch", "glob", "grep"];
+const CANONICAL: [&str; 7] = [
+    "bash",
+    "read",
+    "write",
+    "edit",
+    "apply_patch",
+    "glob",
+    "grep",
+];
 
 /// The canonical native id `name` routes to, if it is a routed tool (aliases included).
 pub fn resolve(name: &str) -> Option<&'static str> {
@@ -78,8 +86,14 @@ fn flag(description: &str) -> Value {
     json!({"type": "boolean", "description": description})
 }
 
-fn def(id: &str, description: &'static str, props: Vec<(&str, Value)>, required: &[&str]) -> ToolDef {
-    let properties: Map<String, Value> = props.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+fn def(
+    id: &str,
+    description: &'static str,
+    props: Vec<(&str, Value)>,
+    required: &[&str],
+) -> ToolDef {
+    let properties: Map<String, Value> =
+        props.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
     ToolDef {
         name: format!("{NATIVE_PREFIX}{id}"),
         description,
@@ -130,14 +144,23 @@ pub fn tools() -> Vec<ToolDef> {
 }
 
 /// Run the routed tool `id` (canonical, from [`resolve`]) called as `name`.
-pub(super) async fn call(rt: &Arc<Runtime>, id: &str, name: &str, arguments: Option<Map<String, Value>>, ctx: CallCtx) -> Result<ToolOutput, ToolError> {
+pub(super) async fn call(
+    rt: &Arc<Runtime>,
+    id: &str,
+    name: &str,
+    arguments: Option<Map<String, Value>>,
+    ctx: CallCtx,
+) -> Result<ToolOutput, ToolError> {
     if rt.config().mode != Mode::Remote {
         return Err(ToolError::Refused(format!(
             "{name} routes OpenCode's native `{id}` tool to the session sandbox and is served only in remote mode \
              (option mode: \"remote\" or CREATEOS_MODE=remote); in local mode the native tool runs locally"
         )));
     }
-    let def = tools().into_iter().find(|d| d.name[NATIVE_PREFIX.len()..] == *id).ok_or_else(|| ToolError::UnknownTool(name.to_string()))?;
+    let def = tools()
+        .into_iter()
+        .find(|d| d.name[NATIVE_PREFIX.len()..] == *id)
+        .ok_or_else(|| ToolError::UnknownTool(name.to_string()))?;
     let args = Args::check(&def.input_schema, arguments)?;
     rt.require_isolation(name).await?;
     let _in_flight = rt.begin(&ctx.session)?;
@@ -146,19 +169,30 @@ pub(super) async fn call(rt: &Arc<Runtime>, id: &str, name: &str, arguments: Opt
         "bash" => return bash(rt, &args, &ctx).await,
         "read" => FileOp::Read {
             path: args.str("filePath")?.to_string(),
-            options: ReadOptions { offset: args.opt_u64("offset").map(|o| o.max(1)), limit: args.opt_u64("limit") },
+            options: ReadOptions {
+                offset: args.opt_u64("offset").map(|o| o.max(1)),
+                limit: args.opt_u64("limit"),
+            },
         },
-        "write" => FileOp::Write { path: args.str("filePath")?.to_string(), content: args.str("content")?.to_string() },
+        "write" => FileOp::Write {
+            path: args.str("filePath")?.to_string(),
+            content: args.str("content")?.to_string(),
+        },
         "edit" => FileOp::Edit {
             path: args.str("filePath")?.to_string(),
             old: args.str("oldString")?.to_string(),
             new: args.str("newString")?.to_string(),
             all: args.opt_bool("replaceAll").unwrap_or(false),
         },
-        "apply_patch" => FileOp::Patch { text: args.str("patchText")?.to_string() },
+        "apply_patch" => FileOp::Patch {
+            text: args.str("patchText")?.to_string(),
+        },
         "glob" => FileOp::Glob {
             pattern: args.str("pattern")?.to_string(),
-            options: GlobOptions { path: args.opt_str("path").map(str::to_string), ..Default::default() },
+            options: GlobOptions {
+                path: args.opt_str("path").map(str::to_string),
+                ..Default::default()
+            },
         },
         "grep" => FileOp::Grep {
             pattern: args.str("pattern")?.to_string(),
@@ -182,7 +216,9 @@ async fn bash(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOutpu
     let command = args.str("command")?;
     let map = files::path_map(rt)?;
     let cwd = match args.opt_str("workdir") {
-        Some(dir) => map.to_guest(dir).map_err(|e| ToolError::InvalidArgs(e.to_string()))?,
+        Some(dir) => map
+            .to_guest(dir)
+            .map_err(|e| ToolError::InvalidArgs(e.to_string()))?,
         None => map.guest_root.clone(),
     };
     let background = args.opt_bool("background").unwrap_or(false);
@@ -204,7 +240,12 @@ async fn bash(rt: &Arc<Runtime>, args: &Args, ctx: &CallCtx) -> Result<ToolOutpu
 
 /// Start `command` as a managed process of the session sandbox that outlives the call (stdin
 /// open for sandbox_process_input), and say how to follow and stop it.
-async fn start_background(sandbox: &Sandbox, command: &str, cwd: &str, ctx: &CallCtx) -> Result<ToolOutput, ToolError> {
+async fn start_background(
+    sandbox: &Sandbox,
+    command: &str,
+    cwd: &str,
+    ctx: &CallCtx,
+) -> Result<ToolOutput, ToolError> {
     let spec = ProcessSpec::shell(command).cwd(cwd);
     let started = sandbox.processes().start(spec).await.map_err(run_error)?;
     if ctx.cancel.is_cancelled() {
@@ -226,7 +267,9 @@ async fn start_background(sandbox: &Sandbox, command: &str, cwd: &str, ctx: &Cal
              send input with sandbox_process_input, stop it with sandbox_process_stop {follow}."
         ),
     });
-    Ok(ToolOutput::json(body).with("sandboxId", sandbox_id).with("processId", details.process_id.clone()))
+    Ok(ToolOutput::json(body)
+        .with("sandboxId", sandbox_id)
+        .with("processId", details.process_id.clone()))
 }
 
 #[cfg(test)]
@@ -250,7 +293,13 @@ mod tests {
             assert_eq!(resolve(&t.name), Some(id));
             assert_eq!(t.input_schema["additionalProperties"], false);
             for req in t.input_schema["required"].as_array().unwrap() {
-                assert!(t.input_schema["properties"].get(req.as_str().unwrap()).is_some(), "{}: {req}", t.name);
+                assert!(
+                    t.input_schema["properties"]
+                        .get(req.as_str().unwrap())
+                        .is_some(),
+                    "{}: {req}",
+                    t.name
+                );
             }
         }
     }

@@ -12,7 +12,8 @@ const RUN_CODE: &str = "Run a self-contained code snippet in a fresh, throwaway 
 
 const DIR: &str = "Local directory to upload (default: the project directory); relative paths resolve against the project directory, and it must lie inside it once symlinks are resolved (.git, credential folders and the home directory are refused).";
 const SHAPE: &str = "Size of the throwaway sandbox, e.g. s-4vcpu-8gb (see sandbox_shapes). Default: the configured shape.";
-const ROOTFS: &str = "Base image of the throwaway sandbox (see sandbox_images). Default: the configured image.";
+const ROOTFS: &str =
+    "Base image of the throwaway sandbox (see sandbox_images). Default: the configured image.";
 const KEEP: &str = "Keep the sandbox when the command fails (nonzero exit or timeout) so it can be inspected with sandbox_exec; remove it with sandbox_destroy afterwards.";
 
 /// The jobs tools.

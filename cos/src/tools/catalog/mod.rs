@@ -42,13 +42,23 @@ pub(super) fn strings(description: &str, min_items: u64) -> Value {
     json!({"type": "array", "minItems": min_items, "items": {"type": "string", "minLength": 1}, "description": description})
 }
 
-pub(super) const SID_OPT: &str = "Sandbox id; omit to use this session's sandbox (created on first use).";
+pub(super) const SID_OPT: &str =
+    "Sandbox id; omit to use this session's sandbox (created on first use).";
 pub(super) const SID: &str = "Sandbox id (`sb-…`).";
-pub(super) const PID: &str = "Managed process id (from sandbox_process_start or sandbox_process_list).";
+pub(super) const PID: &str =
+    "Managed process id (from sandbox_process_start or sandbox_process_list).";
 pub(super) const TIMEOUT: &str = "Deadline in milliseconds; 0 = none (cancellation still stops the remote process tree). Default: the configured timeout (120000).";
 
-pub(super) fn tool(name: &str, description: &'static str, props: &[(&str, Value)], required: &[&str]) -> ToolDef {
-    let properties: Map<String, Value> = props.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+pub(super) fn tool(
+    name: &str,
+    description: &'static str,
+    props: &[(&str, Value)],
+    required: &[&str],
+) -> ToolDef {
+    let properties: Map<String, Value> = props
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect();
     ToolDef {
         name: format!("{PREFIX}{name}"),
         description,
@@ -159,7 +169,13 @@ mod tests {
             assert!(t.name.starts_with(PREFIX));
             assert_eq!(t.input_schema["additionalProperties"], false, "{}", t.name);
             for req in t.input_schema["required"].as_array().unwrap() {
-                assert!(t.input_schema["properties"].get(req.as_str().unwrap()).is_some(), "{}: {req}", t.name);
+                assert!(
+                    t.input_schema["properties"]
+                        .get(req.as_str().unwrap())
+                        .is_some(),
+                    "{}: {req}",
+                    t.name
+                );
             }
         }
     }

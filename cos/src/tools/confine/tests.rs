@@ -19,7 +19,14 @@ fn tree() -> Tree {
     for dir in ["sub", ".git/hooks", "keys"] {
         std::fs::create_dir_all(project.join(dir)).unwrap();
     }
-    for dir in [".createos", ".ssh", ".config/opencode/skills/lint", ".config/gcloud/skill", ".aws", ".docker"] {
+    for dir in [
+        ".createos",
+        ".ssh",
+        ".config/opencode/skills/lint",
+        ".config/gcloud/skill",
+        ".aws",
+        ".docker",
+    ] {
         std::fs::create_dir_all(home.join(dir)).unwrap();
     }
     std::fs::write(home.join(".createos/.token"), "t").unwrap();
@@ -32,7 +39,12 @@ fn tree() -> Tree {
     symlink(&outside, project.join("up")).unwrap();
     symlink(outside.join("nowhere"), project.join("dangling")).unwrap();
     symlink(home.join(".createos"), project.join("creds")).unwrap();
-    Tree { _tmp: tmp, home, project, outside }
+    Tree {
+        _tmp: tmp,
+        home,
+        project,
+        outside,
+    }
 }
 
 fn agent(t: &Tree, given: &str, expect: Expect) -> Result<PathBuf, String> {
@@ -43,10 +55,19 @@ fn agent(t: &Tree, given: &str, expect: Expect) -> Result<PathBuf, String> {
 fn agent_paths_stay_inside_the_project() {
     let t = tree();
     let p = &t.project;
-    assert_eq!(agent(&t, "sub/new.txt", Expect::Destination).unwrap(), p.join("sub/new.txt"));
-    assert_eq!(agent(&t, "./sub/../a/b", Expect::Destination).unwrap(), p.join("a/b"));
+    assert_eq!(
+        agent(&t, "sub/new.txt", Expect::Destination).unwrap(),
+        p.join("sub/new.txt")
+    );
+    assert_eq!(
+        agent(&t, "./sub/../a/b", Expect::Destination).unwrap(),
+        p.join("a/b")
+    );
     assert_eq!(agent(&t, ".", Expect::Dir).unwrap(), *p);
-    assert_eq!(agent(&t, p.join("sub").to_str().unwrap(), Expect::Dir).unwrap(), p.join("sub"));
+    assert_eq!(
+        agent(&t, p.join("sub").to_str().unwrap(), Expect::Dir).unwrap(),
+        p.join("sub")
+    );
     assert_eq!(agent(&t, "keys", Expect::Dir).unwrap(), p.join("keys"));
     let createos = t.home.join(".createos");
     let outside = t.outside.join("secret");
@@ -59,13 +80,25 @@ fn agent_paths_stay_inside_the_project() {
         ("creds", Expect::Dir, "outside the project"),
         ("sub/../../x", Expect::Destination, "outside the project"),
         ("/etc", Expect::Dir, "outside the project"),
-        (createos.to_str().unwrap(), Expect::Dir, "outside the project"),
-        (outside.to_str().unwrap(), Expect::Existing, "outside the project"),
+        (
+            createos.to_str().unwrap(),
+            Expect::Dir,
+            "outside the project",
+        ),
+        (
+            outside.to_str().unwrap(),
+            Expect::Existing,
+            "outside the project",
+        ),
         ("dangling", Expect::Destination, "does not resolve"),
         ("missing/../../x", Expect::Destination, "`..`"),
         ("missing", Expect::Dir, "does not exist"),
         (".git", Expect::Dir, "version-control metadata"),
-        (".git/hooks/pre-commit", Expect::Destination, "version-control metadata"),
+        (
+            ".git/hooks/pre-commit",
+            Expect::Destination,
+            "version-control metadata",
+        ),
         (".env", Expect::Destination, "deny-list"),
         ("~/.createos/.token", Expect::Destination, ".createos"),
         ("", Expect::Destination, "empty"),
@@ -76,14 +109,31 @@ fn agent_paths_stay_inside_the_project() {
         assert!(err.contains(needle), "{given:?}: {err}");
     }
     assert!(agent(&t, "sub", Expect::Existing).is_ok());
-    assert!(agent(&t, "sub/none", Expect::Existing).unwrap_err().contains("does not exist"));
+    assert!(agent(&t, "sub/none", Expect::Existing)
+        .unwrap_err()
+        .contains("does not exist"));
 }
 
 #[test]
 fn a_project_at_home_still_hides_the_credentials() {
     let t = tree();
-    let at_home = |given: &str, expect| check_agent(&t.home, Some(&t.home), "local_dir", Path::new(given), expect);
-    for (given, needle) in [(".", "home directory"), (".createos", ".createos"), (".aws", "deny-list"), (".docker", "~/.docker"), (".config/opencode", "~/.config"), (".ssh", "deny-list")] {
+    let at_home = |given: &str, expect| {
+        check_agent(
+            &t.home,
+            Some(&t.home),
+            "local_dir",
+            Path::new(given),
+            expect,
+        )
+    };
+    for (given, needle) in [
+        (".", "home directory"),
+        (".createos", ".createos"),
+        (".aws", "deny-list"),
+        (".docker", "~/.docker"),
+        (".config/opencode", "~/.config"),
+        (".ssh", "deny-list"),
+    ] {
         let err = at_home(given, Expect::Dir).unwrap_err();
         assert!(err.contains(needle), "{given}: {err}");
     }
@@ -94,26 +144,55 @@ fn a_project_at_home_still_hides_the_credentials() {
 #[test]
 fn people_may_name_any_place_but_home_and_credential_folders() {
     let t = tree();
-    let user = |given: &Path, expect, force| check_user(Some(&t.home), "--dir", given, expect, force);
+    let user =
+        |given: &Path, expect, force| check_user(Some(&t.home), "--dir", given, expect, force);
     assert_eq!(user(&t.outside, Expect::Dir, None).unwrap(), t.outside);
-    assert_eq!(user(&t.project.join("sub"), Expect::Dir, None).unwrap(), t.project.join("sub"));
-    assert_eq!(user(&t.home.join("notes.txt"), Expect::Destination, None).unwrap(), t.home.join("notes.txt"));
-    assert!(user(&t.home, Expect::Dir, None).unwrap_err().contains("home directory"));
-    assert!(user(&t.home, Expect::Destination, None).unwrap_err().contains("home directory"));
-    assert!(user(&t.home.join("code/.."), Expect::Dir, Some(true)).unwrap_err().contains("home directory"));
-    assert!(user(t.home.parent().unwrap(), Expect::Dir, Some(true)).unwrap_err().contains("contains your home"));
-    assert!(user(Path::new("/"), Expect::Dir, Some(true)).unwrap_err().contains("root"));
+    assert_eq!(
+        user(&t.project.join("sub"), Expect::Dir, None).unwrap(),
+        t.project.join("sub")
+    );
+    assert_eq!(
+        user(&t.home.join("notes.txt"), Expect::Destination, None).unwrap(),
+        t.home.join("notes.txt")
+    );
+    assert!(user(&t.home, Expect::Dir, None)
+        .unwrap_err()
+        .contains("home directory"));
+    assert!(user(&t.home, Expect::Destination, None)
+        .unwrap_err()
+        .contains("home directory"));
+    assert!(user(&t.home.join("code/.."), Expect::Dir, Some(true))
+        .unwrap_err()
+        .contains("home directory"));
+    assert!(user(t.home.parent().unwrap(), Expect::Dir, Some(true))
+        .unwrap_err()
+        .contains("contains your home"));
+    assert!(user(Path::new("/"), Expect::Dir, Some(true))
+        .unwrap_err()
+        .contains("root"));
     let ssh = t.home.join(".ssh");
-    assert!(!user(&ssh, Expect::Dir, None).unwrap_err().contains("--force"));
-    assert!(user(&ssh, Expect::Dir, Some(false)).unwrap_err().contains("pass --force"));
+    assert!(!user(&ssh, Expect::Dir, None)
+        .unwrap_err()
+        .contains("--force"));
+    assert!(user(&ssh, Expect::Dir, Some(false))
+        .unwrap_err()
+        .contains("pass --force"));
     assert_eq!(user(&ssh, Expect::Dir, Some(true)).unwrap(), ssh);
     for force in [None, Some(false), Some(true)] {
         let err = user(&t.home.join(".createos"), Expect::Dir, force).unwrap_err();
-        assert!(err.contains("~/.createos") && !err.contains("--force"), "{err}");
+        assert!(
+            err.contains("~/.createos") && !err.contains("--force"),
+            "{err}"
+        );
         assert!(user(&t.home.join(".createos/.token"), Expect::Destination, force).is_err());
     }
-    assert!(user(&t.project.join("link"), Expect::Existing, None).is_ok(), "a person may follow a link");
-    assert!(user(&t.project.join("missing"), Expect::Dir, None).unwrap_err().contains("does not exist"));
+    assert!(
+        user(&t.project.join("link"), Expect::Existing, None).is_ok(),
+        "a person may follow a link"
+    );
+    assert!(user(&t.project.join("missing"), Expect::Dir, None)
+        .unwrap_err()
+        .contains("does not exist"));
 }
 
 #[test]
@@ -122,7 +201,10 @@ fn skill_directories_are_bundles_outside_credential_folders() {
     let skill = |dir: &Path| check_skill(&t.project, Some(&t.home), "skillDirs[0]", dir);
     let lint = t.home.join(".config/opencode/skills/lint");
     assert_eq!(skill(&lint).unwrap(), Some(lint.clone()));
-    assert_eq!(skill(&t.project.join("sub")).unwrap(), Some(t.project.join("sub")));
+    assert_eq!(
+        skill(&t.project.join("sub")).unwrap(),
+        Some(t.project.join("sub"))
+    );
     assert_eq!(skill(&t.home.join("missing")).unwrap(), None);
     for (dir, needle) in [
         (t.outside.clone(), "SKILL.md"),
@@ -131,15 +213,25 @@ fn skill_directories_are_bundles_outside_credential_folders() {
         (t.project.join("up"), "SKILL.md"),
     ] {
         let err = skill(&dir).unwrap_err();
-        assert!(err.starts_with("skillDirs[0] ") && err.contains(needle), "{}: {err}", dir.display());
+        assert!(
+            err.starts_with("skillDirs[0] ") && err.contains(needle),
+            "{}: {err}",
+            dir.display()
+        );
     }
     std::fs::write(t.home.join(".aws/SKILL.md"), "x").unwrap();
-    assert!(skill(&t.home.join(".aws")).unwrap_err().contains("deny-list"));
+    assert!(skill(&t.home.join(".aws"))
+        .unwrap_err()
+        .contains("deny-list"));
     std::fs::write(t.home.join(".docker/SKILL.md"), "x").unwrap();
-    assert!(skill(&t.home.join(".docker")).unwrap_err().contains("~/.docker"));
+    assert!(skill(&t.home.join(".docker"))
+        .unwrap_err()
+        .contains("~/.docker"));
     std::fs::create_dir_all(t.home.join(".config/gh/skill")).unwrap();
     std::fs::write(t.home.join(".config/gh/skill/SKILL.md"), "x").unwrap();
-    assert!(skill(&t.home.join(".config/gh/skill")).unwrap_err().contains("~/.config"));
+    assert!(skill(&t.home.join(".config/gh/skill"))
+        .unwrap_err()
+        .contains("~/.config"));
     std::fs::write(t.home.join("SKILL.md"), "x").unwrap();
     assert!(skill(&t.home).unwrap_err().contains("home directory"));
 }

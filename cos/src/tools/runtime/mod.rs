@@ -16,10 +16,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
+use super::background::BackgroundTasks;
 use super::config::ToolsConfig;
 use super::isolation::HostGuard;
 use super::store::{BindingRecord, BindingStore};
-use super::background::BackgroundTasks;
 use super::ToolError;
 use createos_sandbox::guest::Resident;
 use createos_sandbox::{Client, Sandbox, SandboxStatus};
@@ -90,19 +90,33 @@ pub struct Runtime {
 
 impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Runtime").field("config", &self.config).field("project_dir", &self.project_dir).finish()
+        f.debug_struct("Runtime")
+            .field("config", &self.config)
+            .field("project_dir", &self.project_dir)
+            .finish()
     }
 }
 
 impl Runtime {
     /// A runtime for `project_dir`, keeping bindings under `state_dir`.
-    pub fn new(client: Client, config: ToolsConfig, state_dir: PathBuf, project_dir: PathBuf) -> Arc<Self> {
+    pub fn new(
+        client: Client,
+        config: ToolsConfig,
+        state_dir: PathBuf,
+        project_dir: PathBuf,
+    ) -> Arc<Self> {
         Self::with_sign_in(client, None, config, state_dir, project_dir)
     }
 
     /// Like [`Runtime::new`]; while `client` has no credential, `sign_in` is tried before each
     /// use, so a sign-in made after the start is picked up without a restart.
-    pub fn with_sign_in(client: Client, sign_in: Option<SignIn>, config: ToolsConfig, state_dir: PathBuf, project_dir: PathBuf) -> Arc<Self> {
+    pub fn with_sign_in(
+        client: Client,
+        sign_in: Option<SignIn>,
+        config: ToolsConfig,
+        state_dir: PathBuf,
+        project_dir: PathBuf,
+    ) -> Arc<Self> {
         let lifetime = CancellationToken::new();
         Arc::new(Runtime {
             client,
@@ -194,7 +208,12 @@ impl Runtime {
             .get_or_try_init(|| async {
                 let client = self.client();
                 let who = client.whoami().await?;
-                Ok::<_, ToolError>(BindingStore::new(&self.state_dir, client.base_url().as_str(), &who.user_id, &self.project_dir))
+                Ok::<_, ToolError>(BindingStore::new(
+                    &self.state_dir,
+                    client.base_url().as_str(),
+                    &who.user_id,
+                    &self.project_dir,
+                ))
             })
             .await
     }
@@ -202,13 +221,17 @@ impl Runtime {
     /// Register a call of `session` as in flight; refused while shutting down or releasing.
     pub fn begin(&self, session: &str) -> Result<CallGuard, ToolError> {
         if self.lifetime.is_cancelled() {
-            return Err(ToolError::Refused("the tool server is shutting down".into()));
+            return Err(ToolError::Refused(
+                "the tool server is shutting down".into(),
+            ));
         }
         let s = self.session(session);
         s.in_flight.fetch_add(1, Ordering::SeqCst);
         let guard = CallGuard { session: s };
         if guard.session.releasing.load(Ordering::SeqCst) {
-            return Err(ToolError::Refused(format!("session {session:?} is being released; retry afterwards")));
+            return Err(ToolError::Refused(format!(
+                "session {session:?} is being released; retry afterwards"
+            )));
         }
         Ok(guard)
     }
@@ -252,23 +275,43 @@ impl Runtime {
     /// Release `session`: destroy its owned sandbox (`destroy`) or only forget the binding.
     /// Refused while that session has calls in flight (other than `own_calls` of the caller),
     /// an allocation pending, or another release running.
-    pub async fn release(&self, session: &str, destroy: bool, own_calls: usize) -> Result<Value, ToolError> {
+    pub async fn release(
+        &self,
+        session: &str,
+        destroy: bool,
+        own_calls: usize,
+    ) -> Result<Value, ToolError> {
         let s = self.session(session);
-        if s.releasing.compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst).is_err() {
-            return Err(ToolError::Refused(format!("session {session:?} is already being released")));
+        if s.releasing
+            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+            .is_err()
+        {
+            return Err(ToolError::Refused(format!(
+                "session {session:?} is already being released"
+            )));
         }
         let result = self.release_locked(&s, session, destroy, own_calls).await;
         s.releasing.store(false, Ordering::SeqCst);
         result
     }
 
-    async fn release_locked(&self, s: &Session, session: &str, destroy: bool, own_calls: usize) -> Result<Value, ToolError> {
+    async fn release_locked(
+        &self,
+        s: &Session,
+        session: &str,
+        destroy: bool,
+        own_calls: usize,
+    ) -> Result<Value, ToolError> {
         let busy = s.in_flight.load(Ordering::SeqCst).saturating_sub(own_calls);
         if busy > 0 {
-            return Err(ToolError::Refused(format!("session {session:?} has {busy} call(s) in flight; release it when they finish")));
+            return Err(ToolError::Refused(format!(
+                "session {session:?} has {busy} call(s) in flight; release it when they finish"
+            )));
         }
         let Ok(mut binding) = s.binding.try_lock() else {
-            return Err(ToolError::Refused(format!("session {session:?} is allocating its sandbox; release it afterwards")));
+            return Err(ToolError::Refused(format!(
+                "session {session:?} is allocating its sandbox; release it afterwards"
+            )));
         };
         let record = match binding.as_ref() {
             Some(b) => Some(b.record.clone()),
@@ -276,7 +319,9 @@ impl Runtime {
             None => None,
         };
         let Some(record) = record else {
-            return Ok(json!({"released": false, "sandbox": null, "reason": "no sandbox is bound to this session"}));
+            return Ok(
+                json!({"released": false, "sandbox": null, "reason": "no sandbox is bound to this session"}),
+            );
         };
         let sandbox = self.client().sandbox(&record.id)?;
         if destroy {
@@ -305,17 +350,26 @@ impl Runtime {
     /// Destroy sandbox `id` on request (`sandbox_destroy`), dropping every binding to it.
     /// Refused while a session bound to it has other calls in flight.
     pub async fn destroy_explicit(&self, id: &str, caller: &str) -> Result<Value, ToolError> {
-        let sessions: Vec<(String, Arc<Session>)> =
-            self.sessions.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let sessions: Vec<(String, Arc<Session>)> = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         let mut bound_to = Vec::new();
         for (name, s) in &sessions {
             let Ok(binding) = s.binding.try_lock() else {
-                return Err(ToolError::Refused(format!("session {name:?} is allocating a sandbox; retry shortly")));
+                return Err(ToolError::Refused(format!(
+                    "session {name:?} is allocating a sandbox; retry shortly"
+                )));
             };
             if binding.as_ref().is_some_and(|b| b.record.id == id) {
                 let own = usize::from(name == caller);
                 if s.in_flight.load(Ordering::SeqCst) > own {
-                    return Err(ToolError::Refused(format!("sandbox {id} is in use by session {name:?}; retry when its calls finish")));
+                    return Err(ToolError::Refused(format!(
+                        "sandbox {id} is in use by session {name:?}; retry when its calls finish"
+                    )));
                 }
                 bound_to.push(s.clone());
             }
@@ -338,7 +392,9 @@ impl Runtime {
                 }
             }
         }
-        Ok(json!({"destroyed": destroyed.id, "status": destroyed.status, "stopped_transports": stopped}))
+        Ok(
+            json!({"destroyed": destroyed.id, "status": destroyed.status, "stopped_transports": stopped}),
+        )
     }
 
     /// Stop: cancel in-flight calls, stop every background task (sync watchers, tunnels)
@@ -351,16 +407,25 @@ impl Runtime {
             tracing::info!(stopped, "stopped the background tasks");
         }
         if !self.config.persist {
-            let sessions: Vec<(String, Arc<Session>)> =
-                self.sessions.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            let sessions: Vec<(String, Arc<Session>)> = self
+                .sessions
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
             for (name, s) in sessions {
                 let bound = s.binding.lock().await.take();
                 if let Some(b) = bound.filter(|b| b.record.owned) {
                     Resident::forget(&b.sandbox);
                     match b.sandbox.destroy().await {
-                        Ok(_) => tracing::info!(session = %name, sandbox = %b.record.id, "destroyed the session sandbox"),
-                        Err(e) => tracing::error!(session = %name, sandbox = %b.record.id, error = %e,
-                            "destroying the session sandbox failed; it is still allocated"),
+                        Ok(_) => {
+                            tracing::info!(session = %name, sandbox = %b.record.id, "destroyed the session sandbox")
+                        }
+                        Err(e) => {
+                            tracing::error!(session = %name, sandbox = %b.record.id, error = %e,
+                            "destroying the session sandbox failed; it is still allocated")
+                        }
                     }
                 }
             }
@@ -371,5 +436,8 @@ impl Runtime {
 
 /// A status that means the sandbox can never run again.
 fn is_gone(status: &SandboxStatus) -> bool {
-    matches!(status, SandboxStatus::Destroyed | SandboxStatus::Destroying | SandboxStatus::Failed)
+    matches!(
+        status,
+        SandboxStatus::Destroyed | SandboxStatus::Destroying | SandboxStatus::Failed
+    )
 }

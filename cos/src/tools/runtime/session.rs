@@ -10,11 +10,11 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::{is_gone, Bound, Notice, Runtime, Session};
-use createos_sandbox::api::processes::{ProcessSpec, RunOptions};
-use createos_sandbox::guest::{GuestErrorCode, Resident};
 use crate::tools::progress::{self, Reporter};
 use crate::tools::store::BindingRecord;
 use crate::tools::{staging, CallCtx, Part, ToolError, ToolOutput};
+use createos_sandbox::api::processes::{ProcessSpec, RunOptions};
+use createos_sandbox::guest::{GuestErrorCode, Resident};
 use createos_sandbox::{CreateSandbox, Error, Sandbox, SandboxStatus};
 
 /// How long preparing a new sandbox (readiness, working directory) may take.
@@ -39,7 +39,11 @@ impl Runtime {
     /// control plane refused it (404/409), the sandbox is looked at once: a paused one is
     /// resumed, a gone one is replaced by a fresh session sandbox (prepared as any new one),
     /// and `work` runs once more ([`crate::tools::call`] adds the notice to the result).
-    pub async fn with_session<F, Fut>(self: &Arc<Self>, ctx: &CallCtx, work: F) -> Result<ToolOutput, ToolError>
+    pub async fn with_session<F, Fut>(
+        self: &Arc<Self>,
+        ctx: &CallCtx,
+        work: F,
+    ) -> Result<ToolOutput, ToolError>
     where
         F: Fn(Sandbox) -> Fut,
         Fut: Future<Output = Result<ToolOutput, ToolError>>,
@@ -58,13 +62,20 @@ impl Runtime {
     /// Add the pending notice of `session` (its sandbox was replaced), if any, to `output`:
     /// the model reads it once, in the result of the call that ran in the new sandbox.
     pub fn with_notice(&self, session: &str, mut output: ToolOutput) -> ToolOutput {
-        let notice = self.session(session).notice.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let notice = self
+            .session(session)
+            .notice
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
         if let Some(n) = notice {
             output.content.push(Part::Text(format!(
                 "Note: the previous session sandbox {} no longer exists; this call ran in a new sandbox, {}.",
                 n.previous, n.current
             )));
-            output.meta.insert("previousSandboxId".into(), json!(n.previous));
+            output
+                .meta
+                .insert("previousSandboxId".into(), json!(n.previous));
         }
         output
     }
@@ -73,7 +84,11 @@ impl Runtime {
     /// share one allocation. The allocation itself runs under the runtime's lifetime, not the
     /// call's token: a cancelled call stops waiting, but the sandbox is still recorded. A bound
     /// sandbox is returned as it is (no request).
-    pub async fn session_sandbox(self: &Arc<Self>, session: &str, ctx: &CallCtx) -> Result<Sandbox, ToolError> {
+    pub async fn session_sandbox(
+        self: &Arc<Self>,
+        session: &str,
+        ctx: &CallCtx,
+    ) -> Result<Sandbox, ToolError> {
         let slot = self.session(session);
         if let Ok(binding) = slot.binding.try_lock() {
             if let Some(bound) = binding.as_ref() {
@@ -99,12 +114,18 @@ impl Runtime {
     /// After a refused call: look at `stale` once. Running: the helper was the problem, start
     /// it afresh. Paused or moving: bring it back. Gone: bind a fresh session sandbox. Returns
     /// the sandbox to retry in.
-    async fn revalidate(self: &Arc<Self>, session: &str, stale: &Sandbox, ctx: &CallCtx) -> Result<Sandbox, ToolError> {
+    async fn revalidate(
+        self: &Arc<Self>,
+        session: &str,
+        stale: &Sandbox,
+        ctx: &CallCtx,
+    ) -> Result<Sandbox, ToolError> {
         let slot = self.session(session);
         let this = self.clone();
         let name = session.to_string();
         let stale = stale.clone();
-        let reporter = progress::announce(ctx, format!("checking the session sandbox {}", stale.id()));
+        let reporter =
+            progress::announce(ctx, format!("checking the session sandbox {}", stale.id()));
         detached(ctx, "session recovery", async move {
             let mut binding = slot.binding.lock().await;
             if let Some(bound) = binding.as_ref().filter(|b| b.sandbox.id() != stale.id()) {
@@ -148,7 +169,9 @@ impl Runtime {
     /// Reattach to the stored binding, or create and prepare a new sandbox.
     async fn open(&self, session: &str, progress: Option<&Reporter>) -> Result<Bound, ToolError> {
         if self.lifetime.is_cancelled() {
-            return Err(ToolError::Refused("the tool server is shutting down".into()));
+            return Err(ToolError::Refused(
+                "the tool server is shutting down".into(),
+            ));
         }
         if self.config.persist {
             if let Some(record) = self.store().await?.load(session)? {
@@ -159,7 +182,12 @@ impl Runtime {
                         self.store().await?.remove(session)?;
                         let bound = self.create(session, progress).await?;
                         let current = bound.record.id.clone();
-                        *self.session(session).notice.lock().unwrap_or_else(|e| e.into_inner()) = Some(Notice { previous, current });
+                        *self
+                            .session(session)
+                            .notice
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner()) =
+                            Some(Notice { previous, current });
                         return Ok(bound);
                     }
                 }
@@ -176,7 +204,10 @@ impl Runtime {
         }
         let mut request = CreateSandbox::new(&self.config.shape)
             .rootfs(&self.config.rootfs)
-            .name(format!("cos-{:012x}", rand::random::<u64>() & 0xffff_ffff_ffff));
+            .name(format!(
+                "cos-{:012x}",
+                rand::random::<u64>() & 0xffff_ffff_ffff
+            ));
         if let Some(net) = &self.config.network {
             request = request.network(net);
         }
@@ -226,7 +257,12 @@ impl Runtime {
         Ok(Bound { sandbox, record })
     }
 
-    async fn reattach(&self, session: &str, mut record: BindingRecord, progress: Option<&Reporter>) -> Result<Reattached, ToolError> {
+    async fn reattach(
+        &self,
+        session: &str,
+        mut record: BindingRecord,
+        progress: Option<&Reporter>,
+    ) -> Result<Reattached, ToolError> {
         if record.source != self.source() || record.cwd != self.config.cwd {
             return Err(ToolError::Refused(format!(
                 "stored sandbox configuration changed (bound {} at {}, configured {} at {}); release it (or forget it) before reopening",
@@ -262,20 +298,34 @@ impl Runtime {
 
     /// Make a sandbox that was never initialized ready: working directory, the one-time
     /// project copy (`sync: "once"`), then the skills.
-    async fn prepare(&self, sandbox: &Sandbox, progress: Option<&Reporter>) -> Result<(), ToolError> {
+    async fn prepare(
+        &self,
+        sandbox: &Sandbox,
+        progress: Option<&Reporter>,
+    ) -> Result<(), ToolError> {
         ready(sandbox).await?;
         make_dir(sandbox, &self.config.cwd).await?;
-        if let Some(r) = progress.filter(|_| self.config.sync == crate::tools::config::ProjectSync::Once) {
+        if let Some(r) =
+            progress.filter(|_| self.config.sync == crate::tools::config::ProjectSync::Once)
+        {
             r.phase("copying the project into the session sandbox");
         }
-        if let Some(files) = staging::stage_project(sandbox, &self.config, &self.project_dir).await? {
+        if let Some(files) =
+            staging::stage_project(sandbox, &self.config, &self.project_dir).await?
+        {
             tracing::info!(sandbox = %sandbox.id(), files, "copied the project into the session sandbox");
         }
         self.stage_skills(sandbox, progress).await
     }
 
-    async fn stage_skills(&self, sandbox: &Sandbox, progress: Option<&Reporter>) -> Result<(), ToolError> {
-        if let Some(r) = progress.filter(|_| self.config.sync_skills && !self.config.skill_dirs.is_empty()) {
+    async fn stage_skills(
+        &self,
+        sandbox: &Sandbox,
+        progress: Option<&Reporter>,
+    ) -> Result<(), ToolError> {
+        if let Some(r) =
+            progress.filter(|_| self.config.sync_skills && !self.config.skill_dirs.is_empty())
+        {
             r.phase("copying the skills into the session sandbox");
         }
         let staged = staging::stage_skills(sandbox, &self.config, &self.project_dir).await?;
@@ -312,18 +362,41 @@ async fn opening<T>(slot: &Session, work: impl Future<Output = T>) -> T {
 /// next anyway), or a managed `mkdir -p` where the helper cannot run.
 async fn make_dir(sandbox: &Sandbox, dir: &str) -> Result<(), ToolError> {
     let resident = Resident::of(sandbox);
-    match resident.call("mkdir", "/", json!({"path": dir, "parents": true}), Some(Duration::from_secs(60))).await {
+    match resident
+        .call(
+            "mkdir",
+            "/",
+            json!({"path": dir, "parents": true}),
+            Some(Duration::from_secs(60)),
+        )
+        .await
+    {
         Ok(_) => return Ok(()),
-        Err(err) if matches!(err.guest_code(), Some(GuestErrorCode::PythonMissing | GuestErrorCode::PythonTooOld | GuestErrorCode::InstallFailed)) => {
+        Err(err)
+            if matches!(
+                err.guest_code(),
+                Some(
+                    GuestErrorCode::PythonMissing
+                        | GuestErrorCode::PythonTooOld
+                        | GuestErrorCode::InstallFailed
+                )
+            ) =>
+        {
             tracing::debug!(sandbox = %sandbox.id(), error = %err, "no resident helper; creating the working directory with mkdir");
         }
         Err(err @ Error::Guest(_)) => {
-            return Err(ToolError::Refused(format!("creating the working directory {dir} in {} failed: {err}", sandbox.id())))
+            return Err(ToolError::Refused(format!(
+                "creating the working directory {dir} in {} failed: {err}",
+                sandbox.id()
+            )))
         }
         Err(err) => return Err(err.into()),
     }
     let spec = ProcessSpec::new("mkdir").args(["-p", "--", dir]);
-    let out = sandbox.processes().run(spec, RunOptions::default().timeout(Duration::from_secs(60))).await?;
+    let out = sandbox
+        .processes()
+        .run(spec, RunOptions::default().timeout(Duration::from_secs(60)))
+        .await?;
     if !out.success() {
         return Err(ToolError::Refused(format!(
             "creating the working directory {dir} in {} failed: {}",

@@ -62,7 +62,12 @@ impl Default for Devices {
 impl Devices {
     /// Drops every attachment to a deleted network.
     pub fn forget_network(&self, network_id: &str) {
-        for d in self.rows.write().unwrap_or_else(|e| e.into_inner()).iter_mut() {
+        for d in self
+            .rows
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter_mut()
+        {
             d.networks.retain(|a| a.network_id != network_id);
         }
     }
@@ -73,7 +78,12 @@ impl Devices {
         let n = *next;
         *next += 1;
         let host = n % (1 << 22);
-        format!("100.{}.{}.{}", 64 + (host >> 16), (host >> 8) & 0xff, host & 0xff)
+        format!(
+            "100.{}.{}.{}",
+            64 + (host >> 16),
+            (host >> 8) & 0xff,
+            host & 0xff
+        )
     }
 
     pub(crate) fn with_device<R>(

@@ -54,7 +54,10 @@ impl Disks {
         let rows = self.rows.read().unwrap_or_else(|e| e.into_inner());
         rows.iter()
             .find(|d| &d.tenant == tenant && d.id == id_or_name)
-            .or_else(|| rows.iter().find(|d| &d.tenant == tenant && d.name == id_or_name))
+            .or_else(|| {
+                rows.iter()
+                    .find(|d| &d.tenant == tenant && d.name == id_or_name)
+            })
             .cloned()
     }
 
@@ -64,6 +67,11 @@ impl Disks {
     }
 
     pub(crate) fn by_id(&self, id: &str) -> Option<DiskRecord> {
-        self.rows.read().unwrap_or_else(|e| e.into_inner()).iter().find(|d| d.id == id).cloned()
+        self.rows
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .find(|d| d.id == id)
+            .cloned()
     }
 }

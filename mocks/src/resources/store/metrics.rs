@@ -50,7 +50,11 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    pub(crate) fn with_usage<R>(&self, tenant: &TenantId, f: impl FnOnce(&mut TenantUsage) -> R) -> R {
+    pub(crate) fn with_usage<R>(
+        &self,
+        tenant: &TenantId,
+        f: impl FnOnce(&mut TenantUsage) -> R,
+    ) -> R {
         let mut map = self.usage.lock().unwrap_or_else(|e| e.into_inner());
         f(map.entry(tenant.clone()).or_default())
     }

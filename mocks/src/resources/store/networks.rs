@@ -24,7 +24,10 @@ impl Networks {
         let rows = self.rows.read().unwrap_or_else(|e| e.into_inner());
         rows.iter()
             .find(|n| &n.tenant == tenant && n.id == id_or_name)
-            .or_else(|| rows.iter().find(|n| &n.tenant == tenant && n.name == id_or_name))
+            .or_else(|| {
+                rows.iter()
+                    .find(|n| &n.tenant == tenant && n.name == id_or_name)
+            })
             .cloned()
     }
 
@@ -40,6 +43,9 @@ impl Networks {
 
     pub(crate) fn of_tenant(&self, tenant: &TenantId) -> Vec<NetworkRecord> {
         let rows = self.rows.read().unwrap_or_else(|e| e.into_inner());
-        rows.iter().filter(|n| &n.tenant == tenant).cloned().collect()
+        rows.iter()
+            .filter(|n| &n.tenant == tenant)
+            .cloned()
+            .collect()
     }
 }

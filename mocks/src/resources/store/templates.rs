@@ -34,7 +34,10 @@ impl BuildStatus {
     }
 
     pub(crate) fn finished(self) -> bool {
-        matches!(self, BuildStatus::Ready | BuildStatus::Failed | BuildStatus::Cancelled)
+        matches!(
+            self,
+            BuildStatus::Ready | BuildStatus::Failed | BuildStatus::Cancelled
+        )
     }
 }
 
@@ -78,7 +81,12 @@ impl TemplateEntry {
     }
 
     pub(crate) fn log(&self, level: &'static str, line: impl Into<String>) {
-        self.lock().log.push(LogLine { ts: now(), level, line: line.into(), attempt: 1 });
+        self.lock().log.push(LogLine {
+            ts: now(),
+            level,
+            line: line.into(),
+            attempt: 1,
+        });
         self.changed.notify_waiters();
     }
 
@@ -98,7 +106,11 @@ impl TemplateEntry {
 
     pub(crate) fn view(&self, with_dockerfile: bool) -> Value {
         let s = self.lock();
-        let status = if s.status == BuildStatus::Cancelled { BuildStatus::Failed } else { s.status };
+        let status = if s.status == BuildStatus::Cancelled {
+            BuildStatus::Failed
+        } else {
+            s.status
+        };
         let mut v = json!({
             "id": self.id,
             "name": self.name,
@@ -124,7 +136,13 @@ pub struct Templates {
 
 impl Templates {
     pub(crate) fn of_tenant(&self, tenant: &TenantId) -> Vec<Arc<TemplateEntry>> {
-        self.rows.read().unwrap_or_else(|e| e.into_inner()).iter().filter(|t| &t.tenant == tenant).cloned().collect()
+        self.rows
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|t| &t.tenant == tenant)
+            .cloned()
+            .collect()
     }
 
     /// By id, or the newest version of a name.
@@ -139,7 +157,11 @@ impl Templates {
     /// For `rootfs` at create: `Some(Ok(template id))` when usable, `Some(Err(status))`
     /// when it exists but is not ready, `None` when unknown. A name selects its newest
     /// ready version.
-    pub fn ready_rootfs(&self, tenant: &TenantId, id_or_name: &str) -> Option<Result<String, String>> {
+    pub fn ready_rootfs(
+        &self,
+        tenant: &TenantId,
+        id_or_name: &str,
+    ) -> Option<Result<String, String>> {
         let mine = self.of_tenant(tenant);
         if let Some(t) = mine.iter().find(|t| t.id == id_or_name) {
             return Some(match t.status() {
@@ -147,14 +169,24 @@ impl Templates {
                 other => Err(other.as_str().to_string()),
             });
         }
-        let versions: Vec<&Arc<TemplateEntry>> = mine.iter().filter(|t| t.name == id_or_name).collect();
-        if let Some(ready) = versions.iter().rev().find(|t| t.status() == BuildStatus::Ready) {
+        let versions: Vec<&Arc<TemplateEntry>> =
+            mine.iter().filter(|t| t.name == id_or_name).collect();
+        if let Some(ready) = versions
+            .iter()
+            .rev()
+            .find(|t| t.status() == BuildStatus::Ready)
+        {
             return Some(Ok(ready.id.clone()));
         }
-        versions.last().map(|t| Err(t.status().as_str().to_string()))
+        versions
+            .last()
+            .map(|t| Err(t.status().as_str().to_string()))
     }
 
     pub(crate) fn remove(&self, ids: &[String]) {
-        self.rows.write().unwrap_or_else(|e| e.into_inner()).retain(|t| !ids.contains(&t.id));
+        self.rows
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|t| !ids.contains(&t.id));
     }
 }

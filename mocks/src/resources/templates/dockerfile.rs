@@ -3,14 +3,34 @@
 use crate::envelope::ApiError;
 
 /// Base images a template may start `FROM`.
-pub const ALLOWED_FROM: &[&str] = &["nodeops/sandbox:debian", "nodeops/sandbox:alpine", "nodeops/sandbox:ubuntu"];
+pub const ALLOWED_FROM: &[&str] = &[
+    "nodeops/sandbox:debian",
+    "nodeops/sandbox:alpine",
+    "nodeops/sandbox:ubuntu",
+];
 
 /// Largest Dockerfile accepted (UTF-8 bytes).
 pub const MAX_DOCKERFILE_BYTES: usize = 64 * 1024;
 
 const KNOWN: &[&str] = &[
-    "FROM", "RUN", "CMD", "LABEL", "MAINTAINER", "EXPOSE", "ENV", "ENTRYPOINT", "VOLUME", "USER", "WORKDIR",
-    "ARG", "ONBUILD", "STOPSIGNAL", "HEALTHCHECK", "SHELL", "COPY", "ADD",
+    "FROM",
+    "RUN",
+    "CMD",
+    "LABEL",
+    "MAINTAINER",
+    "EXPOSE",
+    "ENV",
+    "ENTRYPOINT",
+    "VOLUME",
+    "USER",
+    "WORKDIR",
+    "ARG",
+    "ONBUILD",
+    "STOPSIGNAL",
+    "HEALTHCHECK",
+    "SHELL",
+    "COPY",
+    "ADD",
 ];
 
 /// One instruction (continuation lines joined).
@@ -70,13 +90,19 @@ fn push_instruction(out: &mut Vec<Instruction>, line: usize, text: &str) -> Resu
     if !KNOWN.contains(&keyword.as_str()) {
         return Err(invalid(format!("line {line}: unknown instruction {kw}")));
     }
-    out.push(Instruction { keyword, args: args.trim().to_string(), line });
+    out.push(Instruction {
+        keyword,
+        args: args.trim().to_string(),
+        line,
+    });
     Ok(())
 }
 
 /// The image of a `FROM` line (`--platform=…` flags and `AS name` stripped).
 fn from_image(args: &str) -> &str {
-    args.split_whitespace().find(|t| !t.starts_with("--")).unwrap_or("")
+    args.split_whitespace()
+        .find(|t| !t.starts_with("--"))
+        .unwrap_or("")
 }
 
 /// Applies the build rules; returns the instructions and the FROM image.
@@ -85,29 +111,52 @@ pub fn validate(src: &str) -> Result<(Vec<Instruction>, String), ApiError> {
         return Err(invalid("dockerfile is required"));
     }
     if src.len() > MAX_DOCKERFILE_BYTES {
-        return Err(invalid(format!("dockerfile exceeds {MAX_DOCKERFILE_BYTES} bytes")));
+        return Err(invalid(format!(
+            "dockerfile exceeds {MAX_DOCKERFILE_BYTES} bytes"
+        )));
     }
     let instructions = parse(src)?;
-    let froms: Vec<&Instruction> = instructions.iter().filter(|i| i.keyword == "FROM").collect();
+    let froms: Vec<&Instruction> = instructions
+        .iter()
+        .filter(|i| i.keyword == "FROM")
+        .collect();
     if froms.len() != 1 {
-        return Err(invalid(format!("exactly one FROM is required (found {})", froms.len())));
+        return Err(invalid(format!(
+            "exactly one FROM is required (found {})",
+            froms.len()
+        )));
     }
     let first = &instructions[0];
     if first.keyword == "ARG" {
-        return Err(invalid(format!("line {}: ARG before FROM is not allowed", first.line)));
+        return Err(invalid(format!(
+            "line {}: ARG before FROM is not allowed",
+            first.line
+        )));
     }
     if first.keyword != "FROM" {
-        return Err(invalid(format!("line {}: the first instruction must be FROM", first.line)));
+        return Err(invalid(format!(
+            "line {}: the first instruction must be FROM",
+            first.line
+        )));
     }
     let image = from_image(&froms[0].args).to_string();
     if image.contains('$') {
         return Err(invalid("FROM must not use build arguments"));
     }
     if !ALLOWED_FROM.contains(&image.as_str()) {
-        return Err(invalid(format!("FROM {image:?} is not allowed; use one of {}", ALLOWED_FROM.join(", "))));
+        return Err(invalid(format!(
+            "FROM {image:?} is not allowed; use one of {}",
+            ALLOWED_FROM.join(", ")
+        )));
     }
-    if let Some(bad) = instructions.iter().find(|i| i.keyword == "COPY" || i.keyword == "ADD") {
-        return Err(invalid(format!("line {}: {} is not supported (there is no build context)", bad.line, bad.keyword)));
+    if let Some(bad) = instructions
+        .iter()
+        .find(|i| i.keyword == "COPY" || i.keyword == "ADD")
+    {
+        return Err(invalid(format!(
+            "line {}: {} is not supported (there is no build context)",
+            bad.line, bad.keyword
+        )));
     }
     Ok((instructions, image))
 }
@@ -142,6 +191,10 @@ mod tests {
         assert!(validate("ARG X=1\nFROM nodeops/sandbox:debian\n").is_err());
         assert!(validate("FROM nodeops/sandbox:debian\nCOPY . /app\n").is_err());
         assert!(validate("FROM nodeops/sandbox:debian\nBOGUS x\n").is_err());
-        assert!(validate(&format!("FROM nodeops/sandbox:debian\nRUN echo {}\n", "x".repeat(70_000))).is_err());
+        assert!(validate(&format!(
+            "FROM nodeops/sandbox:debian\nRUN echo {}\n",
+            "x".repeat(70_000)
+        ))
+        .is_err());
     }
 }

@@ -18,29 +18,57 @@ use serde_json::{json, Value};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::resources::store::templates::{
-    BuildStatus, LogLine, TemplateEntry, TemplateState, MAX_CONCURRENT_BUILDS,
-};
-use crate::state::AppState;
 use crate::auth::Caller;
 use crate::clock::{now, rfc3339};
 use crate::envelope::{ok, paginate, ApiError, JsonBody, PageQuery};
 use crate::operation::{op, Operation};
+use crate::resources::store::templates::{
+    BuildStatus, LogLine, TemplateEntry, TemplateState, MAX_CONCURRENT_BUILDS,
+};
+use crate::state::AppState;
 
 pub use dockerfile::{ALLOWED_FROM, MAX_DOCKERFILE_BYTES};
 
 pub const OPERATIONS: &[Operation] = &[
-    op("listTemplates", "GET", "/v1/templates", "resources::templates::list_templates"),
-    op("createTemplate", "POST", "/v1/templates", "resources::templates::create_template"),
-    op("getTemplate", "GET", "/v1/templates/{template}", "resources::templates::get_template"),
-    op("deleteTemplate", "DELETE", "/v1/templates/{template}", "resources::templates::delete_template"),
-    op("getTemplateLogs", "GET", "/v1/templates/{template}/logs", "resources::templates::get_template_logs"),
+    op(
+        "listTemplates",
+        "GET",
+        "/v1/templates",
+        "resources::templates::list_templates",
+    ),
+    op(
+        "createTemplate",
+        "POST",
+        "/v1/templates",
+        "resources::templates::create_template",
+    ),
+    op(
+        "getTemplate",
+        "GET",
+        "/v1/templates/{template}",
+        "resources::templates::get_template",
+    ),
+    op(
+        "deleteTemplate",
+        "DELETE",
+        "/v1/templates/{template}",
+        "resources::templates::delete_template",
+    ),
+    op(
+        "getTemplateLogs",
+        "GET",
+        "/v1/templates/{template}/logs",
+        "resources::templates::get_template_logs",
+    ),
 ];
 
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/v1/templates", get(list_templates).post(create_template))
-        .route("/v1/templates/{template}", get(get_template).delete(delete_template))
+        .route(
+            "/v1/templates/{template}",
+            get(get_template).delete(delete_template),
+        )
         .route("/v1/templates/{template}/logs", get(get_template_logs))
 }
 
@@ -61,7 +89,13 @@ pub async fn list_templates(
     Query(q): Query<PageQuery>,
 ) -> Result<Response, ApiError> {
     caller.require_owner()?;
-    let items = state.resources.templates.of_tenant(&caller.tenant).iter().map(|t| t.view(false)).collect();
+    let items = state
+        .resources
+        .templates
+        .of_tenant(&caller.tenant)
+        .iter()
+        .map(|t| t.view(false))
+        .collect();
     paginate(items, &q)
 }
 
@@ -81,23 +115,42 @@ pub async fn create_template(
     state.require_credit(&caller)?;
     let name = req.name.as_deref().unwrap_or("").trim().to_string();
     if !name_ok(&name) {
-        return Err(ApiError::validation("name", "name must match ^[a-z0-9][a-z0-9-]{0,62}$"));
+        return Err(ApiError::validation(
+            "name",
+            "name must match ^[a-z0-9][a-z0-9-]{0,62}$",
+        ));
     }
     let source = req.dockerfile.unwrap_or_default();
     let (instructions, image) = dockerfile::validate(&source)?;
     let base = match req.base.as_deref().map(str::trim).filter(|b| !b.is_empty()) {
         Some(b) if crate::catalog::builtin_rootfs(b).is_some() => b.to_string(),
-        Some(b) => return Err(ApiError::validation("base", format!("unknown base rootfs {b:?}"))),
+        Some(b) => {
+            return Err(ApiError::validation(
+                "base",
+                format!("unknown base rootfs {b:?}"),
+            ))
+        }
         None => dockerfile::base_for(&image).to_string(),
     };
     let entry = {
-        let mut rows = state.resources.templates.rows.write().unwrap_or_else(|e| e.into_inner());
+        let mut rows = state
+            .resources
+            .templates
+            .rows
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
         let running = rows
             .iter()
-            .filter(|t| t.tenant == caller.tenant && matches!(t.status(), BuildStatus::Pending | BuildStatus::Building))
+            .filter(|t| {
+                t.tenant == caller.tenant
+                    && matches!(t.status(), BuildStatus::Pending | BuildStatus::Building)
+            })
             .count();
         if running >= MAX_CONCURRENT_BUILDS {
-            return Err(ApiError::conflict_on("templates", "too many concurrent builds (max 2)"));
+            return Err(ApiError::conflict_on(
+                "templates",
+                "too many concurrent builds (max 2)",
+            ));
         }
         let entry = Arc::new(TemplateEntry {
             id: crate::ids::new_id("tpl_"),
@@ -124,7 +177,11 @@ pub async fn create_template(
 }
 
 /// Simulated build: one step per instruction, `RUN` lines syntax-checked for real.
-async fn run_build(state: AppState, entry: Arc<TemplateEntry>, instructions: Vec<dockerfile::Instruction>) {
+async fn run_build(
+    state: AppState,
+    entry: Arc<TemplateEntry>,
+    instructions: Vec<dockerfile::Instruction>,
+) {
     let step = state.config.latencies.template_build;
     let pause = |d| {
         let cancel = entry.cancel.clone();
@@ -141,7 +198,10 @@ async fn run_build(state: AppState, entry: Arc<TemplateEntry>, instructions: Vec
         return cancelled(&entry);
     }
     entry.set_status(BuildStatus::Building);
-    entry.log("info", format!("building {} on base {}", entry.name, entry.base));
+    entry.log(
+        "info",
+        format!("building {} on base {}", entry.name, entry.base),
+    );
     let total = instructions.len();
     let mut size: i64 = 512 << 20;
     for (i, ins) in instructions.iter().enumerate() {
@@ -166,7 +226,10 @@ async fn run_build(state: AppState, entry: Arc<TemplateEntry>, instructions: Vec
         entry.log("info", format!(" ---> {}", &crate::ids::random_token(12)));
     }
     entry.lock().ext4_size_bytes = size;
-    entry.log("info", format!("Successfully built {} ({} bytes)", entry.id, size));
+    entry.log(
+        "info",
+        format!("Successfully built {} ({} bytes)", entry.id, size),
+    );
     entry.set_status(BuildStatus::Ready);
 }
 
@@ -218,11 +281,25 @@ pub async fn get_template(
     Query(q): Query<GetQuery>,
 ) -> Result<Response, ApiError> {
     caller.require_owner()?;
-    let t = state.resources.templates.find(&caller.tenant, &template).ok_or_else(not_found)?;
+    let t = state
+        .resources
+        .templates
+        .find(&caller.tenant, &template)
+        .ok_or_else(not_found)?;
     let mut with_dockerfile = false;
-    for part in q.include.as_deref().unwrap_or("").split(',').map(str::trim).filter(|p| !p.is_empty()) {
+    for part in q
+        .include
+        .as_deref()
+        .unwrap_or("")
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+    {
         if part != "dockerfile" {
-            return Err(ApiError::validation("include", format!("unknown include {part:?} (dockerfile)")));
+            return Err(ApiError::validation(
+                "include",
+                format!("unknown include {part:?} (dockerfile)"),
+            ));
         }
         with_dockerfile = true;
     }
@@ -268,12 +345,21 @@ pub async fn get_template_logs(
     Query(q): Query<LogsQuery>,
 ) -> Result<Response, ApiError> {
     caller.require_owner()?;
-    let t = state.resources.templates.find(&caller.tenant, &template).ok_or_else(not_found)?;
+    let t = state
+        .resources
+        .templates
+        .find(&caller.tenant, &template)
+        .ok_or_else(not_found)?;
     let attempt: Option<u32> = match q.attempt.as_deref().filter(|a| !a.is_empty()) {
         None => None,
         Some(raw) => match raw.parse::<u32>() {
             Ok(n) if n >= 1 => Some(n),
-            _ => return Err(ApiError::validation("attempt", "attempt must be a positive integer")),
+            _ => {
+                return Err(ApiError::validation(
+                    "attempt",
+                    "attempt must be a positive integer",
+                ))
+            }
         },
     };
     let keep = move |l: &LogLine| attempt.is_none_or(|a| l.attempt == a);
@@ -285,7 +371,10 @@ pub async fn get_template_logs(
             text.push('\n');
         }
         let mut resp = Response::new(Body::from(text));
-        resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+        resp.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
         return Ok(resp);
     }
     let (tx, resp) = crate::ndjson::channel_response(64);
@@ -307,7 +396,9 @@ pub async fn get_template_logs(
                 }
             }
             if status.finished() {
-                let _ = tx.send(json!({"final": true, "status": status.as_str()})).await;
+                let _ = tx
+                    .send(json!({"final": true, "status": status.as_str()}))
+                    .await;
                 return;
             }
             tokio::select! {
