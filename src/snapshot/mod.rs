@@ -318,7 +318,7 @@ pub struct NameVerdict {
 /// deny-list and VCS metadata) exactly as [`Snapshot::scan`] applies them, without touching the
 /// disk: one [`NameVerdict`] for each of `names` (relative, `/`-separated), in order.
 /// `excludes` are parsed as [`SnapshotOptions::excludes`] are (a bad pattern is an
-/// [`Error::InvalidInput`](crate::Error::InvalidInput) on `excludes`); `gitlinks` are the
+/// [`Error::InvalidInput`] on `excludes`); `gitlinks` are the
 /// submodule paths whose whole subtree is left out.
 ///
 /// A sync scopes the guest's listing with it, the agent tools refuse deny-listed paths with it,
