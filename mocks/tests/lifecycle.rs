@@ -112,6 +112,42 @@ async fn create_validation() {
     env.mock.shutdown().await;
 }
 
+/// A client that hangs up while its create is in flight does not strand the sandbox in
+/// `creating`: the spawn finishes and the sandbox runs (then the caller can find and destroy it).
+#[tokio::test]
+async fn a_create_whose_client_hangs_up_still_finishes() {
+    let env = start_with(MockConfig::default().latencies(createos_mock::Latencies {
+        create: Duration::from_millis(800),
+        ..Default::default()
+    }))
+    .await;
+    let request = env
+        .http
+        .post(env.url("/v1/sandboxes"))
+        .header("X-Api-Key", common::KEY)
+        .json(&json!({"shape": "s-1vcpu-1gb", "name": "hangs-up"}));
+    let pending = tokio::spawn(request.send());
+    // the sandbox is registered (and still creating) before the client gives up
+    let id = loop {
+        let list = env.get("/v1/sandboxes?status=creating").await;
+        let found = list.data()["data"].as_array().and_then(|all| {
+            all.iter()
+                .find(|s| s["name"] == "hangs-up")
+                .and_then(|s| s["id"].as_str().map(str::to_string))
+        });
+        if let Some(id) = found {
+            break id;
+        }
+        assert!(!pending.is_finished(), "the create answered before it was seen creating");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    pending.abort();
+    let _ = pending.await;
+    env.wait_status(&id, "running").await;
+    assert_eq!(env.delete(&format!("/v1/sandboxes/{id}")).await.status, 200);
+    env.mock.shutdown().await;
+}
+
 #[tokio::test]
 async fn pause_resume_fork_destroy() {
     let env = start().await;

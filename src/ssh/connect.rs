@@ -72,6 +72,7 @@ fn client_config(options: &SshOptions) -> Arc<client::Config> {
         keepalive_max: 3,
         // Bulk transfers (tar uploads, SFTP) benefit from a large window.
         window_size: 8 * 1024 * 1024,
+        preferred: super::ciphers::preferred(),
         ..Default::default()
     })
 }

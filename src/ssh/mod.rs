@@ -15,7 +15,9 @@
 //!   streaming both ways);
 //! - files: SFTP with pipelined, streaming reads and atomic writes
 //!   ([`SshSession::read_file`], [`SshSession::write_file`], `stat`, `list`, `mkdir_p`,
-//!   `rename`, `remove_*`).
+//!   `rename`, `remove_*`);
+//! - ciphers: AES-GCM first where the CPU runs it in hardware, ChaCha20-Poly1305 first
+//!   elsewhere ([`preferred_ciphers`]).
 //!
 //! ```no_run
 //! # async fn demo(sandbox: createos_sandbox::Sandbox) -> createos_sandbox::Result<()> {
@@ -32,6 +34,7 @@
 //! # Ok(()) }
 //! ```
 
+mod ciphers;
 mod connect;
 mod error;
 mod exec;
@@ -46,6 +49,7 @@ mod session;
 mod sftp;
 mod sftp_io;
 
+pub use ciphers::{hardware_aes_gcm, preferred_ciphers};
 pub use error::{SftpErrorKind, SshError};
 pub use exec::{command_line, shell_quote, ExitSignal, SshExit, SshOutput, MAX_STREAMING_STDERR};
 pub use files::{SshFiles, APP_DIR};

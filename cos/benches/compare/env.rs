@@ -51,7 +51,7 @@ impl Sizes {
             snapshot_rounds: 7,
             transfer_bytes: 500_000_000,
             transfer_warmup: 1,
-            transfer_rounds: 3,
+            transfer_rounds: 5,
             sync_files: 20_000,
             sync_changed: 10,
             sync_warmup: 1,

@@ -266,14 +266,43 @@ pub async fn create_sandbox(
     state.stats.sandbox_created();
     state.resources.metrics.sandbox_created(&caller.tenant);
 
+    // The spawn finishes in a task of its own: a client that hangs up mid-create must not
+    // strand the sandbox in `creating` (the real service finishes the spawn either way).
+    let spawn = tokio::spawn(finish_spawn(state, Arc::clone(&entry), disk_mounts, started));
+    match spawn.await {
+        Ok(result) => result,
+        Err(e) => {
+            super::model::apply_status(&mut entry.record(), Status::Failed);
+            Err(ApiError::internal(format!("the spawn task ended: {e}")))
+        }
+    }
+}
+
+/// The rest of a create once the sandbox is registered: the spawn latency, the disks, then
+/// `running`; a disk that cannot be mounted ends it `failed` (`creating ──► failed`).
+async fn finish_spawn(
+    state: AppState,
+    entry: SandboxRef,
+    disk_mounts: Vec<DiskMount>,
+    started: Instant,
+) -> Result<Response, ApiError> {
     tokio::time::sleep(state.config.latencies.create).await;
     for mount in disk_mounts {
-        crate::resources::disks::mount_into(&state, &entry, mount)?;
+        if let Err(e) = crate::resources::disks::mount_into(&state, &entry, mount) {
+            let mut r = entry.record();
+            if r.status == Status::Creating {
+                super::model::apply_status(&mut r, Status::Failed);
+            }
+            return Err(e);
+        }
     }
     {
         let mut r = entry.record();
         r.spawn_ms = started.elapsed().as_secs_f64() * 1000.0;
-        super::model::apply_status(&mut r, Status::Running);
+        // a destroy that came in meanwhile wins
+        if r.status == Status::Creating {
+            super::model::apply_status(&mut r, Status::Running);
+        }
     }
     Ok(ok(entry.view()))
 }
