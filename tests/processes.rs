@@ -678,6 +678,41 @@ async fn dropping_a_run_stops_the_remote_tree() {
     env.shutdown().await;
 }
 
+/// A caller that gives up while the start request is in flight leaves nothing running: the
+/// request goes on in the start's own task, which stops the process once the late answer
+/// names it.
+#[tokio::test]
+async fn a_start_abandoned_in_flight_leaves_nothing_running() {
+    let env = common::start().await;
+    let sb = sandbox(&env).await;
+    // the process starts at once; its answer comes 600 ms later
+    env.add_fault("POST /v1/sandboxes/*/processes delay=600ms when=after count=1")
+        .await;
+    let started = tokio::time::timeout(
+        Duration::from_millis(100),
+        sb.processes().start(sh("sleep 3061")),
+    )
+    .await;
+    assert!(started.is_err(), "the start answered inside its deadline");
+    let procs = sb.processes();
+    let settled = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            let list = procs.list().await.expect("list");
+            if list.len() == 1 && list[0].state != ProcessState::Running {
+                return list;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the abandoned start's process was stopped");
+    assert_eq!(settled.len(), 1, "{settled:?}");
+    assert_eq!(live_processes(&env).await, 0);
+    assert!(!guest_cmdlines(&sb).await.contains("sleep 3061"));
+    assert_eq!(env.requests("stopProcess").await, 1);
+    env.shutdown().await;
+}
+
 // ------------------------------------------------------------------------------ handles
 
 #[tokio::test]

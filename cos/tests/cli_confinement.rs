@@ -87,6 +87,7 @@ async fn home_and_credential_folders_are_refused_before_any_request() {
     );
     let token = home.join(".createos/.token");
     let token = token.to_str().unwrap();
+    let shot_in_git = home.join("code/app/.git/shot.png").display().to_string();
     let before = requests(&env).await;
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["offload", "-C", &h, "--", "true"], "home directory"),
@@ -127,6 +128,15 @@ async fn home_and_credential_folders_are_refused_before_any_request() {
             "~/.createos",
         ),
         (vec!["pull", "conf-box", "/root/in.txt", ssh], "~/.ssh"),
+        // a screenshot is the sandbox's bytes too
+        (
+            vec!["computer", "conf-box", "screenshot", "-f", token],
+            "~/.createos",
+        ),
+        (
+            vec!["computer", "conf-box", "screenshot", "-f", &shot_in_git],
+            "version-control metadata",
+        ),
     ];
     for (args, needle) in cases {
         let out = cos(&env, &home, &args).await;
@@ -143,6 +153,7 @@ async fn home_and_credential_folders_are_refused_before_any_request() {
         std::fs::read_to_string(home.join(".createos/.token")).unwrap(),
         "t"
     );
+    assert!(!home.join("code/app/.git").exists());
 
     // A person may name other places, also outside any project: a pull into the home
     // directory's ordinary folders, a push from it, and --force for ~/.aws.

@@ -4,7 +4,14 @@
 //! RULE   := [METHOD] PATH_GLOB ACTION [OPTION ...]      (space separated)
 //! METHOD := GET|POST|PUT|PATCH|DELETE|*                 (default *)
 //! PATH_GLOB: `*` matches any run of characters including '/'
-//! ACTION := status=CODE [retry_after=SECS] | reset [when=before|after] | delay=DUR | cut=BYTES
+//! ACTION := status=CODE [retry_after=SECS] | reset [when=before|after] | delay=DUR [when=before|after]
+//!         | cut=BYTES
+//! ```
+//!
+//! `delay … when=after` holds the answer back once the handler has acted: the request took
+//! effect but its answer is late, which is what a client that gives up mid-request meets.
+//!
+//! ```text
 //! OPTION := rate=P (0..1, default 1) | count=N (fire at most N times) | after=N (skip first N matches)
 //! ```
 
@@ -24,10 +31,11 @@ pub enum FaultAction {
     Status { code: u16, retry_after: Option<u64> },
     /// Drop the connection: before the handler runs, or after it (cut mid-body).
     Reset { after_handler: bool },
-    /// Sleep before the handler.
+    /// Sleep before the handler, or after it (the request acted; its answer is late).
     Delay {
         #[serde(serialize_with = "ser_duration_ms")]
         duration: Duration,
+        after_handler: bool,
     },
     /// Abort a (streaming) response after this many body bytes.
     Cut { bytes: u64 },
@@ -103,6 +111,7 @@ impl FaultRule {
         } else if let Some(v) = action_token.strip_prefix("delay=") {
             FaultAction::Delay {
                 duration: parse_duration(v)?,
+                after_handler: false,
             }
         } else if let Some(v) = action_token.strip_prefix("cut=") {
             let bytes: u64 = v.parse().map_err(|_| format!("bad cut in {raw:?}"))?;
@@ -139,14 +148,15 @@ impl FaultRule {
                     _ => return Err(format!("retry_after only applies to status= in {raw:?}")),
                 },
                 "when" => match &mut action {
-                    FaultAction::Reset { after_handler } => {
+                    FaultAction::Reset { after_handler }
+                    | FaultAction::Delay { after_handler, .. } => {
                         *after_handler = match v {
                             "before" => false,
                             "after" => true,
                             _ => return Err(format!("when must be before|after in {raw:?}")),
                         }
                     }
-                    _ => return Err(format!("when only applies to reset in {raw:?}")),
+                    _ => return Err(format!("when only applies to reset and delay in {raw:?}")),
                 },
                 _ => return Err(format!("unknown option {k:?} in {raw:?}")),
             }
@@ -229,6 +239,8 @@ pub fn glob_match(glob: &str, text: &str) -> bool {
 #[derive(Debug, Default, Clone)]
 pub struct FaultPlan {
     pub delay: Duration,
+    /// Held back after the handler ran.
+    pub delay_after: Duration,
     pub status: Option<(u16, Option<u64>)>,
     pub reset_before: bool,
     pub reset_after: bool,
@@ -273,7 +285,14 @@ impl Faults {
             }
             plan.fired += 1;
             match rule.action {
-                FaultAction::Delay { duration } => plan.delay += duration,
+                FaultAction::Delay {
+                    duration,
+                    after_handler: false,
+                } => plan.delay += duration,
+                FaultAction::Delay {
+                    duration,
+                    after_handler: true,
+                } => plan.delay_after += duration,
                 FaultAction::Status { code, retry_after } => {
                     if plan.status.is_none() {
                         plan.status = Some((code, retry_after));
@@ -333,7 +352,23 @@ mod tests {
             }
         );
         assert!(FaultRule::parse("/x bogus").is_err());
-        assert!(FaultRule::parse("/x delay=2s when=after").is_err());
+        let r = FaultRule::parse("POST /x delay=2s when=after").unwrap();
+        assert_eq!(
+            r.action,
+            FaultAction::Delay {
+                duration: Duration::from_secs(2),
+                after_handler: true
+            }
+        );
+        assert!(FaultRule::parse("/x status=503 when=after").is_err());
+        let f = Faults::default();
+        f.add("/x delay=1s when=after").unwrap();
+        f.add("/x delay=2s").unwrap();
+        let plan = f.plan("GET", "/x");
+        assert_eq!(
+            (plan.delay, plan.delay_after),
+            (Duration::from_secs(2), Duration::from_secs(1))
+        );
     }
 
     #[test]

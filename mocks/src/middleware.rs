@@ -70,6 +70,9 @@ pub async fn traffic(State(state): State<AppState>, req: Request, next: Next) ->
 
     state.stats.handled(&operation);
     let resp = next.run(req).await;
+    if !plan.delay_after.is_zero() {
+        tokio::time::sleep(plan.delay_after).await;
+    }
 
     if plan.reset_after {
         let (parts, body) = resp.into_parts();

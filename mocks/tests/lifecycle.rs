@@ -138,7 +138,10 @@ async fn a_create_whose_client_hangs_up_still_finishes() {
         if let Some(id) = found {
             break id;
         }
-        assert!(!pending.is_finished(), "the create answered before it was seen creating");
+        assert!(
+            !pending.is_finished(),
+            "the create answered before it was seen creating"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     };
     pending.abort();

@@ -205,7 +205,7 @@ pub(crate) fn write<W: Write>(plan: &Plan, out: W, compression: Compression) -> 
     };
     let sink_error = |e: io::Error| Error::io("writing the archive", e);
     std::thread::scope(|scope| {
-        let prefetched = prefetch::spawn(scope, plan, prefetch::default_readers());
+        let prefetched = prefetch::spawn(scope, plan, prefetch::readers_for(plan));
         match compression {
             Compression::None => Ok(write_entries(plan, prefetched, sink, &flags)?.inner),
             Compression::Gzip { level } => {

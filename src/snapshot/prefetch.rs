@@ -86,12 +86,67 @@ impl Prefetched {
     }
 }
 
-/// How many reader threads to use: one per core, at least two (so I/O waits overlap), at most
-/// four.
-pub(crate) fn default_readers() -> usize {
-    std::thread::available_parallelism()
-        .map_or(2, |n| n.get())
-        .clamp(2, 4)
+/// Files whose first byte [`readers_for`] probes.
+const PROBE_FILES: usize = 16;
+
+/// How many reader threads to use for `plan`.
+///
+/// - Contents in the page cache: reading is CPU work, and the writer (and whatever consumes
+///   the archive) needs a core too, so one reader per core but one (at least one, at most
+///   four). On 2 vCPUs, 20 000 cached files took a median 91–95 ms with one reader against
+///   123–133 ms with two.
+/// - Contents on disk: the readers mostly wait, and more of them overlap the waits: one per
+///   core, at least two, at most four. The same tree with a cold cache took 0.9–1.2 s with two
+///   readers against 1.5–2.0 s with one.
+///
+/// Which case holds is judged on a sample of files spread over the plan (see
+/// [`contents_cached`]).
+pub(crate) fn readers_for(plan: &Plan) -> usize {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    if contents_cached(plan) {
+        cores.saturating_sub(1).clamp(1, 4)
+    } else {
+        cores.clamp(2, 4)
+    }
+}
+
+/// Whether the sampled files' first bytes are in the page cache: a one-byte `preadv2` with
+/// `RWF_NOWAIT` fails with `EAGAIN` where reading would wait for the disk. Any other failure
+/// (a file gone since the scan, an old kernel) counts as "not cached", the safe side.
+#[cfg(target_os = "linux")]
+fn contents_cached(plan: &Plan) -> bool {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+
+    let files: Vec<&Entry> = plan.files.iter().filter(|f| f.size > 0).collect();
+    if files.is_empty() {
+        return true;
+    }
+    let step = files.len().div_ceil(PROBE_FILES).max(1);
+    let mut path = PathBuf::new();
+    files.iter().step_by(step).all(|entry| {
+        let name = archive::raw_name(&entry.path);
+        let Ok(file) = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(full_path(&mut path, &plan.root, name))
+        else {
+            return false;
+        };
+        let mut byte = 0u8;
+        let iov = libc::iovec {
+            iov_base: (&mut byte as *mut u8).cast(),
+            iov_len: 1,
+        };
+        // SAFETY: one iovec over a live local byte, on a descriptor this function owns.
+        let n = unsafe { libc::preadv2(file.as_raw_fd(), &iov, 1, 0, libc::RWF_NOWAIT) };
+        n == 1
+    })
+}
+
+#[cfg(not(target_os = "linux"))]
+fn contents_cached(_plan: &Plan) -> bool {
+    false
 }
 
 /// Start `readers` threads in `scope` that load the items of `plan`. They stop at their first
@@ -284,4 +339,63 @@ fn full_path<'a>(buf: &'a mut PathBuf, root: &Path, name: &[u8]) -> &'a Path {
     buf.push(root);
     super::relpath::push_name(buf, name);
     buf
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+
+    use super::*;
+    use crate::snapshot::{Snapshot, SnapshotOptions};
+
+    /// Write `n` files of 8 KiB, synced, so their pages can be evicted.
+    fn tree(dir: &Path, n: usize) {
+        for i in 0..n {
+            let mut file = File::create(dir.join(format!("f{i:02}.bin"))).unwrap();
+            file.write_all(&[b'x'; 8192]).unwrap();
+            file.sync_all().unwrap();
+        }
+    }
+
+    fn evict(dir: &Path) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let file = File::open(entry.unwrap().path()).unwrap();
+            // SAFETY: an advisory call on a descriptor this test owns.
+            let rc =
+                unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+            assert_eq!(rc, 0);
+        }
+    }
+
+    #[test]
+    fn the_reader_count_follows_whether_the_contents_are_cached() {
+        // on the checkout's disk: a tmpfs keeps every page resident
+        let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        tree(dir.path(), 40);
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+
+        evict(dir.path());
+        let snapshot = Snapshot::scan(dir.path(), &SnapshotOptions::new()).unwrap();
+        assert_eq!(snapshot.files().len(), 40);
+        assert!(
+            !contents_cached(&snapshot.plan),
+            "evicted files seen as cached"
+        );
+        assert_eq!(readers_for(&snapshot.plan), cores.clamp(2, 4));
+
+        // reading them brings them back
+        for entry in std::fs::read_dir(dir.path()).unwrap() {
+            std::fs::read(entry.unwrap().path()).unwrap();
+        }
+        assert!(contents_cached(&snapshot.plan));
+        assert_eq!(
+            readers_for(&snapshot.plan),
+            cores.saturating_sub(1).clamp(1, 4)
+        );
+        // and the archive is the same whichever count was used
+        let mut tar = Vec::new();
+        snapshot.write_tar(&mut tar).unwrap();
+        assert_eq!(tar.len() as u64, snapshot.exact_size());
+    }
 }

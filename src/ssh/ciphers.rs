@@ -107,6 +107,9 @@ mod tests {
     #[test]
     fn the_config_uses_the_order_for_this_cpu() {
         assert_eq!(preferred().cipher.as_ref(), order(hardware_aes_gcm()));
-        assert_eq!(preferred_ciphers()[0], order(hardware_aes_gcm())[0].as_ref());
+        assert_eq!(
+            preferred_ciphers()[0],
+            order(hardware_aes_gcm())[0].as_ref()
+        );
     }
 }

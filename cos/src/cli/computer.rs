@@ -222,6 +222,10 @@ fn done(ctx: &Ctx, what: String) {
 }
 
 pub async fn computer(ctx: &Ctx, args: ComputerArgs) -> Result<()> {
+    // The screenshot is the sandbox's bytes: refuse a protected target before any request.
+    if let Action::Screenshot { file, .. } = &args.action {
+        createos_sandbox::transfer::protect::check_target(file)?;
+    }
     let sb = resolve::sandbox(&ctx.client, &args.sandbox).await?;
     let pc = sb.computer_on(&args.screen)?;
     match args.action {

@@ -268,7 +268,12 @@ pub async fn create_sandbox(
 
     // The spawn finishes in a task of its own: a client that hangs up mid-create must not
     // strand the sandbox in `creating` (the real service finishes the spawn either way).
-    let spawn = tokio::spawn(finish_spawn(state, Arc::clone(&entry), disk_mounts, started));
+    let spawn = tokio::spawn(finish_spawn(
+        state,
+        Arc::clone(&entry),
+        disk_mounts,
+        started,
+    ));
     match spawn.await {
         Ok(result) => result,
         Err(e) => {

@@ -55,6 +55,10 @@ impl Processes {
     /// Start a process (E21). Not retried on a broken connection (it may have started);
     /// 429/503 are retried since the server did not act on them.
     ///
+    /// Cancel-safe: the request runs in a task of its own, so a caller that gives up while it
+    /// is in flight (a deadline, a cancelled tool call, a dropped future) leaves nothing
+    /// running. If the process started anyway, the task stops it as soon as the answer names it.
+    ///
     /// ```no_run
     /// # async fn demo(sandbox: createos_sandbox::Sandbox) -> createos_sandbox::Result<()> {
     /// use createos_sandbox::api::processes::{ProcessSpec, WaitScope};
@@ -69,14 +73,21 @@ impl Processes {
         let call = Call::new(&ep::CREATE_PROCESS)
             .param(self.sandbox.id())
             .json(&spec)?;
-        let details: ProcessDetails = self.sandbox.client.transport.json(call).await?;
-        validate::id("process id", &details.process_id).map_err(|_| {
-            Error::decode(
-                ep::CREATE_PROCESS.label(),
-                "the answer carries no usable process_id",
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let sandbox = self.sandbox.clone();
+        tokio::spawn(async move {
+            let started = create(&sandbox, call).await;
+            if let Err(Ok(orphan)) = tx.send(started) {
+                tracing::debug!(sandbox = %sandbox.id(), process = %orphan.id(), "the caller gave up during the start; stopping the process");
+                let _ = orphan.stop(Some(Duration::ZERO)).await;
+            }
+        });
+        rx.await.map_err(|_| {
+            Error::io(
+                "starting a process",
+                std::io::Error::other("the task sending the start ended without an answer"),
             )
-        })?;
-        Ok(Process::from_details(self.sandbox.clone(), details))
+        })?
     }
 
     /// Every process the sandbox retains, live or exited, in start order (E22).
@@ -109,6 +120,18 @@ impl Processes {
     pub fn sandbox(&self) -> &Sandbox {
         &self.sandbox
     }
+}
+
+/// The start request itself, and the handle on what it started.
+async fn create(sandbox: &Sandbox, call: Call) -> Result<Process> {
+    let details: ProcessDetails = sandbox.client.transport.json(call).await?;
+    validate::id("process id", &details.process_id).map_err(|_| {
+        Error::decode(
+            ep::CREATE_PROCESS.label(),
+            "the answer carries no usable process_id",
+        )
+    })?;
+    Ok(Process::from_details(sandbox.clone(), details))
 }
 
 /// A managed process. Cheap to clone; clones share the cached details, which every call that

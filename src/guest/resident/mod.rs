@@ -289,11 +289,12 @@ impl Resident {
             let (cmd, args) = argv
                 .split_first()
                 .ok_or_else(|| Error::invalid("argv", "empty"))?;
-            let process = start_owned(
-                &self.sandbox,
-                ProcessSpec::new(cmd.clone()).args(args.iter().cloned()),
-            )
-            .await?;
+            // cancel-safe: a caller gone during the start leaves no helper behind
+            let process = self
+                .sandbox
+                .processes()
+                .start(ProcessSpec::new(cmd.clone()).args(args.iter().cloned()))
+                .await?;
             let link = Link::new(process);
             // A caller that gives up before the helper is ready must not leave it running.
             let mut unready = StopUnready(Some(link.clone()));
@@ -426,30 +427,6 @@ impl Drop for StopUnready {
             });
         }
     }
-}
-
-/// Start `spec` in a task of its own: a caller that gives up (its deadline, a cancelled tool
-/// call) while the create request is in flight would otherwise leave a helper that nobody
-/// knows of. The task stops what it started when nobody is left to take it.
-async fn start_owned(
-    sandbox: &Sandbox,
-    spec: ProcessSpec,
-) -> Result<crate::api::processes::Process> {
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let sandbox = sandbox.clone();
-    tokio::spawn(async move {
-        let started = sandbox.processes().start(spec).await;
-        if let Err(Ok(orphan)) = tx.send(started) {
-            tracing::debug!(sandbox = %sandbox.id(), process = %orphan.id(), "the helper's caller gave up; stopping it");
-            let _ = orphan.stop(Some(Duration::ZERO)).await;
-        }
-    });
-    rx.await.map_err(|_| {
-        guest_error(
-            GuestErrorCode::HelperFailed,
-            "the task starting the helper ended without an answer".into(),
-        )
-    })?
 }
 
 fn guest_error(code: GuestErrorCode, message: String) -> Error {

@@ -45,7 +45,8 @@ fn method(sizes: &Sizes) -> String {
          what the ignore rules match, untracked and tracked-but-ignored-now), name checks, excludes and \
          credential deny-list, one `lstat` per file (spread over the cores), then the tar written \
          through a {buf} KiB buffer (the chunk size of the crate's upload stream) into a pipe that a \
-         thread drains. Reader threads open each file once (`O_NOFOLLOW`), check it through its handle \
+         thread drains. Reader threads (one per core but one when a sample of the files is in the page \
+         cache, as here after the first round; more when reads would wait for the disk) open each file once (`O_NOFOLLOW`), check it through its handle \
          against the scan (same inode, same size), and lay out whole batches of entries (headers, \
          contents, padding) that the writer copies out in order.\n\
          - **`git ls-files -z | tar --null -T - -cf -`** via `sh -c` in the repository, its stdout drained \
