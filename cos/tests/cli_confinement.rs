@@ -131,7 +131,7 @@ async fn home_and_credential_folders_are_refused_before_any_request() {
         // a screenshot is the sandbox's bytes too
         (
             vec!["computer", "conf-box", "screenshot", "-f", token],
-            "~/.createos",
+            "never written from a sandbox",
         ),
         (
             vec!["computer", "conf-box", "screenshot", "-f", &shot_in_git],
