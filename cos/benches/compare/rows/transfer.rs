@@ -87,35 +87,15 @@ async fn run(bench: &Bench) -> anyhow::Result<Vec<Comparison>> {
         .context("staging the download source")?;
 
     let sandbox = bench.sandbox.clone();
+    // one contender: `label` moving the file `way`
+    let transfer = |label: &str, way: Way| {
+        Transfer::new(label, way, &sandbox, &rig, &source, scratch.path(), size)
+    };
     let up_labels = ["files API upload", "SFTP upload (ours)", "scp upload"];
     let mut uploads: Vec<Box<dyn Contender>> = vec![
-        Box::new(Transfer::new(
-            up_labels[0],
-            Way::ApiUp,
-            &sandbox,
-            &rig,
-            &source,
-            scratch.path(),
-            size,
-        )),
-        Box::new(Transfer::new(
-            up_labels[1],
-            Way::SftpUp,
-            &sandbox,
-            &rig,
-            &source,
-            scratch.path(),
-            size,
-        )),
-        Box::new(Transfer::new(
-            up_labels[2],
-            Way::ScpUp,
-            &sandbox,
-            &rig,
-            &source,
-            scratch.path(),
-            size,
-        )),
+        Box::new(transfer(up_labels[0], Way::ApiUp)),
+        Box::new(transfer(up_labels[1], Way::SftpUp)),
+        Box::new(transfer(up_labels[2], Way::ScpUp)),
     ];
     let up = alternate(
         &mut uploads,
@@ -136,45 +116,10 @@ async fn run(bench: &Bench) -> anyhow::Result<Vec<Comparison>> {
         scp_ours_label.as_str(),
     ];
     let mut downloads: Vec<Box<dyn Contender>> = vec![
-        Box::new(Transfer::new(
-            down_labels[0],
-            Way::ApiDown,
-            &sandbox,
-            &rig,
-            &source,
-            scratch.path(),
-            size,
-        )),
-        Box::new(Transfer::new(
-            down_labels[1],
-            Way::SftpDown,
-            &sandbox,
-            &rig,
-            &source,
-            scratch.path(),
-            size,
-        )),
-        Box::new(Transfer::new(
-            down_labels[2],
-            Way::ScpDown,
-            &sandbox,
-            &rig,
-            &source,
-            scratch.path(),
-            size,
-        )),
-        Box::new(
-            Transfer::new(
-                down_labels[3],
-                Way::ScpDown,
-                &sandbox,
-                &rig,
-                &source,
-                scratch.path(),
-                size,
-            )
-            .scp_cipher(cipher),
-        ),
+        Box::new(transfer(down_labels[0], Way::ApiDown)),
+        Box::new(transfer(down_labels[1], Way::SftpDown)),
+        Box::new(transfer(down_labels[2], Way::ScpDown)),
+        Box::new(transfer(down_labels[3], Way::ScpDown).scp_cipher(cipher)),
     ];
     let down = alternate(
         &mut downloads,
