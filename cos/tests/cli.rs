@@ -278,6 +278,7 @@ fn local_mode_runs_without_an_account() {
     let out = Command::new(env!("CARGO_BIN_EXE_cos"))
         .args(["--local", "-o", "json", "run", "--", "uname", "-s"])
         .env_remove("CREATEOS_API_KEY")
+        .env_remove("RUST_LOG")
         .env("HOME", std::env::temp_dir().join("cos-no-home"))
         .output()
         .unwrap();
@@ -289,4 +290,11 @@ fn local_mode_runs_without_an_account() {
     let doc = json(&out);
     assert_eq!(doc["exit_code"], 0);
     assert!(!doc["stdout"].as_str().unwrap().is_empty());
+    // nothing the user did not ask about: what the emulator cannot set up (no nft or
+    // iptables for NAT, no outbound link) is a debug line, not a message
+    assert!(
+        out.stderr.is_empty(),
+        "a --local run printed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
