@@ -27,7 +27,7 @@ find_cos() {
 }
 
 if ! cos=$(find_cos); then
-    echo "build.sh: cos was not found (set COS_BIN, or install it: cargo install --path <createos-sandbox>)" >&2
+    echo "build.sh: cos was not found (set COS_BIN, or install it: cargo install --locked --path <createos-sandbox>/cos)" >&2
     exit 1
 fi
 case "$cos" in
