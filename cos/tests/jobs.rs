@@ -663,193 +663,99 @@ async fn bad_input_is_refused_before_anything_is_created() {
     let env = common::start().await;
     let dir = project();
     std::os::unix::fs::symlink("/tmp", dir.path().join("link")).unwrap();
-    let cancel = CancellationToken::new();
+    let cancel = &CancellationToken::new();
     let c = &env.client;
-    let opts = options();
     let offload = |dir: &Path, cmd: &str, out: Option<&str>| {
         let mut r = OffloadRequest::new(dir, cmd);
         r.out = out.map(str::to_string);
         r
     };
+    // each job kind with the usual options, the outcome reduced to refused or not
+    let run_offload = |request: OffloadRequest, opts: JobOptions| async move {
+        jobs::offload(c, request, &opts, cancel, None)
+            .await
+            .map(|_| ())
+    };
+    let run_fanout = |request: FanoutRequest| async move {
+        jobs::fanout(c, request, &options(), cancel, None)
+            .await
+            .map(|_| ())
+    };
+    let run_code = |request: RunCodeRequest| async move {
+        jobs::run_code(c, request, &options(), cancel, None)
+            .await
+            .map(|_| ())
+    };
     let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
-    let cases: Vec<(&str, Result<_, JobError>)> = vec![
+    let long = JobOptions {
+        timeout: Some(Duration::from_secs(3601)),
+        ..options()
+    };
+    let cases: Vec<(&str, Result<(), JobError>)> = vec![
         (
             "empty command",
-            jobs::offload(c, offload(dir.path(), "  ", None), &opts, &cancel, None)
-                .await
-                .map(|_| ()),
+            run_offload(offload(dir.path(), "  ", None), options()).await,
         ),
         (
             "missing dir",
-            jobs::offload(
-                c,
-                offload(&dir.path().join("nope"), "true", None),
-                &opts,
-                &cancel,
-                None,
-            )
-            .await
-            .map(|_| ()),
+            run_offload(offload(&dir.path().join("nope"), "true", None), options()).await,
         ),
         (
             "root dir",
-            jobs::offload(
-                c,
-                offload(Path::new("/"), "true", None),
-                &opts,
-                &cancel,
-                None,
-            )
-            .await
-            .map(|_| ()),
+            run_offload(offload(Path::new("/"), "true", None), options()).await,
         ),
         (
             "home dir",
-            jobs::offload(
-                c,
-                offload(Path::new(&home), "true", None),
-                &opts,
-                &cancel,
-                None,
-            )
-            .await
-            .map(|_| ()),
+            run_offload(offload(Path::new(&home), "true", None), options()).await,
         ),
         (
             "out escapes",
-            jobs::offload(
-                c,
-                offload(dir.path(), "true", Some("../x")),
-                &opts,
-                &cancel,
-                None,
-            )
-            .await
-            .map(|_| ()),
+            run_offload(offload(dir.path(), "true", Some("../x")), options()).await,
         ),
         (
             "out absolute",
-            jobs::offload(
-                c,
-                offload(dir.path(), "true", Some("/etc/passwd")),
-                &opts,
-                &cancel,
-                None,
-            )
-            .await
-            .map(|_| ()),
+            run_offload(offload(dir.path(), "true", Some("/etc/passwd")), options()).await,
         ),
         (
             "out through a host link",
-            jobs::offload(
-                c,
-                offload(dir.path(), "true", Some("link/x")),
-                &opts,
-                &cancel,
-                None,
-            )
-            .await
-            .map(|_| ()),
+            run_offload(offload(dir.path(), "true", Some("link/x")), options()).await,
         ),
         (
             "timeout over 1 h",
-            jobs::offload(
-                c,
-                offload(dir.path(), "true", None),
-                &JobOptions {
-                    timeout: Some(Duration::from_secs(3601)),
-                    ..options()
-                },
-                &cancel,
-                None,
-            )
-            .await
-            .map(|_| ()),
+            run_offload(offload(dir.path(), "true", None), long).await,
         ),
         (
             "no commands",
-            jobs::fanout(
-                c,
-                FanoutRequest::new(dir.path(), Vec::<String>::new()),
-                &opts,
-                &cancel,
-                None,
-            )
-            .await
-            .map(|_| ()),
+            run_fanout(FanoutRequest::new(dir.path(), Vec::<String>::new())).await,
         ),
         (
             "26 commands",
-            jobs::fanout(
-                c,
-                FanoutRequest::new(dir.path(), vec!["true"; 26]),
-                &opts,
-                &cancel,
-                None,
-            )
-            .await
-            .map(|_| ()),
+            run_fanout(FanoutRequest::new(dir.path(), vec!["true"; 26])).await,
         ),
         (
             "jobs 0",
-            jobs::fanout(
-                c,
-                FanoutRequest::new(dir.path(), ["true"]).jobs(0),
-                &opts,
-                &cancel,
-                None,
-            )
-            .await
-            .map(|_| ()),
+            run_fanout(FanoutRequest::new(dir.path(), ["true"]).jobs(0)).await,
         ),
         (
             "jobs 11",
-            jobs::fanout(
-                c,
-                FanoutRequest::new(dir.path(), ["true"]).jobs(11),
-                &opts,
-                &cancel,
-                None,
-            )
-            .await
-            .map(|_| ()),
+            run_fanout(FanoutRequest::new(dir.path(), ["true"]).jobs(11)).await,
         ),
         (
             "empty fanout command",
-            jobs::fanout(
-                c,
-                FanoutRequest::new(dir.path(), ["true", ""]),
-                &opts,
-                &cancel,
-                None,
-            )
-            .await
-            .map(|_| ()),
+            run_fanout(FanoutRequest::new(dir.path(), ["true", ""])).await,
         ),
         (
             "empty code",
-            jobs::run_code(
-                c,
-                RunCodeRequest::new(Language::Python, "\n"),
-                &opts,
-                &cancel,
-                None,
-            )
-            .await
-            .map(|_| ()),
+            run_code(RunCodeRequest::new(Language::Python, "\n")).await,
         ),
         (
             "huge stdin",
-            jobs::run_code(
-                c,
-                RunCodeRequest::new(Language::Python, "pass")
-                    .stdin(vec![b'x'; jobs::MAX_CODE_BYTES + 1]),
-                &opts,
-                &cancel,
-                None,
-            )
-            .await
-            .map(|_| ()),
+            run_code(RunCodeRequest::new(Language::Python, "pass").stdin(vec![
+                b'x';
+                jobs::MAX_CODE_BYTES
+                    + 1
+            ]))
+            .await,
         ),
     ];
     for (what, outcome) in cases {
